@@ -1,0 +1,309 @@
+"""Command line: ``python -m envace_demo envs|schema|run|eval``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from envace_demo.engine import MODES, Episode, EpisodeConfig
+from envace_demo.errors import EnvaceError, TaskError
+from envace_demo.events import EpisodeFinished, MemoryReady, RehearsalFinished, StepUpdated
+from envace_demo.models.base import Sampling
+from envace_demo.record import Step, Trajectory
+from envace_demo.schemas import load_tools
+from envace_demo.settings import Settings
+from envace_demo.tasks import Task, env_tasks, find_task, load_task_file
+
+
+def _add_model_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model")
+    g.add_argument("--model", help="'embedded', a hub id or a local path (env ENVACE_MODEL)")
+    g.add_argument("--quantization", choices=["none", "4bit", "8bit"], help="bitsandbytes quantization (GPU)")
+    g.add_argument("--dtype", choices=["auto", "bfloat16", "float32"])
+    g.add_argument("--device", choices=["auto", "cpu", "cuda"])
+    g.add_argument(
+        "--constrained", action=argparse.BooleanOptionalAction, default=None, help="constrained decoding"
+    )
+    g.add_argument(
+        "--first-call",
+        choices=["auto", "required", "optional"],
+        default="auto",
+        help="whether the first actor turn must call a tool (auto: required for the embedded model)",
+    )
+
+
+def _add_episode_flags(p: argparse.ArgumentParser, default_mode: str) -> None:
+    p.add_argument("--mode", choices=MODES, default=default_mode)
+    p.add_argument("--n", type=int, default=2, help="rehearsal budget N")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--temperature", type=float, default=0.6)
+    p.add_argument("--top-p", type=float, default=0.95)
+    p.add_argument("--top-k", type=int, default=20)
+    p.add_argument("--max-new-tokens", type=int, help="per generation (env ENVACE_MAX_NEW_TOKENS)")
+    p.add_argument("--max-steps", type=int, help="actor turns per trajectory (env ENVACE_MAX_STEPS)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m envace_demo", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("envs", help="list environments and their tasks")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("schema", help="normalize tool schemas (a file, or - for stdin)")
+    p.add_argument("file")
+
+    p = sub.add_parser("run", help="run one episode")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--env", help="a built-in environment")
+    src.add_argument("--tools", help="a tool schema file (no environment: imagine, or calls only)")
+    p.add_argument("--task", help="a task of the environment (default: its first)")
+    p.add_argument("--prompt", help="the user's request (overrides the task's)")
+    _add_episode_flags(p, "parallel")
+    _add_model_flags(p)
+
+    p = sub.add_parser("eval", help="run a task file and report success")
+    p.add_argument("--tasks", required=True, help="JSONL: the project's task format or BFCL records")
+    p.add_argument("--limit", type=int)
+    _add_episode_flags(p, "none")
+    _add_model_flags(p)
+    return parser
+
+
+# ---- helpers ---------------------------------------------------------------------------
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    return Settings.from_env(
+        model=getattr(args, "model", None),
+        quantization=None if getattr(args, "quantization", None) == "none" else getattr(args, "quantization", None),
+        dtype=getattr(args, "dtype", None),
+        device=getattr(args, "device", None),
+        constrained=getattr(args, "constrained", None),
+        max_new_tokens=getattr(args, "max_new_tokens", None),
+        max_steps=getattr(args, "max_steps", None),
+    )
+
+
+def load_model(settings: Settings):
+    from envace_demo.models.loader import load_backend  # heavy: torch, transformers
+
+    return load_backend(
+        settings.model,
+        quantization=settings.quantization,
+        dtype=settings.dtype,
+        device=settings.device,
+        constrained=settings.constrained,
+        cache_dir=settings.cache_dir,
+    )
+
+
+def episode_config(args: argparse.Namespace, settings: Settings, backend: Any) -> EpisodeConfig:
+    first_call = args.first_call
+    if first_call == "auto":
+        first_call = "required" if backend.info.model_id == "embedded" else "optional"
+    return EpisodeConfig(
+        mode=args.mode,
+        n=args.n,
+        sampling=Sampling(
+            temperature=args.temperature,
+            top_p=args.top_p,
+            top_k=args.top_k,
+            max_new_tokens=settings.max_new_tokens,
+            seed=args.seed,
+        ),
+        max_steps=settings.max_steps,
+        episode_seconds=settings.episode_seconds,
+        constrained=backend.supports_constraints and settings.constrained is not False,
+        require_first_call=first_call == "required",
+    )
+
+
+def _environment(task: Task):
+    if task.env is None:
+        return None
+    from envace_demo.envs.registry import create
+
+    return create(task.env)
+
+
+def _short(value: Any, limit: int = 300) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _print_step(prefix: str, step: Step, out) -> None:
+    if step.call is None:
+        if step.error:
+            print(f"{prefix} error: {step.error}", file=out)
+        else:
+            print(f"{prefix} answer: {step.action.content}", file=out)
+        return
+    valid = "valid" if step.valid else "INVALID: " + "; ".join(step.validation_errors)
+    print(f"{prefix} call {step.call.name} {_short(step.call.arguments)} ({valid})", file=out)
+    if step.rehearsed is not None:
+        print(f"{prefix}   rehearsed: {_short(step.rehearsed)}", file=out)
+    if step.real is not None:
+        fid = "" if step.fidelity is None else f"  [fidelity {step.fidelity:.2f}]"
+        print(f"{prefix}   real:      {_short(step.real)}{fid}", file=out)
+    if step.error:
+        print(f"{prefix}   error: {step.error}", file=out)
+
+
+def _run_task(backend, task: Task, config: EpisodeConfig, out=None) -> Trajectory:
+    """Run one episode; with ``out``, print it readably as it goes."""
+    episode = Episode(backend, task, config, _environment(task))
+    for event in episode.run():
+        if out is None:
+            if isinstance(event, EpisodeFinished):
+                return event.trajectory
+            continue
+        if isinstance(event, StepUpdated) and (
+            event.phase == "executed" or (event.phase == "rehearsed" and event.where == "rehearsal")
+            or (event.phase == "acted" and event.step.call is None)
+        ):
+            where = f"[rehearsal {event.rehearsal + 1}]" if event.where == "rehearsal" else "[commit]"
+            _print_step(f"{where} step {event.step.index + 1}:", event.step, out)
+        elif isinstance(event, StepUpdated) and event.phase == "rehearsed" and not episode.executor:
+            _print_step(f"[commit] step {event.step.index + 1}:", event.step, out)
+        elif isinstance(event, RehearsalFinished):
+            print(f"[rehearsal {event.rehearsal.index + 1}] ended: {event.rehearsal.ended}", file=out)
+        elif isinstance(event, MemoryReady):
+            print("--- rehearsal memory ---\n" + event.memory["text"] + "\n---", file=out)
+        elif isinstance(event, EpisodeFinished):
+            t = event.trajectory
+            print(f"final answer: {t.final_answer}", file=out)
+            print(
+                f"ended: {t.ended}; success: {t.success}"
+                + (f" ({'; '.join(t.check_reasons)})" if t.check_reasons else "")
+                + f"; mean fidelity: {t.fidelity}; totals: {json.dumps(t.totals())}",
+                file=out,
+            )
+            return t
+    raise AssertionError("unreachable")
+
+
+# ---- commands ----------------------------------------------------------------------------
+
+
+def cmd_envs(args: argparse.Namespace) -> int:
+    from envace_demo.envs.registry import list_environments
+
+    listing = [
+        {
+            "name": env.name,
+            "description": env.description,
+            "tasks": [{"name": t.name, "prompt": t.prompt} for t in env_tasks(env.name)],
+        }
+        for env in list_environments()
+    ]
+    if args.json:
+        print(json.dumps(listing, indent=2, ensure_ascii=False))
+    else:
+        for env in listing:
+            print(f"{env['name']}: {env['description']}")
+            for t in env["tasks"]:
+                print(f"  {t['name']}: {t['prompt']}")
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    try:
+        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
+    except OSError as err:
+        raise TaskError(f"{args.file}: cannot read ({err.strerror})") from None
+    tools = load_tools(text)
+    print(json.dumps([t.to_dict() for t in tools], indent=2, ensure_ascii=False))
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    if args.env:
+        task = find_task(args.env, args.task) if args.task else env_tasks(args.env)[0]
+    else:
+        try:
+            text = Path(args.tools).read_text(encoding="utf-8")
+        except OSError as err:
+            raise TaskError(f"{args.tools}: cannot read ({err.strerror})") from None
+        if not args.prompt:
+            raise TaskError("--tools needs --prompt: the user's request")
+        task = Task(name="custom", prompt=args.prompt, tools=load_tools(text))
+    if args.prompt:
+        task.prompt, task.check = args.prompt, None  # a new request: the task's check no longer applies
+    backend = load_model(settings)
+    config = episode_config(args, settings, backend)
+    traj = _run_task(backend, task, config, out=None if args.json else sys.stdout)
+    if args.json:
+        print(json.dumps(traj.to_dict(), indent=2, ensure_ascii=False))
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    tasks = load_task_file(Path(args.tasks), limit=args.limit)
+    backend = load_model(settings)
+    config = episode_config(args, settings, backend)
+    rows, calls, valid_calls, parse_errors, successes, judged = [], 0, 0, 0, 0, 0
+    for task in tasks:
+        traj = _run_task(backend, task, config)
+        tool_steps = [s for s in traj.steps if s.call is not None]
+        errors = sum(1 for s in traj.steps if s.action.error is not None)
+        calls += len(tool_steps)
+        valid_calls += sum(1 for s in tool_steps if s.valid)
+        parse_errors += errors
+        if traj.success is not None:
+            judged += 1
+            successes += int(traj.success)
+        rows.append(
+            {
+                "task": task.name,
+                "success": traj.success,
+                "calls": [c.to_dict() for c in traj.committed_calls()],
+                "valid_calls": sum(1 for s in tool_steps if s.valid),
+                "parse_errors": errors,
+                "ended": traj.ended,
+                "reasons": traj.check_reasons,
+                "seconds": round(traj.seconds, 2),
+            }
+        )
+        if not args.json:
+            mark = {True: "PASS", False: "FAIL", None: "----"}[traj.success]
+            detail = "; ".join(traj.check_reasons)
+            print(f"{mark} {task.name} ({traj.ended}, {len(tool_steps)} call(s), {traj.seconds:.1f}s) {detail}")
+    attempted = calls + parse_errors
+    totals = {
+        "tasks": len(tasks),
+        "mode": config.mode,
+        "n": config.n,
+        "model": backend.info.model_id,
+        "constrained": config.constrained,
+        "calls": calls,
+        "valid_calls": valid_calls,
+        "parse_errors": parse_errors,
+        "valid_call_rate": round(valid_calls / attempted, 4) if attempted else None,
+        "success_rate": round(successes / judged, 4) if judged else None,
+        "successes": successes,
+        "judged": judged,
+    }
+    if args.json:
+        print(json.dumps({"tasks": rows, "totals": totals}, indent=2, ensure_ascii=False))
+    else:
+        print(json.dumps(totals, indent=2))
+    return 0
+
+
+COMMANDS = {"envs": cmd_envs, "schema": cmd_schema, "run": cmd_run, "eval": cmd_eval}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except EnvaceError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2

@@ -1,0 +1,391 @@
+"""The episode engine: act, rehearse, commit.
+
+``Episode(...).run()`` is a generator of typed events (``envace_demo.events``);
+the last one carries the finished ``Trajectory``. Modes:
+
+- ``none``: act, execute for real, act ... final answer.
+- ``parallel`` N: N imagined trajectories from the same start (the first actor
+  turn of all N is one batched generation), then one committed execution.
+- ``sequential`` N: attempt k sees the memory of attempts 1..k-1, then commit.
+- ``imagine``: N imagined trajectories and nothing real (schemas with no backend).
+
+In a committed run every call is rehearsed first and then executed, so each step
+carries its action, its rehearsed response and its real response.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Generator, Iterator
+
+from envace_demo import memory as memory_mod
+from envace_demo.calls import parse_action, parse_execution_result
+from envace_demo.envs.base import Environment
+from envace_demo.errors import ConfigError
+from envace_demo.events import (
+    EpisodeFinished,
+    EpisodeStarted,
+    Event,
+    Generating,
+    MemoryReady,
+    RehearsalFinished,
+    StepUpdated,
+)
+from envace_demo.fidelity import fidelity, mean_fidelity
+from envace_demo.models.base import Backend, Constraint, Generation, Sampling
+from envace_demo.prompts import Conversation, Turn, actor_prompt, rehearser_messages, rehearser_prompt
+from envace_demo.record import Action, Rehearsal, Step, ToolCall, Trajectory
+from envace_demo.schemas import Tool, find_tool, validate_arguments
+from envace_demo.tasks import Task, evaluate
+
+MODES = ("none", "parallel", "sequential", "imagine")
+_STREAM_INTERVAL_S = 0.1
+
+# Executes one committed call for real: (tool, arguments) -> JSON response.
+Executor = Callable[[Tool, dict], Any]
+
+
+@dataclass
+class EpisodeConfig:
+    mode: str = "parallel"
+    n: int = 2
+    sampling: Sampling = field(default_factory=Sampling)
+    max_steps: int = 6
+    episode_seconds: float = 600.0
+    constrained: bool = True
+    # The first actor turn must call a tool: small models otherwise answer in prose.
+    require_first_call: bool = False
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ConfigError(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
+        if self.mode in ("parallel", "sequential", "imagine") and not 1 <= self.n <= 64:
+            raise ConfigError(f"n must be between 1 and 64, not {self.n}")
+
+
+class _Stop(Exception):
+    """Ends the episode early; ``reason`` goes into ``Trajectory.ended``."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+
+@dataclass
+class _Outcome:
+    steps: list[Step]
+    final_answer: str | None
+    ended: str
+
+
+class Episode:
+    def __init__(
+        self,
+        backend: Backend,
+        task: Task,
+        config: EpisodeConfig,
+        environment: Environment | None = None,
+        executor: Executor | None = None,
+        cancel: threading.Event | None = None,
+    ):
+        self.backend = backend
+        self.task = task
+        self.config = config
+        self.environment = environment
+        if executor is None and environment is not None:
+            executor = lambda tool, args: environment.execute(tool.original_name, args)  # noqa: E731
+        self.executor = executor
+        self.cancel = cancel or threading.Event()
+        self._halt = threading.Event()  # tells the backend to stop generating
+        self._deadline = 0.0
+        self._seed_offset = 0
+        self._tool_names = {t.name for t in task.tools}
+        self._constrained = config.constrained and backend.supports_constraints
+
+    # ---- public -----------------------------------------------------------------
+
+    def run(self) -> Iterator[Event]:
+        cfg = self.config
+        start = time.monotonic()
+        self._deadline = start + cfg.episode_seconds
+        traj = Trajectory(
+            mode=cfg.mode,
+            model=self.backend.info.to_dict(),
+            tools=[t.to_dict() for t in self.task.tools],
+            prompt=self.task.prompt,
+            environment=self.task.env,
+            task=self.task.name,
+            n=cfg.n if cfg.mode != "none" else 0,
+            seed=cfg.sampling.seed,
+            sampling={k: v for k, v in vars(cfg.sampling).items()},
+        )
+        yield EpisodeStarted(traj)
+        try:
+            if cfg.mode in ("parallel", "sequential", "imagine"):
+                yield from self._rehearse_all(traj)
+            if cfg.mode == "imagine":
+                last = traj.rehearsals[-1] if traj.rehearsals else None
+                traj.final_answer = last.final_answer if last else None
+                traj.ended = last.ended if last else "no_rehearsal"
+            else:
+                conversation = Conversation(self.task.prompt, memory=(traj.memory or {}).get("text") or None)
+                outcome = yield from self._trajectory(
+                    conversation, where="commit", rindex=None, steps=traj.steps, commit=True
+                )
+                traj.final_answer, traj.ended = outcome.final_answer, outcome.ended
+        except _Stop as stop:
+            traj.ended = stop.reason
+        traj.seconds = time.monotonic() - start
+        traj.fidelity = mean_fidelity([s.fidelity for s in traj.steps])
+        if self.environment is not None:
+            traj.final_state = self.environment.state()
+        if cfg.mode != "imagine":
+            verdict = evaluate(self.task, traj.committed_calls(), traj.final_answer, traj.final_state)
+            if verdict is not None:
+                traj.success, traj.check_reasons = verdict.success, verdict.reasons
+        yield EpisodeFinished(traj)
+
+    # ---- rehearsal ----------------------------------------------------------------
+
+    def _rehearse_all(self, traj: Trajectory) -> Generator[Event, None, None]:
+        cfg = self.config
+        first: list[Generation] = []
+        if cfg.mode in ("parallel", "imagine") and cfg.n > 1:
+            # All N imagined trajectories start from the same prompt: one batched call.
+            first = yield from self._act(
+                Conversation(self.task.prompt), "rehearsal", 0, n=cfg.n, require=cfg.require_first_call
+            )
+        for k in range(cfg.n):
+            rehearsal = Rehearsal(index=k)
+            traj.rehearsals.append(rehearsal)
+            mem = memory_mod.summarize(traj.rehearsals[:-1]) if cfg.mode == "sequential" else None
+            conversation = Conversation(self.task.prompt, memory=(mem or {}).get("text") or None)
+            try:
+                outcome = yield from self._trajectory(
+                    conversation,
+                    where="rehearsal",
+                    rindex=k,
+                    steps=rehearsal.steps,
+                    commit=False,
+                    first=first[k] if first else None,
+                )
+                rehearsal.final_answer, rehearsal.ended = outcome.final_answer, outcome.ended
+            except _Stop as stop:
+                rehearsal.ended = stop.reason
+                yield RehearsalFinished(rehearsal)
+                raise
+            yield RehearsalFinished(rehearsal)
+        traj.memory = memory_mod.summarize(traj.rehearsals)
+        yield MemoryReady(traj.memory)
+
+    # ---- one trajectory (imagined or committed) -----------------------------------------
+
+    def _trajectory(
+        self,
+        conversation: Conversation,
+        where: str,
+        rindex: int | None,
+        steps: list[Step],
+        commit: bool,
+        first: Generation | None = None,
+    ) -> Generator[Event, None, _Outcome]:
+        cfg = self.config
+        real_results: list[tuple[ToolCall, Any]] = []  # few-shot entries for the rehearser
+        rehearse = cfg.mode != "none"
+        for turn_index in range(cfg.max_steps):
+            require = cfg.require_first_call and turn_index == 0
+            prompt = actor_prompt(self.backend, conversation, self.task.tools)
+            if turn_index == 0 and first is not None:
+                gen = first
+            else:
+                (gen,) = yield from self._act(conversation, where, rindex, require=require, prompt=prompt)
+            action = parse_action(gen.text, self._tool_names, require_call=require)
+            step = self._new_step(steps, action, gen, prompt)
+            if action.error:
+                step.error = f"{action.error}: {action.error_message}"
+                yield StepUpdated(where, rindex, step, "acted")
+                return _Outcome(steps, None, "parse_error")
+            if not action.calls:
+                yield StepUpdated(where, rindex, step, "acted")
+                if gen.finish_reason == "length":
+                    step.error = "the answer hit the new-token limit"
+                    return _Outcome(steps, action.content, "max_new_tokens")
+                return _Outcome(steps, action.content, "answer")
+            turn = Turn(action)
+            for ci, call in enumerate(action.calls):
+                if ci > 0:
+                    step = self._new_step(steps, action, None, prompt)
+                step.call, step.call_index = call, ci
+                tool = find_tool(self.task.tools, call.name)
+                step.validation_errors = validate_arguments(tool, call.arguments) if tool else []
+                step.valid = tool is not None and not step.validation_errors
+                yield StepUpdated(where, rindex, step, "acted")
+                if rehearse:
+                    yield from self._rehearse_step(step, tool, conversation, real_results, where, rindex)
+                    yield StepUpdated(where, rindex, step, "rehearsed")
+                if commit and self.executor is not None:
+                    self._execute(step, tool)
+                    yield StepUpdated(where, rindex, step, "executed")
+                    real_results.append((call, step.real))
+                    turn.results.append((call, step.real))
+                    if step.error:
+                        conversation.turns.append(turn)
+                        return _Outcome(steps, None, "environment_error")
+                else:
+                    turn.results.append((call, step.rehearsed))
+            conversation.turns.append(turn)
+            if commit and self.executor is None:
+                # Nothing to commit against: the calls stand as the answer (BFCL style).
+                return _Outcome(steps, None, "no_environment")
+        return _Outcome(steps, None, "max_steps")
+
+    def _new_step(self, steps: list[Step], action: Action, gen: Generation | None, prompt: str) -> Step:
+        step = Step(index=len(steps), action=action, prompts={"actor": prompt})
+        if gen is not None:
+            step.act_seconds = round(gen.seconds, 3)
+            step.act_tokens = gen.new_tokens
+            step.prompt_tokens = gen.prompt_tokens
+        steps.append(step)
+        return step
+
+    # ---- phases ---------------------------------------------------------------------
+
+    def _act(
+        self,
+        conversation: Conversation,
+        where: str,
+        rindex: int | None,
+        n: int = 1,
+        require: bool = False,
+        prompt: str | None = None,
+    ) -> Generator[Event, None, list[Generation]]:
+        prompt = prompt or actor_prompt(self.backend, conversation, self.task.tools)
+        constraint = (
+            Constraint(role="actor", tools=tuple(self.task.tools), require_call=require) if self._constrained else None
+        )
+        return (yield from self._generate(prompt, n, constraint, "actor", where, rindex))
+
+    def _rehearse_step(
+        self,
+        step: Step,
+        tool: Tool | None,
+        conversation: Conversation,
+        real_results: list[tuple[ToolCall, Any]],
+        where: str,
+        rindex: int | None,
+    ) -> Generator[Event, None, None]:
+        assert step.call is not None
+        messages = rehearser_messages(
+            self.task.tools, real_results, conversation, step.action.text, step.call, tool
+        )
+        prompt = rehearser_prompt(self.backend, messages)
+        step.prompts["rehearser"] = prompt
+        constraint = (
+            Constraint(role="rehearser", response_schema=tool.response if tool else None)
+            if self._constrained
+            else None
+        )
+        (gen,) = yield from self._generate(prompt, 1, constraint, "rehearser", where, rindex)
+        step.rehearsal_text = gen.text
+        step.rehearse_seconds = round(gen.seconds, 3)
+        step.rehearse_tokens = gen.new_tokens
+        result, problem = parse_execution_result(gen.text)
+        if problem:
+            # The actor still needs a tool message; it sees the failure as an error object.
+            step.rehearsed = {"error": {"code": "REHEARSAL_FAILED", "message": problem}}
+        else:
+            step.rehearsed = result
+
+    def _execute(self, step: Step, tool: Tool | None) -> None:
+        assert step.call is not None and self.executor is not None
+        started = time.monotonic()
+        if tool is None:
+            step.real = {"error": {"code": "TOOL_NOT_AVAILABLE", "message": f"no tool named {step.call.name!r}"}}
+        else:
+            try:
+                step.real = self.executor(tool, step.call.arguments)
+            except Exception as err:  # a failing backend must not take the app down
+                step.real = {"error": {"code": "ENVIRONMENT_FAILURE", "message": str(err) or type(err).__name__}}
+                step.error = f"the environment failed: {step.real['error']['message']}"
+        step.execute_seconds = round(time.monotonic() - started, 3)
+        if step.rehearsed is not None and not _rehearsal_failed(step.rehearsed):
+            step.fidelity = fidelity(step.rehearsed, step.real)
+
+    # ---- generation with streaming, cancellation and the wall-clock limit ----------------------
+
+    def _sampling(self) -> Sampling:
+        s = self.config.sampling
+        if s.seed is None:
+            return s
+        self._seed_offset += 1  # distinct yet reproducible seeds for each generation
+        return replace(s, seed=s.seed + self._seed_offset - 1)
+
+    def _generate(
+        self, prompt: str, n: int, constraint: Constraint | None, role: str, where: str, rindex: int | None
+    ) -> Generator[Event, None, list[Generation]]:
+        self._check_limits()
+        sampling = self._sampling()
+        updates: queue.Queue = queue.Queue()
+        box: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                box["result"] = self.backend.generate(
+                    prompt,
+                    sampling,
+                    n=n,
+                    constraint=constraint,
+                    on_token=lambda row, text: updates.put((row, text)),
+                    cancel=self._halt,
+                )
+            except BaseException as err:  # surfaced below, in the engine's thread
+                box["error"] = err
+
+        worker = threading.Thread(target=work, name="envace-generate", daemon=True)
+        worker.start()
+        latest: dict[int, str] = {}
+        while worker.is_alive():
+            worker.join(_STREAM_INTERVAL_S)
+            if self.cancel.is_set() or time.monotonic() > self._deadline:
+                self._halt.set()
+            while not updates.empty():
+                row, text = updates.get_nowait()
+                latest[row] = text
+            for row, text in latest.items():
+                yield Generating(role, where, rindex, row, text)  # type: ignore[arg-type]
+            latest.clear()
+        if "error" in box:
+            err = box["error"]
+            raise _Stop(f"model_error: {err}") from err
+        self._check_limits()
+        gens: list[Generation] = box["result"]
+        if any(g.finish_reason == "cancelled" for g in gens):
+            raise _Stop("cancelled" if self.cancel.is_set() else "time_limit")
+        return gens
+
+    def _check_limits(self) -> None:
+        if self.cancel.is_set():
+            raise _Stop("cancelled")
+        if time.monotonic() > self._deadline:
+            raise _Stop("time_limit")
+
+
+def _rehearsal_failed(value: Any) -> bool:
+    err = value.get("error") if isinstance(value, dict) else None
+    return isinstance(err, dict) and err.get("code") == "REHEARSAL_FAILED"
+
+
+def run_episode(
+    backend: Backend,
+    task: Task,
+    config: EpisodeConfig,
+    environment: Environment | None = None,
+    cancel: threading.Event | None = None,
+) -> Trajectory:
+    """Run to the end and return the record (no streaming)."""
+    for event in Episode(backend, task, config, environment, cancel=cancel).run():
+        if isinstance(event, EpisodeFinished):
+            return event.trajectory
+    raise AssertionError("the engine always ends with EpisodeFinished")

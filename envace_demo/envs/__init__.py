@@ -1,0 +1,1 @@
+"""Real, stateful environments the agent commits its calls against."""

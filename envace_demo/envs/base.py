@@ -1,0 +1,33 @@
+"""The environment interface."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+
+class Environment(ABC):
+    """A real tool backend with state. One fresh instance per episode.
+
+    ``execute`` never raises for a bad call: a failure is a JSON response of the
+    form ``{"error": {"code": "...", "message": "..."}}``.
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+
+    @abstractmethod
+    def tools(self) -> list:
+        """The tools this environment offers (``envace_demo.schemas.Tool``)."""
+
+    @abstractmethod
+    def execute(self, name: str, arguments: dict[str, Any]) -> Any:
+        """Run one call against the real state; return its JSON response."""
+
+    @abstractmethod
+    def reset(self) -> None:
+        """Back to the initial state."""
+
+    @abstractmethod
+    def state(self) -> dict[str, Any]:
+        """A JSON snapshot of the state, for success checks and display."""

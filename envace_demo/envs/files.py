@@ -1,0 +1,203 @@
+"""An in-memory file system: a handful of notes and project files, nothing on disk.
+
+The state is two flat maps, ``files`` (absolute path -> text) and a set of
+directories, which keeps every operation a dict lookup; ``state()`` renders the
+directories with their sorted entries so checks can address either by path.
+Everything under ``/system`` is read-only. Paths are normalized like a shell
+would (``.``, ``..``, repeated slashes); a ``..`` that climbs above ``/`` is an
+error, never a way out.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+from envace_demo.envs._common import Failure, Handler, ToolEnvironment
+
+READ_ONLY = ("/system",)
+MAX_ENTRIES = 50  # list_directory's response bound (tools.json maxItems)
+MAX_NAME = 255
+MAX_PATH = 300  # the tools.json maxLength of a path, in requests and responses
+
+
+def _seed() -> dict[str, Any]:
+    files = {
+        "/notes/todo.txt": (
+            "- buy milk\n- call the plumber about the kitchen sink\n- renew passport before June\n"
+        ),
+        "/notes/meeting-2025-03-10.md": (
+            "# Team sync, 2025-03-10\n"
+            "Attendees: Ana, Raj, Mei\n"
+            "- Ship v2.1 on Friday\n"
+            "- Raj writes the release notes\n"
+            "- Next sync: 2025-03-17\n"
+        ),
+        "/projects/budget.csv": "month,amount\njan,1200\nfeb,980\nmar,1105\n",
+        "/projects/website/index.html": "<!doctype html>\n<h1>Hello from Mei's site</h1>\n",
+        "/projects/website/style.css": "body { font-family: sans-serif; margin: 2rem; }\n",
+        "/system/config.ini": "[network]\nproxy = none\ntimeout = 30\n",
+        "/system/readme.txt": "System files. Read-only.\n",
+    }
+    dirs = {"/", "/notes", "/projects", "/projects/website", "/archive", "/system"}
+    return {"files": files, "dirs": dirs}
+
+
+def _normalize(raw: str) -> str:
+    """An absolute, normalized path; relative paths are taken from ``/``."""
+    if not raw.strip():
+        raise Failure("INVALID_PATH", "path is empty")
+    if "\x00" in raw:
+        raise Failure("INVALID_PATH", "path contains a NUL character")
+    parts: list[str] = []
+    for part in raw.strip().split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not parts:
+                raise Failure("PATH_ESCAPES_ROOT", f"{raw!r} climbs above the root directory")
+            parts.pop()
+            continue
+        if len(part) > MAX_NAME:
+            raise Failure("INVALID_PATH", f"a name in {raw[:40]!r}... is longer than {MAX_NAME} characters")
+        parts.append(part)
+    return "/" + "/".join(parts)
+
+
+def _size(text: str) -> int:
+    """Size in UTF-8 bytes; a lone surrogate (valid in JSON text) must not crash it."""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _read_only(path: str) -> bool:
+    return any(path == root or path.startswith(root + "/") for root in READ_ONLY)
+
+
+class FilesEnvironment(ToolEnvironment):
+    name = "files"
+    description = "A small in-memory file system with notes and projects; /system is read-only."
+
+    def initial_state(self) -> dict[str, Any]:
+        return _seed()
+
+    def handlers(self) -> dict[str, Handler]:
+        return {
+            "list_directory": self.list_directory,
+            "read_file": self.read_file,
+            "write_file": self.write_file,
+            "create_directory": self.create_directory,
+            "move_file": self.move_file,
+            "delete_file": self.delete_file,
+        }
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "files": dict(sorted(self._files.items())),
+            "directories": {d: self._entries(d) for d in sorted(self._dirs)},
+            "read_only": list(READ_ONLY),
+        }
+
+    # -- helpers ---------------------------------------------------------------
+
+    @property
+    def _files(self) -> dict[str, str]:
+        return self._state["files"]
+
+    @property
+    def _dirs(self) -> set[str]:
+        return self._state["dirs"]
+
+    def _entries(self, directory: str) -> list[str]:
+        return sorted(
+            posixpath.basename(p)
+            for p in (*self._files, *self._dirs)
+            if p != "/" and posixpath.dirname(p) == directory
+        )
+
+    def _existing_file(self, path: str) -> None:
+        if path in self._dirs:
+            raise Failure("IS_A_DIRECTORY", f"{path} is a directory")
+        if path not in self._files:
+            raise Failure("NOT_FOUND", f"no such file: {path}")
+
+    def _writable(self, path: str) -> None:
+        if _read_only(path):
+            raise Failure("PERMISSION_DENIED", f"{path} is on a read-only path")
+
+    def _parent_exists(self, path: str) -> None:
+        parent = posixpath.dirname(path)
+        if parent in self._files:
+            raise Failure("NOT_A_DIRECTORY", f"{parent} is a file, not a directory")
+        if parent not in self._dirs:
+            raise Failure("NOT_FOUND", f"no such directory: {parent}")
+
+    # -- tools -----------------------------------------------------------------
+
+    def list_directory(self, args: dict[str, Any]) -> dict[str, Any]:
+        path = _normalize(args["path"])
+        if path in self._files:
+            raise Failure("NOT_A_DIRECTORY", f"{path} is a file, not a directory")
+        if path not in self._dirs:
+            raise Failure("NOT_FOUND", f"no such directory: {path}")
+        names = self._entries(path)
+        entries = []
+        for name in names[:MAX_ENTRIES]:
+            full = posixpath.join(path, name)
+            if full in self._dirs:
+                entries.append({"name": name, "type": "directory", "size": 0})
+            else:
+                entries.append({"name": name, "type": "file", "size": _size(self._files[full])})
+        return {"path": path, "entries": entries, "truncated": len(names) > MAX_ENTRIES}
+
+    def read_file(self, args: dict[str, Any]) -> dict[str, Any]:
+        path = _normalize(args["path"])
+        self._existing_file(path)
+        content = self._files[path]
+        return {"path": path, "content": content, "size": _size(content)}
+
+    def write_file(self, args: dict[str, Any]) -> dict[str, Any]:
+        path = _normalize(args["path"])
+        if path in self._dirs:
+            raise Failure("IS_A_DIRECTORY", f"{path} is a directory")
+        self._writable(path)
+        self._parent_exists(path)
+        existed = path in self._files
+        if existed and not args.get("overwrite", False):
+            raise Failure("ALREADY_EXISTS", f"{path} already exists; pass overwrite=true to replace it")
+        self._files[path] = args["content"]
+        return {"path": path, "size": _size(args["content"]), "created": not existed}
+
+    def create_directory(self, args: dict[str, Any]) -> dict[str, Any]:
+        path = _normalize(args["path"])
+        if path in self._dirs or path in self._files:
+            raise Failure("ALREADY_EXISTS", f"{path} already exists")
+        self._writable(path)
+        self._parent_exists(path)
+        self._dirs.add(path)
+        return {"path": path, "created": True}
+
+    def move_file(self, args: dict[str, Any]) -> dict[str, Any]:
+        source = _normalize(args["source"])
+        destination = _normalize(args["destination"])
+        self._existing_file(source)
+        # Like mv: moving onto an existing directory puts the file inside it.
+        if destination in self._dirs:
+            destination = posixpath.join(destination, posixpath.basename(source))
+            if len(destination) > MAX_PATH:
+                raise Failure("INVALID_PATH", f"the destination path is longer than {MAX_PATH} characters")
+        self._writable(source)
+        self._writable(destination)
+        if destination == source:
+            raise Failure("INVALID_PATH", "source and destination are the same file")
+        if destination in self._files or destination in self._dirs:
+            raise Failure("ALREADY_EXISTS", f"{destination} already exists")
+        self._parent_exists(destination)
+        self._files[destination] = self._files.pop(source)
+        return {"source": source, "destination": destination}
+
+    def delete_file(self, args: dict[str, Any]) -> dict[str, Any]:
+        path = _normalize(args["path"])
+        self._existing_file(path)
+        self._writable(path)
+        del self._files[path]
+        return {"path": path, "deleted": True}

@@ -1,0 +1,66 @@
+"""Rehearsal memory: what the imagined trajectories tried, predicted and reached,
+condensed into a card for the UI and a text for the committed actor."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from envace_demo.record import Rehearsal
+
+_MAX_RESULT_CHARS = 240
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= _MAX_RESULT_CHARS else text[: _MAX_RESULT_CHARS - 1] + "…"
+
+
+def _is_error(result: Any) -> bool:
+    return isinstance(result, dict) and any(k in result for k in ("error", "error_tool_call"))
+
+
+def summarize(rehearsals: list[Rehearsal]) -> dict:
+    """The memory record: ``attempts`` (structured) and ``text`` (for the prompt)."""
+    attempts = []
+    for r in rehearsals:
+        calls = []
+        for s in r.steps:
+            if s.call is None:
+                continue
+            calls.append(
+                {
+                    "name": s.call.name,
+                    "arguments": s.call.arguments,
+                    "predicted": s.rehearsed,
+                    "predicted_error": _is_error(s.rehearsed) or bool(s.error),
+                    "invalid_arguments": s.validation_errors,
+                }
+            )
+        errors = [s.error for s in r.steps if s.error]
+        attempts.append({"index": r.index, "calls": calls, "errors": errors, "answer": r.final_answer, "ended": r.ended})
+    return {"attempts": attempts, "text": render(attempts)}
+
+
+def render(attempts: list[dict]) -> str:
+    if not attempts:
+        return ""
+    lines = [
+        "Rehearsal memory. Before acting for real you rehearsed this request privately; the tool "
+        "results below were predicted, not real. Use them to choose your calls, avoid predicted "
+        "errors, and then act for real."
+    ]
+    for a in attempts:
+        lines.append(f"Attempt {a['index'] + 1}:")
+        if not a["calls"]:
+            lines.append("- made no tool call")
+        for c in a["calls"]:
+            mark = " (predicted error)" if c["predicted_error"] else ""
+            lines.append(f"- called {c['name']} {json.dumps(c['arguments'], ensure_ascii=False)} -> {_short(c['predicted'])}{mark}")
+            if c["invalid_arguments"]:
+                lines.append(f"  arguments invalid: {'; '.join(c['invalid_arguments'][:3])}")
+        for e in a["errors"]:
+            lines.append(f"- error: {e}")
+        if a["answer"]:
+            lines.append(f"- answer reached: {a['answer'][:_MAX_RESULT_CHARS]}")
+    return "\n".join(lines)

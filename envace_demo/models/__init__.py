@@ -1,0 +1,1 @@
+"""Model backends: one interface (``Backend.generate``), several engines."""

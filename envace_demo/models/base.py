@@ -1,0 +1,112 @@
+"""The backend interface every model engine implements."""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Literal
+
+if TYPE_CHECKING:
+    from envace_demo.schemas import Tool
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Sampling parameters; defaults are the EnvACE model card's."""
+
+    temperature: float = 0.6
+    top_p: float = 0.95
+    top_k: int = 20
+    max_new_tokens: int = 512
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """What constrained decoding must enforce, independent of the engine.
+
+    actor:     optional free reasoning in <think>…</think>, then either
+               <tool_call> blocks whose JSON names one of ``tools`` with
+               schema-valid arguments, or (unless ``require_call``) a free answer.
+    rehearser: optional free reasoning, then
+               <execution_result>\\n{JSON}\\n</execution_result> where the JSON
+               follows ``response_schema`` when given, else any object/array of
+               bounded depth and length.
+    """
+
+    role: Literal["actor", "rehearser"]
+    tools: tuple["Tool", ...] = ()
+    require_call: bool = False
+    response_schema: dict | None = None
+
+
+@dataclass
+class Generation:
+    text: str
+    new_tokens: int
+    prompt_tokens: int
+    seconds: float
+    finish_reason: Literal["stop", "length", "cancelled"] = "stop"
+
+
+# Called as tokens arrive: (row index within the batch, text so far of that row).
+StreamCallback = Callable[[int, str], None]
+
+
+@dataclass
+class ModelInfo:
+    model_id: str
+    device: str
+    dtype: str
+    quantization: str | None = None
+    memory_mb: float | None = None
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {
+            "model_id": self.model_id,
+            "device": self.device,
+            "dtype": self.dtype,
+            "quantization": self.quantization,
+            "memory_mb": self.memory_mb,
+            **self.extra,
+        }
+
+
+class Backend(ABC):
+    """A chat model. Subclasses implement ``render`` and ``generate``."""
+
+    #: Whether constrained decoding is available in this backend.
+    supports_constraints: bool = False
+
+    @property
+    @abstractmethod
+    def info(self) -> ModelInfo: ...
+
+    @abstractmethod
+    def render(
+        self,
+        messages: list[dict],
+        tools: list[dict] | None = None,
+        enable_thinking: bool = True,
+    ) -> str:
+        """The prompt text for ``messages`` (chat template, generation prompt added).
+
+        ``tools`` are in OpenAI function format.
+        """
+
+    @abstractmethod
+    def generate(
+        self,
+        prompt: str,
+        sampling: Sampling,
+        n: int = 1,
+        constraint: Constraint | None = None,
+        on_token: StreamCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> list[Generation]:
+        """``n`` samples continuing ``prompt``, in one batch where the engine can."""
+
+    def count_tokens(self, text: str) -> int:
+        return len(text) // 4

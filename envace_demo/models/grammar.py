@@ -1,0 +1,320 @@
+"""Constrained decoding: a ``Constraint`` compiled to an xgrammar logits processor.
+
+Shapes (method doc §2, §3), written the way the Qwen3 template writes them:
+
+    actor:     [<think>\\n…</think>\\n\\n] <tool_call>\\n{"name": …, "arguments": {…}}\\n</tool_call>
+               (\\n<tool_call>…</tool_call>)*   |   a free answer (unless require_call)
+    rehearser: [<think>\\n…</think>\\n\\n] <execution_result>\\n{JSON}\\n</execution_result>
+
+then the stop token. Lessons from the stack notes, applied here: one grammar for
+all tools (``anyOf`` over per-tool objects with a ``const`` name) is fast; compact
+JSON (``", "`` and ``": "`` separators, no free whitespace) matches the template and
+gives better arguments; unbounded strings, arrays and "any JSON" run away, so every
+free value gets a length bound. The reasoning is bounded too (a small model would
+otherwise spend its whole budget thinking) and may not contain ``<``, so it can
+only end with ``</think>``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
+
+from envace_demo.errors import ModelError
+from envace_demo.models.base import Constraint
+
+if TYPE_CHECKING:
+    import xgrammar
+
+CALL_OPEN, CALL_CLOSE = "<tool_call>\n", "\n</tool_call>"
+RESULT_OPEN, RESULT_CLOSE = "<execution_result>\n", "\n</execution_result>"
+ERROR_CODES = ("INVALID_TOOL_CALL_FORMAT", "TOOL_NOT_AVAILABLE", "INVALID_PARAMETERS")
+
+MAX_THINK_CHARS = 300
+MAX_CALLS = 8  # per actor turn
+MAX_STRING = 200  # free strings in arguments
+MAX_ITEMS = 16  # free arrays in arguments
+MAX_RESULT_STRING = 80  # free strings in a rehearsed result
+MAX_RESULT_ITEMS = 8
+MAX_RESULT_KEYS = 6
+MAX_KEY = 40  # property names of free objects
+
+# Keywords that already pin a string down; a maxLength would add nothing.
+_STRING_PINNED = ("maxLength", "enum", "const", "pattern", "format")
+_SUB_ONE = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames")
+_SUB_LIST = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SUB_MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+
+
+# ---------------------------------------------------------------------------------
+# JSON Schemas (pure functions: testable without a tokenizer)
+
+
+def _scalar(max_string: int) -> dict:
+    return {
+        "anyOf": [
+            {"type": "string", "maxLength": max_string},
+            {"type": "number"},
+            {"type": "boolean"},
+            {"type": "null"},
+        ]
+    }
+
+
+def _flat_array(max_string: int, max_items: int) -> dict:
+    return {"type": "array", "items": _scalar(max_string), "maxItems": max_items}
+
+
+def _flat_object(max_string: int, max_items: int, max_keys: int) -> dict:
+    return {
+        "type": "object",
+        "propertyNames": {"maxLength": MAX_KEY},
+        "additionalProperties": {"anyOf": [_scalar(max_string), _flat_array(max_string, max_items)]},
+        "maxProperties": max_keys,
+    }
+
+
+def free_value_schema(max_string: int = MAX_STRING, max_items: int = MAX_ITEMS) -> dict:
+    """A bounded stand-in for an unconstrained value (``{}`` or ``"type": "any"``):
+    a scalar, a flat array, or a flat object."""
+    return {
+        "anyOf": [
+            *_scalar(max_string)["anyOf"],
+            _flat_array(max_string, max_items),
+            _flat_object(max_string, max_items, MAX_RESULT_KEYS),
+        ]
+    }
+
+
+def generic_result_schema() -> dict:
+    """A bounded "any result": a non-empty object of at most 6 keys whose values are
+    scalars, flat arrays, flat objects or short arrays of flat objects; or a
+    non-empty array of flat objects. Depth ≤ 3, every string and array capped."""
+    flat = _flat_object(MAX_RESULT_STRING, MAX_RESULT_ITEMS, MAX_RESULT_KEYS)
+    value = {
+        "anyOf": [
+            _scalar(MAX_RESULT_STRING),
+            _flat_array(MAX_RESULT_STRING, MAX_RESULT_ITEMS),
+            flat,
+            {"type": "array", "items": flat, "maxItems": 5},
+        ]
+    }
+    return {
+        "anyOf": [
+            {
+                "type": "object",
+                "propertyNames": {"maxLength": MAX_KEY},
+                "additionalProperties": value,
+                "minProperties": 1,
+                "maxProperties": MAX_RESULT_KEYS,
+            },
+            {"type": "array", "items": flat, "minItems": 1, "maxItems": MAX_RESULT_ITEMS},
+        ]
+    }
+
+
+def error_result_schema() -> dict:
+    """The rehearsal contract's error object (method doc §3)."""
+    text = {"type": "string", "maxLength": MAX_STRING}
+    return {
+        "type": "object",
+        "properties": {
+            "error_tool_call": {
+                "type": "object",
+                "properties": {
+                    "code": {"enum": list(ERROR_CODES)},
+                    "message": text,
+                    "details": {
+                        "type": "object",
+                        "properties": {"errors": {"type": "array", "items": text, "maxItems": MAX_RESULT_ITEMS}},
+                        "required": ["errors"],
+                    },
+                },
+                "required": ["code", "message"],
+            }
+        },
+        "required": ["error_tool_call"],
+    }
+
+
+def bound_schema(schema: Any, max_string: int = MAX_STRING, max_items: int = MAX_ITEMS) -> Any:
+    """A copy of ``schema`` where nothing can grow without limit: free strings get
+    ``maxLength``, arrays ``maxItems``, free objects and unconstrained values become
+    bounded flat shapes. What the schema already pins down is left alone."""
+    return _bound(copy.deepcopy(schema), max_string, max_items)
+
+
+def _bound(node: Any, max_string: int, max_items: int) -> Any:
+    if node is True or node == {}:
+        return free_value_schema(max_string, max_items)
+    if not isinstance(node, dict):
+        return node
+    for key in _SUB_ONE:
+        if isinstance(node.get(key), dict) or node.get(key) is True:
+            if key == "additionalProperties" and node[key] is True and "properties" in node:
+                node[key] = False  # keep declared objects closed rather than open-ended
+            elif key not in ("propertyNames", "not"):
+                node[key] = _bound(node[key], max_string, max_items)
+    for key in _SUB_LIST:
+        if isinstance(node.get(key), list):
+            node[key] = [_bound(sub, max_string, max_items) for sub in node[key]]
+    for key in _SUB_MAP:
+        if isinstance(node.get(key), dict):
+            node[key] = {name: _bound(sub, max_string, max_items) for name, sub in node[key].items()}
+
+    kinds = node.get("type")
+    kinds = set(kinds) if isinstance(kinds, list) else {kinds}
+    if "string" in kinds and not any(k in node for k in _STRING_PINNED):
+        node["maxLength"] = max_string
+    if "array" in kinds and "maxItems" not in node:
+        node["maxItems"] = max(max_items, node.get("minItems", 0))
+        node.setdefault("items", free_value_schema(max_string, max_items))
+    if "object" in kinds and not any(k in node for k in ("properties", "patternProperties")):
+        extra = node.get("additionalProperties", True)
+        if extra is not False:  # a free dict: bounded keys and values
+            node["additionalProperties"] = _bound(extra, max_string, max_items)
+            node.setdefault("maxProperties", MAX_RESULT_KEYS)
+            node.setdefault("propertyNames", {"maxLength": MAX_KEY})
+    return node
+
+
+def call_schema(tools) -> dict:
+    """One schema for a call to any of ``tools``: name first, then arguments."""
+    if not tools:
+        raise ModelError("actor constraint: no tools to call (Constraint.tools is empty)")
+    return {
+        "anyOf": [
+            {
+                "type": "object",
+                "properties": {"name": {"const": tool.name}, "arguments": bound_schema(tool.parameters)},
+                "required": ["name", "arguments"],
+            }
+            for tool in tools
+        ]
+    }
+
+
+def result_schema(response_schema: dict | None) -> dict:
+    """What a rehearsed result may be: the declared response or a bounded generic
+    one, or the contract's error object."""
+    if response_schema is not None:
+        result = bound_schema(response_schema, MAX_RESULT_STRING, MAX_RESULT_ITEMS)
+    else:
+        result = generic_result_schema()
+    return {"anyOf": [result, error_result_schema()]}
+
+
+def structural_tag(constraint: Constraint, max_think_chars: int = MAX_THINK_CHARS) -> dict:
+    """The xgrammar structural tag for ``constraint``."""
+    import xgrammar as xgr
+
+    def const(text: str) -> dict:
+        return {"type": "const_string", "value": text}
+
+    def json_part(schema: dict) -> dict:
+        # Embedded as EBNF: the structural tag's own JSON format allows free whitespace.
+        try:
+            grammar = xgr.Grammar.from_json_schema(schema, any_whitespace=False)
+        except RuntimeError as err:
+            raise ModelError(f"{constraint.role} constraint: xgrammar cannot compile the schema: {err}") from err
+        return {"type": "grammar", "grammar": str(grammar)}
+
+    # A plain EBNF repetition compiles in milliseconds; xgrammar's "tag" format with a
+    # bounded any_text, or a "\n" before "</think>", took seconds (ambiguous ends).
+    think = {
+        "type": "optional",
+        "content": {"type": "grammar", "grammar": f'root ::= "<think>\\n" [^<]{{0,{max_think_chars}}} "</think>\\n\\n"'},
+    }
+    if constraint.role == "actor":
+        call = {"type": "sequence", "elements": [const(CALL_OPEN), json_part(call_schema(constraint.tools)), const(CALL_CLOSE)]}
+        more = {"type": "sequence", "elements": [const("\n"), call]}
+        body: dict = {
+            "type": "sequence",
+            "elements": [call, {"type": "repeat", "min": 0, "max": MAX_CALLS - 1, "content": more}],
+        }
+        if not constraint.require_call:
+            answer = {"type": "grammar", "grammar": "root ::= [^<]+"}  # non-empty, no tags
+            body = {"type": "or", "elements": [body, answer]}
+    elif constraint.role == "rehearser":
+        body = {
+            "type": "sequence",
+            "elements": [const(RESULT_OPEN), json_part(result_schema(constraint.response_schema)), const(RESULT_CLOSE)],
+        }
+    else:
+        raise ModelError(f"Constraint.role: {constraint.role!r} is not 'actor' or 'rehearser'")
+    return {"type": "structural_tag", "format": {"type": "sequence", "elements": [think, body]}}
+
+
+def constraint_key(constraint: Constraint, max_think_chars: int = MAX_THINK_CHARS) -> str:
+    """Everything the grammar depends on (tool descriptions do not matter; key order
+    does: it fixes the order of properties in the output)."""
+    return json.dumps(
+        [
+            constraint.role,
+            constraint.require_call,
+            constraint.response_schema,
+            [[tool.name, tool.parameters] for tool in constraint.tools] if constraint.role == "actor" else None,
+            max_think_chars,
+        ],
+        ensure_ascii=False,
+    )
+
+
+# ---------------------------------------------------------------------------------
+# Compilation against one tokenizer
+
+
+class GrammarCache:
+    """Compiles constraints for one tokenizer and keeps the recent ones.
+
+    ``vocab_size`` is the model's (its logits' width), which may exceed the
+    tokenizer's; ``stop_token_ids`` are what may follow a complete output.
+    """
+
+    def __init__(
+        self,
+        tokenizer,
+        vocab_size: int,
+        stop_token_ids: list[int],
+        max_think_chars: int = MAX_THINK_CHARS,
+        max_entries: int = 64,
+    ):
+        import xgrammar as xgr
+
+        info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids)
+        self._compiler = xgr.GrammarCompiler(info)
+        self.max_think_chars = max_think_chars
+        self.max_entries = max_entries
+        self._entries: OrderedDict[str, xgrammar.CompiledGrammar] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def compile(self, constraint: Constraint) -> "xgrammar.CompiledGrammar":
+        key = constraint_key(constraint, self.max_think_chars)
+        with self._lock:
+            if key in self._entries:
+                self._entries.move_to_end(key)
+                self.hits += 1
+                return self._entries[key]
+        tag = structural_tag(constraint, self.max_think_chars)
+        try:
+            compiled = self._compiler.compile_structural_tag(tag)
+        except (RuntimeError, ValueError) as err:
+            raise ModelError(f"{constraint.role} constraint: xgrammar cannot compile it: {err}") from err
+        with self._lock:
+            self.misses += 1
+            self._entries[key] = compiled
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+        return compiled
+
+    def logits_processor(self, constraint: Constraint):
+        """A fresh transformers LogitsProcessor (one per ``generate`` call: it keeps
+        per-row matcher state)."""
+        from xgrammar.contrib.hf import LogitsProcessor
+
+        return LogitsProcessor(self.compile(constraint))

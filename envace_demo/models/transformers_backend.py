@@ -1,0 +1,434 @@
+"""A local model run with transformers ``model.generate`` (CPU or CUDA).
+
+The ``n`` samples of one call share one prefill: the prompt's KV cache is computed
+once and repeated ``n`` times, then one batched ``generate`` decodes all rows.
+Seeds are applied to a forked torch RNG, so a seeded call is reproducible and
+leaves the process's global random state untouched.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+from typing import Iterator
+from urllib.parse import urlparse
+
+from envace_demo.errors import ConfigError, ModelError
+from envace_demo.models.base import Backend, Constraint, Generation, ModelInfo, Sampling, StreamCallback
+from envace_demo.models.grammar import MAX_THINK_CHARS, GrammarCache
+
+#: dtype for ``dtype="auto"`` on CPU. fp32 until benchmarked: bf16 decodes ~1.8x
+#: faster on the 2-core CI machine (stack notes) but its numerics are coarser.
+CPU_AUTO_DTYPE = "float32"
+OFFLINE_HINT = (
+    "set ENVACE_MODEL=embedded (or pass --model embedded) to use the small CPU model "
+    "shipped on PyPI, or point ENVACE_MODEL / --model at a local model folder"
+)
+# A torch RNG fork is process-wide state: two seeded calls must not interleave.
+_RNG_LOCK = threading.Lock()
+
+
+class TransformersBackend(Backend):
+    """A causal LM with a chat template. Build it with :meth:`load`, or from a model
+    and tokenizer already in memory (tests).
+
+    ``constrained``: whether ``generate`` enforces a ``Constraint`` (xgrammar);
+    when False, a constraint passed in is ignored (``supports_constraints`` tells).
+    One ``generate`` runs at a time per backend.
+    """
+
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        *,
+        model_id: str,
+        quantization: str | None = None,
+        constrained: bool = False,
+        max_think_chars: int = MAX_THINK_CHARS,
+    ):
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.model_id = model_id
+        self.quantization = quantization
+        self.supports_constraints = constrained
+        self.max_think_chars = max_think_chars
+        self.stop_ids = _stop_token_ids(model, tokenizer)
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop_ids[0]
+        self._lock = threading.Lock()
+        self._grammars: GrammarCache | None = None
+
+    # ------------------------------------------------------------------ loading
+
+    @classmethod
+    def load(
+        cls,
+        model: str,
+        *,
+        quantization: str | None = None,
+        dtype: str = "auto",
+        device: str = "auto",
+        chat_template: str | None = None,
+        constrained: bool = False,
+        local_files_only: bool = False,
+        model_id: str | None = None,
+        max_think_chars: int = MAX_THINK_CHARS,
+    ) -> "TransformersBackend":
+        """Load ``model`` (a hub id or a local folder).
+
+        ``dtype="auto"``: bfloat16 on CUDA, ``CPU_AUTO_DTYPE`` on CPU.
+        ``quantization``: "4bit" (NF4) or "8bit" with bitsandbytes, CUDA only.
+        ``chat_template``: template text replacing the tokenizer's own.
+        ``model_id``: the name shown in ``info`` (default: ``model``).
+        """
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        device = _resolve_device(device)
+        torch_dtype = _resolve_dtype(dtype, device)
+        if quantization not in (None, "4bit", "8bit"):
+            raise ConfigError(f"quantization={quantization!r}: expected none, 4bit or 8bit")
+        kwargs: dict = {"dtype": torch_dtype}
+        if device == "cuda":
+            kwargs["device_map"] = "auto"
+        if quantization:
+            if device != "cuda":
+                raise ConfigError(
+                    f"quantization={quantization} needs a CUDA GPU (bitsandbytes); on CPU "
+                    "set ENVACE_QUANTIZATION=none (flag --quantization none)"
+                )
+            kwargs["quantization_config"] = _bnb_config(quantization, torch)
+
+        source = _resolve_source(model)
+        tokenizer = _from_pretrained(AutoTokenizer, model, source, local_files_only)
+        lm = _from_pretrained(AutoModelForCausalLM, model, source, local_files_only, **kwargs)
+        if device == "cpu":
+            lm = lm.to("cpu")
+        if chat_template is not None:
+            tokenizer.chat_template = chat_template
+        if not tokenizer.chat_template:
+            raise ModelError(f"model {model!r}: its tokenizer has no chat template; pass one (chat_template=)")
+        return cls(
+            lm,
+            tokenizer,
+            model_id=model_id or model,
+            quantization=quantization,
+            constrained=constrained,
+            max_think_chars=max_think_chars,
+        )
+
+    # ------------------------------------------------------------------ Backend
+
+    @property
+    def info(self) -> ModelInfo:
+        try:
+            memory = self.model.get_memory_footprint() / 2**20
+        except (AttributeError, RuntimeError):
+            memory = None
+        return ModelInfo(
+            model_id=self.model_id,
+            device=str(self.model.device),
+            dtype=str(self.model.dtype).removeprefix("torch."),
+            quantization=self.quantization,
+            memory_mb=round(memory, 1) if memory is not None else None,
+            extra={"engine": "transformers", "constrained": self.supports_constraints},
+        )
+
+    def render(self, messages: list[dict], tools: list[dict] | None = None, enable_thinking: bool = True) -> str:
+        from jinja2 import TemplateError
+
+        try:
+            return self.tokenizer.apply_chat_template(
+                messages,
+                tools=tools or None,
+                enable_thinking=enable_thinking,
+                add_generation_prompt=True,
+                tokenize=False,
+            )
+        except (TemplateError, ValueError, TypeError) as err:
+            raise ModelError(f"chat template of {self.model_id}: cannot render these messages: {err}") from err
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def generate(
+        self,
+        prompt: str,
+        sampling: Sampling,
+        n: int = 1,
+        constraint: Constraint | None = None,
+        on_token: StreamCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> list[Generation]:
+        import torch
+        from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
+
+        if n < 1:
+            raise ModelError(f"generate: n must be at least 1, got {n}")
+        if sampling.max_new_tokens < 1:
+            raise ModelError(f"generate: max_new_tokens must be at least 1, got {sampling.max_new_tokens}")
+        with self._lock:
+            start = time.perf_counter()
+            input_ids = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=False).input_ids
+            input_ids = input_ids.to(self.model.device)
+            prompt_len = input_ids.shape[1]
+            if cancel is not None and cancel.is_set():
+                return [Generation("", 0, prompt_len, 0.0, "cancelled") for _ in range(n)]
+
+            greedy = sampling.temperature <= 0
+            rows = 1 if greedy else n  # greedy rows would all be the same
+            processors = LogitsProcessorList()
+            if constraint is not None and self.supports_constraints:
+                processors.append(self._grammar_cache().logits_processor(constraint))
+            criteria = StoppingCriteriaList([_Cancelled(cancel)] if cancel is not None else [])
+            streamer = None
+            if on_token is not None:
+                fanout = n if greedy else 1
+                streamer = _RowStreamer(self.tokenizer, rows, self.stop_ids, on_token, fanout)
+            config = GenerationConfig(
+                max_new_tokens=sampling.max_new_tokens,
+                do_sample=not greedy,
+                eos_token_id=self.stop_ids,
+                pad_token_id=self.pad_id,
+                **(
+                    {}
+                    if greedy
+                    else {"temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": sampling.top_k}
+                ),
+            )
+            with torch.inference_mode(), _seeded(sampling.seed, self.model.device):
+                cache, batch_ids = self._shared_prefill(input_ids, rows)
+                output = self.model.generate(
+                    batch_ids,
+                    attention_mask=torch.ones_like(batch_ids),
+                    cache=cache,
+                    generation_config=config,
+                    logits_processor=processors,
+                    stopping_criteria=criteria,
+                    streamer=streamer,
+                )
+            seconds = time.perf_counter() - start
+            cancelled = cancel is not None and cancel.is_set()
+            results = [
+                self._finish(row, prompt_len, sampling.max_new_tokens, seconds, cancelled)
+                for row in output[:, prompt_len:].tolist()
+            ]
+        if greedy:
+            results = [Generation(**vars(results[0])) for _ in range(n)]
+        return results
+
+    # ------------------------------------------------------------------ helpers
+
+    def _grammar_cache(self) -> GrammarCache:
+        if self._grammars is None:
+            self._grammars = GrammarCache(
+                self.tokenizer,
+                vocab_size=self.model.config.get_text_config().vocab_size,
+                stop_token_ids=self.stop_ids,
+                max_think_chars=self.max_think_chars,
+            )
+        return self._grammars
+
+    def _shared_prefill(self, input_ids, rows: int):
+        """(cache, input ids of ``rows`` rows): the prompt's KV cache computed once
+        and repeated, so ``generate`` only runs the last prompt token per row."""
+        if rows == 1 or input_ids.shape[1] < 2:
+            return None, input_ids.expand(rows, -1).contiguous()
+        cache = self.model(input_ids[:, :-1], use_cache=True).cache
+        if not hasattr(cache, "batch_repeat_interleave"):  # an engine without it: prefill per row
+            return None, input_ids.expand(rows, -1).contiguous()
+        cache.batch_repeat_interleave(rows)
+        return cache, input_ids.expand(rows, -1).contiguous()
+
+    def _finish(self, ids: list[int], prompt_len: int, max_new: int, seconds: float, cancelled: bool) -> Generation:
+        stop = next((i for i, token in enumerate(ids) if token in self.stop_ids), None)
+        if stop is not None:
+            kept, count, reason = ids[:stop], stop + 1, "stop"
+        else:
+            kept, count = ids, len(ids)
+            reason = "length" if count >= max_new else ("cancelled" if cancelled else "length")
+        text = self.tokenizer.decode(kept, skip_special_tokens=True)
+        return Generation(text=text, new_tokens=count, prompt_tokens=prompt_len, seconds=seconds, finish_reason=reason)
+
+
+# ---------------------------------------------------------------------- generation hooks
+
+
+def _stopping_base():
+    from transformers import StoppingCriteria
+
+    return StoppingCriteria
+
+
+class _Cancelled(_stopping_base()):
+    """Stops every row once ``cancel`` is set (checked once per decoding step)."""
+
+    def __init__(self, cancel: threading.Event):
+        self.cancel = cancel
+
+    def __call__(self, input_ids, scores, **kwargs):
+        import torch
+
+        return torch.full((input_ids.shape[0],), self.cancel.is_set(), dtype=torch.bool, device=input_ids.device)
+
+
+class _RowStreamer:
+    """A ``generate`` streamer for batches: calls ``on_token(row, text so far)``.
+
+    transformers' own streamers accept one row only. ``fanout`` > 1 reports row 0
+    as rows 0..fanout-1 (greedy ``n`` > 1 decodes one row for all).
+    """
+
+    def __init__(self, tokenizer, rows: int, stop_ids: list[int], on_token: StreamCallback, fanout: int = 1):
+        self.tokenizer = tokenizer
+        self.stop_ids = set(stop_ids)
+        self.on_token = on_token
+        self.fanout = fanout
+        self.ids: list[list[int]] = [[] for _ in range(rows)]
+        self.texts = [""] * rows
+        self.done = [False] * rows
+        self.prompt_seen = False
+
+    def put(self, value) -> None:
+        if not self.prompt_seen:  # generate first pushes the prompt
+            self.prompt_seen = True
+            return
+        for row, token in enumerate(value.reshape(-1).tolist()):
+            if self.done[row]:
+                continue
+            if token in self.stop_ids:
+                self.done[row] = True
+                continue
+            self.ids[row].append(token)
+            text = self.tokenizer.decode(self.ids[row], skip_special_tokens=True)
+            # A trailing U+FFFD is half a multi-byte character: wait for the rest.
+            if text != self.texts[row] and not text.endswith("\ufffd"):
+                self.texts[row] = text
+                for target in range(row, row + self.fanout):
+                    self.on_token(target, text)
+
+    def end(self) -> None:
+        pass
+
+
+@contextmanager
+def _seeded(seed: int | None, device) -> Iterator[None]:
+    """Seed torch inside a fork of its RNG (restored afterwards)."""
+    if seed is None:
+        yield
+        return
+    import torch
+
+    devices = list(range(torch.cuda.device_count())) if getattr(device, "type", device) == "cuda" else []
+    with _RNG_LOCK, torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        yield
+
+
+# ---------------------------------------------------------------------- loading helpers
+
+
+def _stop_token_ids(model, tokenizer) -> list[int]:
+    """eos of the generation config and tokenizer, plus ``<|im_end|>`` (end of turn)."""
+    ids: list[int] = []
+    candidates = [getattr(model.generation_config, "eos_token_id", None), tokenizer.eos_token_id]
+    candidates.append(tokenizer.get_added_vocab().get("<|im_end|>"))
+    for value in candidates:
+        for token in value if isinstance(value, list) else [value]:
+            if isinstance(token, int) and token not in ids:
+                ids.append(token)
+    if not ids:
+        raise ModelError("tokenizer: no end-of-sequence token (eos_token_id) to stop generation at")
+    return ids
+
+
+def _resolve_device(device: str) -> str:
+    import torch
+
+    if device not in ("auto", "cpu", "cuda"):
+        raise ConfigError(f"device={device!r}: expected auto, cpu or cuda")
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device=cuda but no CUDA GPU is visible; set ENVACE_DEVICE=cpu (flag --device cpu)")
+    return device
+
+
+def _resolve_dtype(dtype: str, device: str):
+    import torch
+
+    if dtype not in ("auto", "bfloat16", "float32"):
+        raise ConfigError(f"dtype={dtype!r}: expected auto, bfloat16 or float32")
+    if dtype == "auto":
+        dtype = "bfloat16" if device == "cuda" else CPU_AUTO_DTYPE
+    return getattr(torch, dtype)
+
+
+def _bnb_config(quantization: str, torch):
+    from transformers import BitsAndBytesConfig
+
+    try:
+        import bitsandbytes  # noqa: F401
+    except ImportError as err:
+        raise ModelError(f"quantization={quantization} needs bitsandbytes: pip install bitsandbytes") from err
+    if quantization == "4bit":
+        return BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.bfloat16
+        )
+    return BitsAndBytesConfig(load_in_8bit=True)
+
+
+def _resolve_source(model: str) -> str:
+    """A local folder as an absolute path, or the hub id unchanged."""
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return str(path.resolve())
+    looks_local = model.startswith(("/", ".", "~")) or model.count("/") > 1 or "\\" in model
+    if looks_local or path.exists():
+        raise ModelError(f"model {model!r}: no such model folder")
+    return model
+
+
+def _from_pretrained(factory, model: str, source: str, local_files_only: bool, **kwargs):
+    """``factory.from_pretrained``; a hub id is tried from the local cache first, and
+    the hub is asked only when it answers (offline, huggingface_hub retries for ~45 s)."""
+    if Path(source).is_dir():
+        try:
+            return factory.from_pretrained(source, **kwargs)
+        except (OSError, ValueError) as err:
+            raise ModelError(f"model folder {source}: cannot load it: {err}") from err
+    try:
+        return factory.from_pretrained(source, local_files_only=True, **kwargs)
+    except OSError as err:
+        cached_error = err
+    except ValueError as err:
+        raise ModelError(f"model {model!r}: cannot load it: {err}") from err
+    if local_files_only or not _hub_reachable():
+        raise ModelError(
+            f"model {model!r} is not in the local Hugging Face cache and the hub cannot be "
+            f"reached; {OFFLINE_HINT}"
+        ) from cached_error
+    try:
+        return factory.from_pretrained(source, **kwargs)
+    except (OSError, ValueError) as err:
+        raise ModelError(f"model {model!r}: cannot download it ({err}); {OFFLINE_HINT}") from err
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False
+    url = urlparse(constants.ENDPOINT)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((url.hostname, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+_ = nullcontext  # kept for symmetry with _seeded in callers that want no seeding

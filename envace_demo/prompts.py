@@ -1,0 +1,141 @@
+"""The two roles' prompts, built exactly as the EnvACE contract says (method doc §2, §3).
+
+Actor: the Qwen3 chat template with ``tools`` and thinking on. Reasoning of earlier
+turns stays in context: the whole episode answers one user message, and the Qwen3
+template keeps reasoning after the last user message, as in training.
+
+Rehearser: a separate two-message chat ``[system, user]`` rendered without tools,
+thinking on. The user message has five labelled sections and ends with ``/think``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from envace_demo.calls import format_call
+from envace_demo.record import Action, ToolCall
+from envace_demo.schemas import Tool
+
+# Section labels and tags of the rehearsal contract: the 8B model was trained on them.
+CANDIDATE_TOOLS = "Candidate tools (whitelist for this sample):"
+PREVIOUS_CALLS = "Previous tool calls and results (few-shot):"
+HISTORY = "Current conversation history:"
+LATEST_RESPONSE = "RL model's latest response:"
+CURRENT_TOOL = "Current tool to simulate:"
+RESULT_OPEN, RESULT_CLOSE = "<execution_result>", "</execution_result>"
+
+REHEARSER_SYSTEM = f"""You are a tool executor. You never talk to the user: given one tool call, you \
+return exactly what the tool would return.
+
+First validate the call, in this order, and stop at the first failure:
+1. The call is well formed (a tool name and a JSON object of arguments). If not, the result is \
+{{"error_tool_call": {{"code": "INVALID_TOOL_CALL_FORMAT", "message": "<what is wrong>"}}}}.
+2. The tool name is in the candidate tool whitelist. If not, the result is \
+{{"error_tool_call": {{"code": "TOOL_NOT_AVAILABLE", "message": "<which name>"}}}}.
+3. The arguments satisfy the tool's input schema: required parameters present, types and enums \
+respected. If not, the result is {{"error_tool_call": {{"code": "INVALID_PARAMETERS", \
+"message": "<summary>", "details": {{"errors": ["<one entry per violation>"]}}}}}}.
+
+If the call is valid, produce its result. When an earlier call of the same tool with similar \
+arguments has a known result, stay consistent with it; otherwise invent a realistic result that \
+fits the tool and every fact established so far (including domain failures such as an unknown id).
+
+The result must be a non-empty JSON object or array: no commentary, no markdown. Think first, then \
+answer in this form:
+{RESULT_OPEN}
+{{...}}
+{RESULT_CLOSE}"""
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+@dataclass
+class Turn:
+    """One actor turn of a conversation and the tool results that answered it."""
+
+    action: Action
+    results: list[tuple[ToolCall, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Conversation:
+    """The actor's view of an episode: the user's request and its turns so far."""
+
+    user: str
+    turns: list[Turn] = field(default_factory=list)
+    memory: str | None = None  # rehearsal memory, shown to the committed actor
+
+    def actor_messages(self) -> list[dict]:
+        messages: list[dict] = []
+        if self.memory:
+            messages.append({"role": "system", "content": self.memory})
+        messages.append({"role": "user", "content": self.user})
+        for turn in self.turns:
+            msg: dict[str, Any] = {
+                "role": "assistant",
+                "content": turn.action.content,
+                "reasoning_content": turn.action.thinking,
+            }
+            if turn.action.calls:
+                msg["tool_calls"] = [
+                    {"type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                    for c in turn.action.calls
+                ]
+            messages.append(msg)
+            for call, result in turn.results:
+                messages.append({"role": "tool", "name": call.name, "content": _json(result)})
+        return messages
+
+    def history_lines(self) -> list[str]:
+        """The conversation as the rehearser sees it (system messages left out)."""
+        lines = [f"User: {self.user}"]
+        for turn in self.turns:
+            visible = turn.action.content
+            calls = "\n".join(format_call(c) for c in turn.action.calls)
+            lines.append("Assistant: " + "\n".join(p for p in (visible, calls) if p))
+            for call, result in turn.results:
+                lines.append(f"Tool[{call.name}]: {_json(result)}")
+        return lines
+
+
+def actor_prompt(backend, conversation: Conversation, tools: list[Tool]) -> str:
+    return backend.render(
+        conversation.actor_messages(), tools=[t.to_openai() for t in tools], enable_thinking=True
+    )
+
+
+def rehearser_messages(
+    tools: list[Tool],
+    known_results: list[tuple[ToolCall, Any]],
+    conversation: Conversation,
+    latest_response: str,
+    call: ToolCall,
+    tool: Tool | None,
+) -> list[dict]:
+    """The ``[system, user]`` chat of one rehearsal (method doc §3)."""
+    if known_results:
+        shots = "\n\n".join(
+            f"Tool name: {c.name}\nTool arguments: {_json(c.arguments)}\nTool execution result: {_json(r)}"
+            for c, r in known_results
+        )
+    else:
+        shots = "(none)"
+    schema = tool.parameters if tool else {}
+    sections = [
+        f"{CANDIDATE_TOOLS}\n{_json([t.to_openai() for t in tools])}",
+        f"{PREVIOUS_CALLS}\n{shots}",
+        f"{HISTORY}\n" + "\n".join(conversation.history_lines()),
+        f"{LATEST_RESPONSE}\n{latest_response}",
+        f"{CURRENT_TOOL}\n- name: {call.name}\n- input schema (JSON Schema): {_json(schema)}\n"
+        f"- arguments (JSON, parsed from caller's tool_call): {_json(call.arguments)}",
+    ]
+    user = "\n\n".join(sections) + "\n\n/think"
+    return [{"role": "system", "content": REHEARSER_SYSTEM}, {"role": "user", "content": user}]
+
+
+def rehearser_prompt(backend, messages: list[dict]) -> str:
+    return backend.render(messages, tools=None, enable_thinking=True)

@@ -1,0 +1,101 @@
+"""One settings object, read once from the environment (and CLI flags on top).
+
+Nothing else in the package reads environment variables.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from envace_demo.errors import ConfigError
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _bool(name: str, raw: str) -> bool:
+    low = raw.strip().lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{name}={raw!r}: expected one of 1/0, true/false, yes/no, on/off")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every knob of the demo. Field metadata: the environment variable and help."""
+
+    model: str | None = field(
+        default=None,
+        metadata={"env": "ENVACE_MODEL", "help": "'embedded', a hub id or a local path; default: the 8B model on a GPU, else 'embedded'"},
+    )
+    quantization: str | None = field(
+        default=None, metadata={"env": "ENVACE_QUANTIZATION", "help": "none, 4bit or 8bit (bitsandbytes, GPU only)"}
+    )
+    dtype: str = field(default="auto", metadata={"env": "ENVACE_DTYPE", "help": "auto, bfloat16 or float32"})
+    device: str = field(default="auto", metadata={"env": "ENVACE_DEVICE", "help": "auto, cpu or cuda"})
+    constrained: bool | None = field(
+        default=None,
+        metadata={"env": "ENVACE_CONSTRAINED", "help": "constrained decoding; default on for the embedded model, off otherwise"},
+    )
+    cache_dir: Path = field(
+        default=PROJECT_ROOT / ".cache",
+        metadata={"env": "ENVACE_CACHE_DIR", "help": "where the embedded model is converted once"},
+    )
+    max_steps: int = field(default=6, metadata={"env": "ENVACE_MAX_STEPS", "help": "actor turns per trajectory"})
+    max_new_tokens: int = field(default=384, metadata={"env": "ENVACE_MAX_NEW_TOKENS", "help": "new tokens per generation"})
+    episode_seconds: float = field(
+        default=600.0, metadata={"env": "ENVACE_EPISODE_SECONDS", "help": "wall-clock limit of one episode"}
+    )
+    public: bool = field(
+        default=False, metadata={"env": "ENVACE_PUBLIC", "help": "public mode (caps, no outbound); default on inside a Space"}
+    )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> "Settings":
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        if env.get("SPACE_ID"):
+            values["public"] = True
+        for f in fields(cls):
+            raw = env.get(f.metadata["env"])
+            if raw is None or raw == "":
+                continue
+            values[f.name] = _convert(f.name, f.metadata["env"], f.type, raw)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values).checked()
+
+    def checked(self) -> "Settings":
+        if self.quantization not in (None, "4bit", "8bit"):
+            raise ConfigError(f"quantization={self.quantization!r}: expected none, 4bit or 8bit")
+        if self.dtype not in ("auto", "bfloat16", "float32"):
+            raise ConfigError(f"dtype={self.dtype!r}: expected auto, bfloat16 or float32")
+        if self.device not in ("auto", "cpu", "cuda"):
+            raise ConfigError(f"device={self.device!r}: expected auto, cpu or cuda")
+        if self.max_steps < 1 or self.max_new_tokens < 1 or self.episode_seconds <= 0:
+            raise ConfigError("max_steps, max_new_tokens and episode_seconds must be positive")
+        return self
+
+    def replace(self, **changes: Any) -> "Settings":
+        return replace(self, **changes).checked()
+
+
+def _convert(name: str, var: str, typ: Any, raw: str) -> Any:
+    typ = str(typ)
+    try:
+        if "bool" in typ:
+            return _bool(var, raw)
+        if typ.startswith("int"):
+            return int(raw)
+        if typ.startswith("float"):
+            return float(raw)
+        if "Path" in typ:
+            return Path(raw).expanduser()
+    except ValueError as err:
+        raise ConfigError(f"{var}={raw!r}: not a valid {typ} ({err})") from None
+    if name == "quantization" and raw.lower() == "none":
+        return None
+    return raw

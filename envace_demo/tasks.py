@@ -1,0 +1,210 @@
+"""Tasks and their success checks.
+
+A task is a user request over some tools, with an optional environment to commit
+against and an optional check. Task files are JSONL, one task a line, either the
+project's format::
+
+    {"name": "...", "prompt": "...", "env": "bank", "check": {...}}
+    {"name": "...", "prompt": "...", "tools": [...], "check": {"calls": [...]}}
+
+or BFCL records (``question``/``function``/``ground_truth``), read as tasks with no
+environment and a ``calls`` check.
+
+Check keys (every key given must hold):
+  ``state``: ``[{"path": "a.b" | ["a", "b"], "equals": V}]`` or ``{"path": ..., "exists": false}``
+  over the environment's final state;
+  ``includes_calls``: each expected call (BFCL ground-truth form) matches some committed call;
+  ``calls``: the committed calls match exactly as BFCL judges them (``[]``: no call);
+  ``answer_contains``: case-insensitive substrings of the final answer.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from envace_demo.bfcl import check_calls, match_call
+from envace_demo.errors import EnvaceError, TaskError
+from envace_demo.record import ToolCall
+from envace_demo.schemas import Tool, load_tools
+
+CHECK_KEYS = {"state", "includes_calls", "calls", "answer_contains"}
+_MISSING = object()
+
+
+@dataclass
+class Task:
+    name: str
+    prompt: str
+    tools: list[Tool]
+    env: str | None = None
+    check: dict | None = None
+    split: str = "train"
+    source: str = ""
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "prompt": self.prompt,
+            "env": self.env,
+            "tools": [t.to_dict() for t in self.tools],
+            "check": self.check,
+            "split": self.split,
+        }
+
+
+def _validate_check(check: Any, where: str) -> dict | None:
+    if check is None:
+        return None
+    if not isinstance(check, dict):
+        raise TaskError(f"{where}.check: expected an object, got {type(check).__name__}")
+    unknown = set(check) - CHECK_KEYS
+    if unknown:
+        raise TaskError(f"{where}.check: unknown key(s) {sorted(unknown)}; allowed: {sorted(CHECK_KEYS)}")
+    return check
+
+
+def task_from_record(record: Any, where: str, env_tools: dict[str, list[Tool]] | None = None) -> Task:
+    """One task from a parsed JSONL record (project format or BFCL)."""
+    if not isinstance(record, dict):
+        raise TaskError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    try:
+        if {"question", "function", "ground_truth"} <= set(record):
+            question = record["question"]
+            prompt = question[0][-1]["content"] if question and question[0] else ""
+            return Task(
+                name=str(record.get("id", where)),
+                prompt=prompt,
+                tools=load_tools(record["function"]),
+                check={"calls": record["ground_truth"]},
+                source="bfcl",
+            )
+        name, prompt = record.get("name"), record.get("prompt")
+        if not isinstance(name, str) or not isinstance(prompt, str) or not prompt.strip():
+            raise TaskError(f"{where}: a task needs a string 'name' and a non-empty 'prompt'")
+        env = record.get("env")
+        if env is not None:
+            if env_tools is None:
+                from envace_demo.envs.registry import create
+
+                tools = create(env).tools()
+            else:
+                tools = env_tools[env]
+        elif "tools" in record:
+            tools = load_tools(record["tools"])
+        else:
+            raise TaskError(f"{where}: a task needs an 'env' or 'tools'")
+        return Task(
+            name=name,
+            prompt=prompt,
+            tools=tools,
+            env=env,
+            check=_validate_check(record.get("check"), where),
+            split=str(record.get("split", "train")),
+            source="project",
+        )
+    except TaskError:
+        raise
+    except EnvaceError as err:
+        raise TaskError(f"{where}: {err}") from None
+    except (KeyError, IndexError, TypeError) as err:
+        raise TaskError(f"{where}: malformed record ({type(err).__name__}: {err})") from None
+
+
+def read_jsonl(path: Path, limit: int | None = None) -> Iterable[tuple[str, Any]]:
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as err:
+        raise TaskError(f"{path}: cannot read ({err.strerror})") from None
+    count = 0
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{Path(path).name}:{lineno}"
+        try:
+            yield where, json.loads(line)
+        except json.JSONDecodeError as err:
+            raise TaskError(f"{where}: invalid JSON ({err.msg} at column {err.colno})") from None
+        count += 1
+        if limit is not None and count >= limit:
+            return
+
+
+def load_task_file(path: Path, limit: int | None = None) -> list[Task]:
+    return [task_from_record(rec, where) for where, rec in read_jsonl(path, limit)]
+
+
+def env_tasks(env: str) -> list[Task]:
+    """The example tasks of a built-in environment."""
+    from envace_demo.envs.registry import create, load_tasks
+
+    tools = create(env).tools()
+    return [
+        task_from_record({**rec, "env": env}, f"examples/{env}/tasks.jsonl[{i}]", {env: tools})
+        for i, rec in enumerate(load_tasks(env))
+    ]
+
+
+def find_task(env: str, name: str) -> Task:
+    tasks = env_tasks(env)
+    for task in tasks:
+        if task.name == name:
+            return task
+    raise TaskError(f"no task {name!r} in environment {env!r}; tasks: {', '.join(t.name for t in tasks)}")
+
+
+# ---- success checks ----------------------------------------------------------------
+
+
+def _lookup(state: Any, path: str | list) -> Any:
+    keys = path.split(".") if isinstance(path, str) else list(path)
+    node = state
+    for key in keys:
+        if isinstance(node, dict) and key in node:
+            node = node[key]
+        elif isinstance(node, list) and isinstance(key, int) and -len(node) <= key < len(node):
+            node = node[key]
+        else:
+            return _MISSING
+    return node
+
+
+@dataclass
+class Verdict:
+    success: bool
+    reasons: list[str] = field(default_factory=list)  # why it failed, one line per failed part
+
+
+def evaluate(task: Task, calls: list[ToolCall], answer: str | None, state: dict | None) -> Verdict | None:
+    """Judge an episode; None when the task has no check."""
+    check = task.check
+    if not check:
+        return None
+    reasons: list[str] = []
+    for cond in check.get("state", []):
+        if state is None:
+            reasons.append("state check needs an environment")
+            continue
+        value = _lookup(state, cond["path"])
+        if "exists" in cond:
+            if (value is not _MISSING) != bool(cond["exists"]):
+                reasons.append(f"{cond['path']}: expected {'present' if cond['exists'] else 'absent'}")
+        elif value is _MISSING or value != cond.get("equals"):
+            got = "missing" if value is _MISSING else json.dumps(value)
+            reasons.append(f"{cond['path']}: expected {json.dumps(cond.get('equals'))}, got {got}")
+    schemas = {t.original_name: t.parameters for t in task.tools}
+    for expected in check.get("includes_calls", []):
+        (fname,) = expected
+        if not any(match_call(c.name, c.arguments, expected, schemas.get(fname)).ok for c in calls):
+            reasons.append(f"no committed call matches {json.dumps(expected)}")
+    if "calls" in check:
+        result = check_calls(calls, check["calls"], task.tools)
+        if not result.ok:
+            reasons.append(result.reason)
+    text = (answer or "").lower()
+    for needle in check.get("answer_contains", []):
+        if needle.lower() not in text:
+            reasons.append(f"final answer does not mention {needle!r}")
+    return Verdict(success=not reasons, reasons=reasons)

@@ -1,0 +1,93 @@
+"""Shared fixtures.
+
+``embedded_backend``: the real embedded model (converted once into the project's
+.cache, so later runs load it in seconds). ``scripted``: a backend that replays
+given outputs; it stands in for a model only in tests of the engine's control
+flow (failures, limits, cancellation), where the point is an exact output.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from envace_demo.models.base import Backend, Constraint, Generation, ModelInfo, Sampling
+from envace_demo.prompts import CURRENT_TOOL
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_BFCL = ROOT.parent / "shared" / "data" / "bfcl"
+VENDORED_BFCL = ROOT / "tests" / "data" / "bfcl"
+
+
+@pytest.fixture(scope="session")
+def cache_dir() -> Path:
+    path = ROOT / ".cache"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="session")
+def embedded_backend(cache_dir):
+    from envace_demo.models.loader import load_backend
+
+    return load_backend("embedded", cache_dir=cache_dir, device="cpu")
+
+
+class ScriptedBackend(Backend):
+    """Replays scripted outputs: ``actor`` and ``rehearser`` lists, consumed in order.
+
+    An entry may be a string, or a callable taking the prompt and returning one.
+    ``delay`` makes each generation take that long (and honour ``cancel``).
+    """
+
+    supports_constraints = False
+
+    def __init__(self, actor=(), rehearser=(), delay: float = 0.0):
+        self.actor = list(actor)
+        self.rehearser = list(rehearser)
+        self.delay = delay
+        self.prompts: list[str] = []
+
+    @property
+    def info(self) -> ModelInfo:
+        return ModelInfo(model_id="scripted", device="cpu", dtype="none")
+
+    def render(self, messages, tools=None, enable_thinking=True) -> str:
+        return json.dumps({"messages": messages, "tools": tools}, ensure_ascii=False)
+
+    def generate(self, prompt, sampling: Sampling, n=1, constraint: Constraint | None = None,
+                 on_token=None, cancel: threading.Event | None = None):
+        self.prompts.append(prompt)
+        queue = self.rehearser if CURRENT_TOOL in prompt else self.actor
+        out = []
+        for row in range(n):
+            deadline = time.monotonic() + self.delay
+            while time.monotonic() < deadline:
+                if cancel is not None and cancel.is_set():
+                    return [Generation("", 0, 1, self.delay, "cancelled")]
+                time.sleep(0.01)
+            if not queue:
+                raise AssertionError("script exhausted")
+            item = queue.pop(0)
+            text = item(prompt) if callable(item) else item
+            if on_token:
+                on_token(row, text)
+            out.append(Generation(text, max(1, len(text) // 4), 10, self.delay))
+        return out
+
+
+@pytest.fixture
+def scripted():
+    return ScriptedBackend
+
+
+def call_text(name: str, arguments: dict, thinking: str = "plan") -> str:
+    return f"<think>{thinking}</think>\n<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
+
+
+def result_text(value) -> str:
+    return f"<think>simulate</think>\n<execution_result>\n{json.dumps(value)}\n</execution_result>"

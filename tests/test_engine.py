@@ -1,0 +1,204 @@
+"""The episode engine.
+
+Control-flow tests use the ``scripted`` backend (exact outputs to force each
+path: failures, limits, cancellation); the end-to-end tests at the bottom run the
+real embedded model in every mode.
+"""
+
+import json
+import threading
+
+import pytest
+
+from conftest import call_text, result_text
+from envace_demo.engine import Episode, EpisodeConfig, run_episode
+from envace_demo.envs.registry import create
+from envace_demo.errors import ConfigError
+from envace_demo.events import EpisodeFinished, EpisodeStarted, Generating, MemoryReady, RehearsalFinished, StepUpdated
+from envace_demo.models.base import Sampling
+from envace_demo.record import Trajectory
+from envace_demo.schemas import load_tools
+from envace_demo.tasks import Task, find_task
+
+BALANCE = call_text("get_account", {"account_id": "ACC-1003"})
+ANSWER = "<think>done</think>\nThe balance of ACC-1003 is 310.25 USD."
+
+
+def _task():
+    return find_task("bank", "check-balance")
+
+
+def test_none_mode_executes_for_real_and_checks_success(scripted):
+    backend = scripted(actor=[BALANCE, ANSWER])
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="none"), create("bank"))
+    assert traj.ended == "answer"
+    tool_step, final = traj.steps
+    assert tool_step.call.name == "get_account" and tool_step.valid is True
+    assert tool_step.rehearsed is None  # no rehearsal in mode none
+    assert tool_step.real["balance"] == 310.25
+    assert final.call is None and final.action.content.startswith("The balance")
+    assert traj.success is True and traj.check_reasons == []
+    assert traj.totals()["real_calls"] == 1
+
+
+def test_parallel_mode_rehearses_then_commits_each_call_rehearsed_and_real(scripted):
+    predicted = {"account_id": "ACC-1003", "owner": "Ben Okafor", "balance": 300.0}
+    backend = scripted(
+        actor=[BALANCE, BALANCE, ANSWER, ANSWER, BALANCE, ANSWER],  # 2 imagined, then the commit
+        rehearser=[result_text(predicted)] * 3,
+    )
+    events = list(Episode(backend, _task(), EpisodeConfig(mode="parallel", n=2), create("bank")).run())
+    assert isinstance(events[0], EpisodeStarted) and isinstance(events[-1], EpisodeFinished)
+    assert sum(isinstance(e, RehearsalFinished) for e in events) == 2
+    memory_events = [e for e in events if isinstance(e, MemoryReady)]
+    assert len(memory_events) == 1 and "Attempt 2:" in memory_events[0].memory["text"]
+    traj = events[-1].trajectory
+    assert [r.ended for r in traj.rehearsals] == ["answer", "answer"]
+    assert all(r.steps[0].rehearsed == predicted and r.steps[0].real is None for r in traj.rehearsals)
+    step = traj.steps[0]
+    assert step.action.calls and step.rehearsed == predicted and step.real["balance"] == 310.25
+    assert 0.0 < step.fidelity < 1.0 and traj.fidelity == step.fidelity
+    # The committed actor was guided by the memory: it sits in its prompt.
+    assert "Rehearsal memory" in step.prompts["actor"] and "rehearser" in step.prompts
+    phases = [e.phase for e in events if isinstance(e, StepUpdated) and e.where == "commit" and e.step is step]
+    assert phases == ["acted", "rehearsed", "executed"]
+    assert traj.success is True
+
+
+def test_sequential_attempts_see_earlier_ones(scripted):
+    backend = scripted(actor=[BALANCE, ANSWER, BALANCE, ANSWER, BALANCE, ANSWER],
+                       rehearser=[result_text({"balance": 1.0})] * 3)
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="sequential", n=2), create("bank"))
+    actor_prompts = [p for p in backend.prompts if "Current tool to simulate" not in p]
+    assert "Rehearsal memory" not in actor_prompts[0]
+    assert "Attempt 1:" in actor_prompts[2]  # attempt 2 starts from attempt 1's memory
+    assert len(traj.rehearsals) == 2 and traj.steps[0].real is not None
+
+
+def test_imagine_mode_makes_no_real_call(scripted):
+    tools = load_tools([{"name": "lookup", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}])
+    backend = scripted(actor=[call_text("lookup", {"q": "x"}), "<think>ok</think>Found it."],
+                       rehearser=[result_text({"hits": 1})])
+    traj = run_episode(backend, Task("t", "find x", tools), EpisodeConfig(mode="imagine", n=1))
+    assert traj.steps == [] and traj.final_answer == "Found it."
+    assert traj.rehearsals[0].steps[0].rehearsed == {"hits": 1}
+    assert traj.success is None
+
+
+def test_parse_error_ends_the_episode_with_an_error_step(scripted):
+    backend = scripted(actor=['<tool_call>\n{"name": "get_account", "arguments": {oops}\n</tool_call>'])
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="none"), create("bank"))
+    assert traj.ended == "parse_error"
+    assert traj.steps[0].error.startswith("JSON_DECODE_ERROR") and traj.steps[0].call is None
+    assert traj.success is False
+
+
+def test_unknown_tool_is_an_invalid_tool_name(scripted):
+    backend = scripted(actor=[call_text("rm_rf", {})])
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="none"), create("bank"))
+    assert traj.steps[0].error.startswith("INVALID_TOOL_NAME")
+
+
+def test_schema_invalid_arguments_are_flagged_and_the_real_env_answers(scripted):
+    backend = scripted(actor=[call_text("get_account", {"account_id": 7}), ANSWER])
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="none"), create("bank"))
+    step = traj.steps[0]
+    assert step.valid is False and step.validation_errors
+    assert "error" in step.real  # the real environment refused it too
+    assert traj.totals()["real_errors"] == 1
+
+
+def test_failing_environment_gives_an_error_step_not_a_crash(scripted):
+    env = create("bank")
+
+    def explode(name, args):
+        raise RuntimeError("database connection lost")
+
+    env.execute = explode
+    traj = run_episode(scripted(actor=[BALANCE]), _task(), EpisodeConfig(mode="none"), env)
+    assert traj.ended == "environment_error"
+    assert "database connection lost" in traj.steps[0].error
+    assert traj.steps[0].real["error"]["code"] == "ENVIRONMENT_FAILURE"
+
+
+def test_max_steps_ends_the_episode(scripted):
+    backend = scripted(actor=[BALANCE] * 2)
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="none", max_steps=2), create("bank"))
+    assert traj.ended == "max_steps" and len(traj.steps) == 2
+
+
+def test_wall_clock_limit_ends_the_episode(scripted):
+    backend = scripted(actor=[BALANCE], delay=5.0)
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="none", episode_seconds=0.3), create("bank"))
+    assert traj.ended == "time_limit" and traj.seconds < 4.0
+
+
+def test_cancel_stops_a_running_generation(scripted):
+    backend = scripted(actor=[BALANCE], delay=5.0)
+    cancel = threading.Event()
+    episode = Episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), create("bank"), cancel=cancel)
+    threading.Timer(0.3, cancel.set).start()
+    events = list(episode.run())
+    traj = events[-1].trajectory
+    assert traj.ended == "cancelled" and traj.seconds < 4.0
+    assert traj.rehearsals[0].ended == "cancelled"
+
+
+def test_no_environment_stops_after_the_first_calls_and_checks_them_bfcl_style(scripted):
+    tools = load_tools([{"name": "math.factorial", "parameters": {"type": "dict", "properties": {"number": {"type": "integer"}}, "required": ["number"]}}])
+    task = Task("bfcl", "factorial of 5", tools, check={"calls": [{"math.factorial": {"number": [5]}}]})
+    backend = scripted(actor=[call_text("math_factorial", {"number": 5})])
+    traj = run_episode(backend, task, EpisodeConfig(mode="none"))
+    assert traj.ended == "no_environment" and traj.success is True
+
+
+def test_bad_mode_or_n_is_a_config_error():
+    with pytest.raises(ConfigError, match="mode must be one of"):
+        EpisodeConfig(mode="dream")
+    with pytest.raises(ConfigError, match="n must be"):
+        EpisodeConfig(mode="parallel", n=0)
+
+
+def test_record_round_trips_through_json(scripted):
+    backend = scripted(actor=[BALANCE, ANSWER, BALANCE, ANSWER], rehearser=[result_text({"balance": 310.25})] * 2)
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), create("bank"))
+    data = json.loads(json.dumps(traj.to_dict()))
+    for key in ("mode", "model", "tools", "rehearsals", "memory", "steps", "final_answer", "success"):
+        assert key in data
+    assert set(data["steps"][0]["action"]) >= {"text", "thinking", "calls"}
+    again = Trajectory.from_dict(data)
+    assert again.to_dict() == data
+
+
+# ---- the real embedded model, every mode ---------------------------------------------------------
+
+def _config(mode, n=2):
+    return EpisodeConfig(mode=mode, n=n, sampling=Sampling(seed=0, max_new_tokens=160), max_steps=3,
+                         require_first_call=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["none", "parallel", "sequential"])
+def test_embedded_model_episode(embedded_backend, mode):
+    events = list(Episode(embedded_backend, _task(), _config(mode), create("bank")).run())
+    traj = events[-1].trajectory
+    assert any(isinstance(e, Generating) for e in events)  # it streamed
+    tool_steps = [s for s in traj.steps if s.call is not None]
+    assert tool_steps, traj.ended
+    for step in tool_steps:
+        assert step.valid is True  # constrained decoding: offered name, schema-valid arguments
+        assert step.real is not None
+        if mode != "none":
+            assert step.rehearsed is not None and step.fidelity is not None
+    if mode != "none":
+        assert len(traj.rehearsals) == 2 and traj.memory["text"]
+    json.dumps(traj.to_dict())
+
+
+@pytest.mark.slow
+def test_embedded_model_imagines_a_pasted_schema(embedded_backend):
+    tools = load_tools([{"type": "function", "function": {"name": "get_weather", "description": "Current weather of a city.",
+                        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])
+    traj = run_episode(embedded_backend, Task("w", "What's the weather in Oslo?", tools), _config("imagine", 1))
+    step = traj.rehearsals[0].steps[0]
+    assert step.call.name == "get_weather" and isinstance(step.rehearsed, (dict, list)) and step.rehearsed

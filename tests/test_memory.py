@@ -1,0 +1,38 @@
+from envace_demo.memory import summarize
+from envace_demo.record import Action, Rehearsal, Step, ToolCall
+
+
+def _rehearsal(index, calls_and_results, answer=None, error=None):
+    steps = []
+    for i, (name, args, result) in enumerate(calls_and_results):
+        steps.append(Step(index=i, action=Action(text="t"), call=ToolCall(name, args), rehearsed=result, valid=True))
+    if error:
+        steps.append(Step(index=len(steps), action=Action(text="x", error="JSON_DECODE_ERROR"), error=error))
+    return Rehearsal(index=index, steps=steps, final_answer=answer, ended="answer" if answer else "parse_error")
+
+
+def test_memory_lists_attempts_calls_predictions_errors_and_answers():
+    mem = summarize([
+        _rehearsal(0, [("get_account", {"account_id": "ACC-1"}, {"balance": 10})], answer="You have $10."),
+        _rehearsal(1, [("withdraw", {"account_id": "ACC-1", "amount": 50}, {"error": {"code": "INSUFFICIENT_FUNDS"}})],
+                   error="JSON_DECODE_ERROR: bad"),
+    ])
+    assert [a["index"] for a in mem["attempts"]] == [0, 1]
+    first, second = mem["attempts"]
+    assert first["calls"][0]["predicted"] == {"balance": 10} and not first["calls"][0]["predicted_error"]
+    assert second["calls"][0]["predicted_error"] is True
+    assert second["errors"] == ["JSON_DECODE_ERROR: bad"]
+    text = mem["text"]
+    assert "Attempt 1:" in text and "Attempt 2:" in text
+    assert 'called get_account {"account_id": "ACC-1"}' in text
+    assert "(predicted error)" in text and "You have $10." in text
+    assert "predicted, not real" in text
+
+
+def test_empty_memory_has_no_text():
+    assert summarize([])["text"] == ""
+
+
+def test_long_predictions_are_truncated():
+    mem = summarize([_rehearsal(0, [("f", {}, {"blob": "x" * 5000})])])
+    assert len(mem["text"]) < 1000

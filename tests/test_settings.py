@@ -1,0 +1,41 @@
+from pathlib import Path
+
+import pytest
+
+from envace_demo.errors import ConfigError
+from envace_demo.settings import Settings
+
+
+def test_defaults_without_environment():
+    s = Settings.from_env({})
+    assert s.model is None and s.public is False and s.max_steps == 6
+
+
+def test_environment_variables_are_converted():
+    s = Settings.from_env({"ENVACE_MODEL": "embedded", "ENVACE_MAX_STEPS": "3", "ENVACE_CONSTRAINED": "off",
+                           "ENVACE_CACHE_DIR": "/tmp/x", "ENVACE_QUANTIZATION": "none", "ENVACE_EPISODE_SECONDS": "9.5"})
+    assert (s.model, s.max_steps, s.constrained, s.cache_dir, s.quantization, s.episode_seconds) == (
+        "embedded", 3, False, Path("/tmp/x"), None, 9.5)
+
+
+def test_cli_overrides_beat_environment():
+    s = Settings.from_env({"ENVACE_MODEL": "embedded"}, model="/models/envace", max_steps=None)
+    assert s.model == "/models/envace" and s.max_steps == 6
+
+
+def test_a_space_is_public_by_default_and_can_opt_out():
+    assert Settings.from_env({"SPACE_ID": "team/demo"}).public is True
+    assert Settings.from_env({"SPACE_ID": "team/demo", "ENVACE_PUBLIC": "0"}).public is False
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"ENVACE_MAX_STEPS": "many"}, "ENVACE_MAX_STEPS='many'"),
+    ({"ENVACE_CONSTRAINED": "maybe"}, "ENVACE_CONSTRAINED='maybe'"),
+    ({"ENVACE_QUANTIZATION": "2bit"}, "quantization='2bit'"),
+    ({"ENVACE_DEVICE": "tpu"}, "device='tpu'"),
+    ({"ENVACE_MAX_STEPS": "0"}, "must be positive"),
+])
+def test_bad_values_name_the_setting(env, message):
+    with pytest.raises(ConfigError) as err:
+        Settings.from_env(env)
+    assert message in str(err.value)
