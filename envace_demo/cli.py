@@ -15,12 +15,22 @@ from envace_demo.models.base import Sampling
 from envace_demo.record import Step, Trajectory
 from envace_demo.schemas import load_tools
 from envace_demo.settings import Settings
-from envace_demo.tasks import Task, env_tasks, find_task, load_task_file
+from envace_demo.tasks import Task, env_tasks, find_task, load_task_file, read_jsonl, task_from_record
 
 
 def _add_model_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model")
-    g.add_argument("--model", help="'embedded', a hub id or a local path (env ENVACE_MODEL)")
+    g.add_argument(
+        "--model",
+        help="'embedded', a hub id or a local path; with --backend openai, the served model's name (env ENVACE_MODEL)",
+    )
+    g.add_argument("--backend", choices=["transformers", "openai"], help="local model or a chat-completions server (env ENVACE_BACKEND)")
+    g.add_argument("--base-url", help="--backend openai: the server's API root, e.g. http://127.0.0.1:8000/v1 (env ENVACE_BASE_URL)")
+    g.add_argument("--api-key", help="--backend openai: API key; prefer the environment variable ENVACE_API_KEY")
+    g.add_argument(
+        "--openai-extras", action=argparse.BooleanOptionalAction, default=None,
+        help="--backend openai: also send top_k and chat_template_kwargs (vLLM, SGLang) (env ENVACE_OPENAI_EXTRAS)",
+    )
     g.add_argument("--quantization", choices=["none", "4bit", "8bit"], help="bitsandbytes quantization (GPU)")
     g.add_argument("--dtype", choices=["auto", "bfloat16", "float32"])
     g.add_argument("--device", choices=["auto", "cpu", "cuda"])
@@ -60,15 +70,24 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run one episode")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--env", help="a built-in environment")
-    src.add_argument("--tools", help="a tool schema file (no environment: imagine, or calls only)")
+    src.add_argument("--tools", help="a tool schema file (no environment: imagine, calls only, or --manual)")
+    src.add_argument(
+        "--mcp", action="append", metavar="COMMAND_OR_URL",
+        help="an MCP server (a command line run over stdio, or a streamable-HTTP URL); repeat to combine servers",
+    )
     p.add_argument("--task", help="a task of the environment (default: its first)")
     p.add_argument("--prompt", help="the user's request (overrides the task's)")
+    p.add_argument("--manual", action="store_true", help="with --tools: you type each committed call's real response")
     _add_episode_flags(p, "parallel")
     _add_model_flags(p)
 
     p = sub.add_parser("eval", help="run a task file and report success")
     p.add_argument("--tasks", required=True, help="JSONL: the project's task format or BFCL records")
     p.add_argument("--limit", type=int)
+    p.add_argument(
+        "--mcp", action="append", metavar="COMMAND_OR_URL",
+        help="run every task against a fresh connection to this MCP server (its tools replace the task's); repeatable",
+    )
     _add_episode_flags(p, "none")
     _add_model_flags(p)
     return parser
@@ -86,10 +105,21 @@ def settings_from(args: argparse.Namespace) -> Settings:
         constrained=getattr(args, "constrained", None),
         max_new_tokens=getattr(args, "max_new_tokens", None),
         max_steps=getattr(args, "max_steps", None),
+        backend=getattr(args, "backend", None),
+        base_url=getattr(args, "base_url", None),
+        api_key=getattr(args, "api_key", None),
+        openai_extras=getattr(args, "openai_extras", None),
+        mcp_servers=tuple(args.mcp) if getattr(args, "mcp", None) else None,
     )
 
 
 def load_model(settings: Settings):
+    if settings.backend == "openai":
+        from envace_demo.models.openai_backend import OpenAIBackend
+
+        return OpenAIBackend(
+            settings.base_url, settings.model, api_key=settings.api_key, extras=settings.openai_extras
+        )
     from envace_demo.models.loader import load_backend  # heavy: torch, transformers
 
     return load_backend(
@@ -105,7 +135,8 @@ def load_model(settings: Settings):
 def episode_config(args: argparse.Namespace, settings: Settings, backend: Any) -> EpisodeConfig:
     first_call = args.first_call
     if first_call == "auto":
-        first_call = "required" if backend.info.model_id == "embedded" else "optional"
+        # The loader names it "embedded (SmolLM2-135M-Instruct)".
+        first_call = "required" if backend.info.model_id.startswith("embedded") else "optional"
     return EpisodeConfig(
         mode=args.mode,
         n=args.n,
@@ -154,10 +185,61 @@ def _print_step(prefix: str, step: Step, out) -> None:
         print(f"{prefix}   error: {step.error}", file=out)
 
 
-def _run_task(backend, task: Task, config: EpisodeConfig, out=None) -> Trajectory:
-    """Run one episode; with ``out``, print it readably as it goes."""
-    episode = Episode(backend, task, config, _environment(task))
+def _mcp_environment(settings: Settings):
+    from envace_demo.envs.mcp import MCPEnvironment
+
+    return MCPEnvironment(settings.mcp_servers, call_timeout=settings.mcp_timeout)
+
+
+def _mcp_tasks(args: argparse.Namespace, settings: Settings) -> list[Task]:
+    """The task file's tasks over the MCP servers' tools: a record needs neither
+    ``env`` nor ``tools`` (BFCL records keep theirs until run, then get the server's)."""
+    with _mcp_environment(settings) as probe:
+        offered = [t.to_openai() for t in probe.tools()]
+    tasks = []
+    for where, record in read_jsonl(Path(args.tasks), args.limit):
+        if isinstance(record, dict) and not {"question", "function"} <= set(record):
+            record = {**{k: v for k, v in record.items() if k != "env"}, "tools": offered}
+        tasks.append(task_from_record(record, where))
+    return tasks
+
+
+def _manual_environment(task: Task, shown: dict, out):
+    """Reads each committed call's real response from stdin (prompts go to ``out``)."""
+    from envace_demo.envs.manual import ManualEnvironment, ResponseError
+
+    def ask(call) -> None:
+        print(f"[commit] call {call.name} {_short(call.arguments)} is waiting for its real response", file=out)
+        step = shown.get("step")
+        if step is not None and step.rehearsed is not None:
+            print(f"[commit]   rehearsed: {_short(step.rehearsed)}", file=out)
+        while True:
+            print("real response (JSON, one line; empty line = the rehearsed one)> ", end="", file=out, flush=True)
+            line = sys.stdin.readline()
+            if not line:
+                env.abort("no response: end of input")
+                return
+            text = line.strip()
+            try:
+                if not text and step is not None and step.rehearsed is not None:
+                    env.respond(step.rehearsed, call.id)
+                else:
+                    env.respond(text, call.id)
+                return
+            except ResponseError as err:
+                print(f"error: {err}", file=out)
+
+    env = ManualEnvironment(task.tools, on_request=ask)
+    return env
+
+
+def _run_task(backend, task: Task, config: EpisodeConfig, out=None, environment=None, shown=None) -> Trajectory:
+    """Run one episode; with ``out``, print it readably as it goes. ``shown`` gets
+    the latest committed step (the manual environment prints its rehearsal)."""
+    episode = Episode(backend, task, config, environment if environment is not None else _environment(task))
     for event in episode.run():
+        if shown is not None and isinstance(event, StepUpdated) and event.where == "commit":
+            shown["step"] = event.step
         if out is None:
             if isinstance(event, EpisodeFinished):
                 return event.trajectory
@@ -223,8 +305,16 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
+    if args.manual and not args.tools:
+        raise TaskError("--manual needs --tools: the schemas whose responses you type")
+    environment = None
     if args.env:
         task = find_task(args.env, args.task) if args.task else env_tasks(args.env)[0]
+    elif args.mcp:
+        if not args.prompt:
+            raise TaskError("--mcp needs --prompt: the user's request")
+        environment = _mcp_environment(settings)
+        task = Task(name="mcp", prompt=args.prompt, tools=environment.tools())
     else:
         try:
             text = Path(args.tools).read_text(encoding="utf-8")
@@ -235,9 +325,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         task = Task(name="custom", prompt=args.prompt, tools=load_tools(text))
     if args.prompt:
         task.prompt, task.check = args.prompt, None  # a new request: the task's check no longer applies
-    backend = load_model(settings)
-    config = episode_config(args, settings, backend)
-    traj = _run_task(backend, task, config, out=None if args.json else sys.stdout)
+    out = sys.stderr if args.json else sys.stdout
+    shown: dict = {}
+    if args.manual:
+        environment = _manual_environment(task, shown, out)
+    try:
+        backend = load_model(settings)
+        config = episode_config(args, settings, backend)
+        traj = _run_task(backend, task, config, out=None if args.json else out, environment=environment, shown=shown)
+    finally:
+        if hasattr(environment, "close"):
+            environment.close()
     if args.json:
         print(json.dumps(traj.to_dict(), indent=2, ensure_ascii=False))
     return 0
@@ -245,12 +343,18 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     settings = settings_from(args)
-    tasks = load_task_file(Path(args.tasks), limit=args.limit)
+    tasks = _mcp_tasks(args, settings) if args.mcp else load_task_file(Path(args.tasks), limit=args.limit)
     backend = load_model(settings)
     config = episode_config(args, settings, backend)
     rows, calls, valid_calls, parse_errors, successes, judged = [], 0, 0, 0, 0, 0
     for task in tasks:
-        traj = _run_task(backend, task, config)
+        if args.mcp:
+            # A fresh connection per task (a stdio server starts over with a fresh state).
+            with _mcp_environment(settings) as environment:
+                task.tools, task.env = environment.tools(), None
+                traj = _run_task(backend, task, config, environment=environment)
+        else:
+            traj = _run_task(backend, task, config)
         tool_steps = [s for s in traj.steps if s.call is not None]
         errors = sum(1 for s in traj.steps if s.action.error is not None)
         calls += len(tool_steps)

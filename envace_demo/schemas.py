@@ -50,15 +50,33 @@ _JSON_TYPES = {"object", "array", "string", "number", "integer", "boolean", "nul
 
 # Keywords whose value is a schema, a list of schemas, or a name -> schema map.
 _SCHEMA_ONE = {
-    "additionalProperties", "items", "contains", "not", "if", "then", "else",
-    "propertyNames", "unevaluatedItems", "unevaluatedProperties", "contentSchema",
+    "additionalProperties",
+    "items",
+    "contains",
+    "not",
+    "if",
+    "then",
+    "else",
+    "propertyNames",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "contentSchema",
 }
 _SCHEMA_LIST = {"anyOf", "oneOf", "allOf", "prefixItems"}
 _SCHEMA_MAP = {"properties", "patternProperties", "dependentSchemas"}
 # Dropped from the output: definitions are inlined, and the result is always 2020-12.
-_DROPPED = {"$defs", "definitions", "$schema", "$id", "optional"}
+_DROPPED = {"$defs", "definitions", "$schema", "$id"}
 # Keywords that only annotate; a $ref's siblings made only of these merge into it.
-_ANNOTATIONS = {"title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly", "$comment"}
+_ANNOTATIONS = {
+    "title",
+    "description",
+    "default",
+    "examples",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "$comment",
+}
 
 _PARAM_KEYS = ("parameters", "input_schema", "inputSchema")
 _RESPONSE_KEYS = ("response", "returns", "output_schema", "outputSchema")
@@ -94,7 +112,9 @@ class Tool:
     def __post_init__(self) -> None:
         # The name ends up in prompts and grammars; refuse a hand-built bad one early.
         if not isinstance(self.name, str) or not _API_NAME.fullmatch(self.name):
-            raise SchemaError("name", f"{self.name!r} is not an API-safe name ([A-Za-z0-9_-], 1 to 64 characters)")
+            raise SchemaError(
+                "name", f"{self.name!r} is not an API-safe name ([A-Za-z0-9_-], 1 to 64 characters)"
+            )
 
     def to_openai(self) -> dict:
         return {
@@ -114,7 +134,7 @@ class Tool:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Tool":
+    def from_dict(cls, d: dict) -> Tool:
         tools = load_tools(d)
         if len(tools) != 1:
             raise SchemaError("tools", f"expected one tool, got {len(tools)}")
@@ -206,23 +226,23 @@ def _parse(source: Any, limits: Limits) -> Any:
         if size > limits.max_bytes:
             raise SchemaError("input", f"too large: {size:,} bytes, at most {limits.max_bytes:,}")
         if not source.strip():
-            raise SchemaError("input", "empty: paste a tool schema, a list of them, or {\"tools\": [...]}")
+            raise SchemaError("input", 'empty: paste a tool schema, a list of them, or {"tools": [...]}')
         _check_text_depth(source, limits.max_depth)
         try:
             return json.loads(source, parse_constant=_refuse_constant)
         except json.JSONDecodeError as e:
-            raise SchemaError("input", f"invalid JSON at line {e.lineno}, column {e.colno}: {e.msg}") from None
+            raise SchemaError(
+                "input", f"invalid JSON at line {e.lineno}, column {e.colno}: {e.msg}"
+            ) from None
         except ValueError as e:  # NaN / Infinity, refused by _refuse_constant
             raise SchemaError("input", str(e)) from None
     if isinstance(source, (dict, list)):
         _check_value(source, _root_label(source), limits)
-        size = len(json.dumps(source))
+        size = len(json.dumps(source, ensure_ascii=False).encode("utf-8", "surrogatepass"))
         if size > limits.max_bytes:
             raise SchemaError("input", f"too large: {size:,} bytes as JSON, at most {limits.max_bytes:,}")
         return source
-    raise SchemaError(
-        "input", f"expected JSON text, bytes, a dict or a list, got {type(source).__name__}"
-    )
+    raise SchemaError("input", f"expected JSON text, bytes, a dict or a list, got {type(source).__name__}")
 
 
 def _refuse_constant(name: str) -> Any:
@@ -292,7 +312,7 @@ def _tool_entries(value: Any, limits: Limits) -> list[tuple[str, Any]]:
     elif not isinstance(value, list):
         raise SchemaError(
             "input",
-            f"expected a tool object, a list of tools, or {{\"tools\": [...]}}, got {_json_type(value)}",
+            f'expected a tool object, a list of tools, or {{"tools": [...]}}, got {_json_type(value)}',
         )
     if not value:
         raise SchemaError("tools", "empty list: give at least one tool")
@@ -301,7 +321,7 @@ def _tool_entries(value: Any, limits: Limits) -> list[tuple[str, Any]]:
     return [(f"tools[{i}]", item) for i, item in enumerate(value)]
 
 
-def _load_tool(item: Any, loc: str, budget: "_Budget") -> tuple[Tool, str]:
+def _load_tool(item: Any, loc: str, budget: _Budget) -> tuple[Tool, str]:
     if not isinstance(item, dict):
         raise SchemaError(loc, f"a tool must be a JSON object, got {_json_type(item)}")
     fn, floc = item, loc
@@ -342,7 +362,10 @@ def _load_tool(item: Any, loc: str, budget: "_Budget") -> tuple[Tool, str]:
         parameters = _Normalizer(raw, ploc, budget).root()
         kind = parameters.get("type", "object")
         if kind != "object":
-            raise SchemaError(_join(ploc, "type"), f'parameters must be an object schema (type "object"), got {json.dumps(kind)}')
+            raise SchemaError(
+                _join(ploc, "type"),
+                f'parameters must be an object schema (type "object"), got {json.dumps(kind)}',
+            )
         parameters = {"type": "object", **parameters}
         parameters.setdefault("properties", {})
         _check_schema(parameters, ploc)
@@ -406,7 +429,9 @@ class _Normalizer:
         if not isinstance(node, dict):
             raise SchemaError(loc, f"must be a schema object, got {_json_type(node)}")
         if depth > self.limits.max_depth:
-            raise SchemaError(loc, f"nested more than {self.limits.max_depth} levels deep after inlining $ref")
+            raise SchemaError(
+                loc, f"nested more than {self.limits.max_depth} levels deep after inlining $ref"
+            )
         if "$ref" in node:
             return self._ref(node, loc, depth)
 
@@ -426,10 +451,12 @@ class _Normalizer:
             elif key in _DROPPED:
                 continue
             elif key in ("$dynamicRef", "$recursiveRef"):
-                raise SchemaError(kloc, f"{key} is not supported: use $ref to \"#/$defs/...\"")
+                raise SchemaError(kloc, f'{key} is not supported: use $ref to "#/$defs/..."')
             elif key == "required":
                 if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                    raise SchemaError(kloc, f"must be a list of property names (strings), got {json.dumps(value)[:80]}")
+                    raise SchemaError(
+                        kloc, f"must be a list of property names (strings), got {json.dumps(value)[:80]}"
+                    )
                 out["required"] = list(value)
             elif key == "enum":
                 if not isinstance(value, list):
@@ -441,12 +468,14 @@ class _Normalizer:
                 out[key] = self._schema_map(key, value, kloc, depth, optional_names)
             elif key in _SCHEMA_LIST or (key == "items" and isinstance(value, list)):
                 if not isinstance(value, list) or not value:
-                    raise SchemaError(kloc, f"must be a non-empty list of schemas, got {json.dumps(value)[:80]}")
+                    raise SchemaError(
+                        kloc, f"must be a non-empty list of schemas, got {json.dumps(value)[:80]}"
+                    )
                 # Draft-07 tuple form "items": [...] is "prefixItems" in 2020-12.
                 target = "prefixItems" if key == "items" else key
                 out[target] = [self.schema(v, _join(kloc, i), depth + 2) for i, v in enumerate(value)]
-            elif key == "additionalItems":
-                if isinstance(node.get("items"), list):  # draft-07: extra items beyond the tuple
+            elif key == "additionalItems":  # draft-07: items beyond the tuple; else meaningless
+                if isinstance(node.get("items"), list):
                     out["items"] = self.schema(value, kloc, depth + 1)
             elif key in _SCHEMA_ONE:
                 out[key] = self.schema(value, kloc, depth + 1)
@@ -471,7 +500,10 @@ class _Normalizer:
                     return None
                 name = alias
             elif name not in _JSON_TYPES:
-                raise SchemaError(nloc, f"unknown type {json.dumps(name)} (expected one of {', '.join(sorted(_JSON_TYPES))})")
+                raise SchemaError(
+                    nloc,
+                    f"unknown type {json.dumps(name)} (expected one of {', '.join(sorted(_JSON_TYPES))})",
+                )
             if name not in mapped:
                 mapped.append(name)
         if isinstance(value, list):
@@ -493,8 +525,10 @@ class _Normalizer:
     def _required(self, out: dict, optional_names: set[str]) -> list[str]:
         props = out.get("properties")
         # BFCL lists names it never defines; drop them only where nothing else could match them.
-        closed = isinstance(props, dict) and "patternProperties" not in out and not isinstance(
-            out.get("additionalProperties"), dict
+        closed = (
+            isinstance(props, dict)
+            and "patternProperties" not in out
+            and out.get("additionalProperties", False) is False
         )
         kept: list[str] = []
         for name in out["required"]:
@@ -508,11 +542,13 @@ class _Normalizer:
         if not isinstance(ref, str):
             raise SchemaError(rloc, f"must be a string, got {_json_type(ref)}")
         if not ref.startswith("#"):
-            raise SchemaError(rloc, f"remote reference {ref!r} refused: only local ones (\"#/$defs/Name\") are resolved")
+            raise SchemaError(
+                rloc, f'remote reference {ref!r} refused: only local ones ("#/$defs/Name") are resolved'
+            )
         if ref != "#" and not ref.startswith("#/"):
-            raise SchemaError(rloc, f"unsupported reference {ref!r}: use a JSON pointer like \"#/$defs/Name\"")
+            raise SchemaError(rloc, f'unsupported reference {ref!r}: use a JSON pointer like "#/$defs/Name"')
         if ref in self.active:
-            cycle = " -> ".join(self.active[self.active.index(ref):] + [ref])
+            cycle = " -> ".join(self.active[self.active.index(ref) :] + [ref])
             raise SchemaError(rloc, f"recursive reference {ref!r} cannot be inlined (cycle: {cycle})")
         budget = self.budget
         budget.refs += 1
@@ -531,7 +567,9 @@ class _Normalizer:
             self.memo[ref] = (normalized, len(json.dumps(normalized)), _height(normalized))
         normalized, size, height = self.memo[ref]
         if depth - 1 + height > self.limits.max_depth:
-            raise SchemaError(rloc, f"nested more than {self.limits.max_depth} levels deep after inlining {ref!r}")
+            raise SchemaError(
+                rloc, f"nested more than {self.limits.max_depth} levels deep after inlining {ref!r}"
+            )
         budget.inlined_bytes += size
         if budget.inlined_bytes > self.limits.max_bytes:
             raise SchemaError(rloc, f"inlining $ref grows the schemas past {self.limits.max_bytes:,} bytes")

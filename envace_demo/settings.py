@@ -53,6 +53,29 @@ class Settings:
     public: bool = field(
         default=False, metadata={"env": "ENVACE_PUBLIC", "help": "public mode (caps, no outbound); default on inside a Space"}
     )
+    backend: str = field(
+        default="transformers",
+        metadata={"env": "ENVACE_BACKEND", "help": "transformers (a local model) or openai (a chat-completions server)"},
+    )
+    base_url: str | None = field(
+        default=None,
+        metadata={"env": "ENVACE_BASE_URL", "help": "the server's API root for backend openai, e.g. http://127.0.0.1:8000/v1"},
+    )
+    # Kept out of repr: settings get printed and logged.
+    api_key: str | None = field(
+        default=None, repr=False, metadata={"env": "ENVACE_API_KEY", "help": "API key for backend openai, if the server needs one"}
+    )
+    openai_extras: bool = field(
+        default=False,
+        metadata={"env": "ENVACE_OPENAI_EXTRAS", "help": "backend openai: also send top_k and chat_template_kwargs (vLLM, SGLang)"},
+    )
+    mcp_servers: tuple[str, ...] = field(
+        default=(),
+        metadata={"env": "ENVACE_MCP", "help": "MCP servers (command lines or http(s) URLs), separated by ';'"},
+    )
+    mcp_timeout: float = field(
+        default=30.0, metadata={"env": "ENVACE_MCP_TIMEOUT", "help": "seconds an MCP server has to answer one request"}
+    )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> "Settings":
@@ -77,6 +100,14 @@ class Settings:
             raise ConfigError(f"device={self.device!r}: expected auto, cpu or cuda")
         if self.max_steps < 1 or self.max_new_tokens < 1 or self.episode_seconds <= 0:
             raise ConfigError("max_steps, max_new_tokens and episode_seconds must be positive")
+        if self.backend not in ("transformers", "openai"):
+            raise ConfigError(f"backend={self.backend!r}: expected transformers or openai")
+        if self.backend == "openai" and not self.base_url:
+            raise ConfigError("backend=openai needs the server's URL: set ENVACE_BASE_URL (flag --base-url)")
+        if self.base_url is not None and not self.base_url.startswith(("http://", "https://")):
+            raise ConfigError(f"base_url={self.base_url!r}: expected an http(s) URL such as http://127.0.0.1:8000/v1")
+        if self.mcp_timeout <= 0:
+            raise ConfigError(f"mcp_timeout={self.mcp_timeout!r}: must be positive")
         return self
 
     def replace(self, **changes: Any) -> "Settings":
@@ -85,6 +116,8 @@ class Settings:
 
 def _convert(name: str, var: str, typ: Any, raw: str) -> Any:
     typ = str(typ)
+    if typ.startswith("tuple"):
+        return tuple(part.strip() for part in raw.split(";") if part.strip())
     try:
         if "bool" in typ:
             return _bool(var, raw)

@@ -31,15 +31,29 @@ WEATHER = {
 }
 
 # Person.model_json_schema() from pydantic 2.14 (Address nested, Optional, Literal, Field(ge=0)).
-PYDANTIC_PERSON = json.loads(
-    '{"$defs": {"Address": {"properties": {"city": {"description": "City name", "title": "City", "type": "string"},'
-    ' "zip": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": null, "title": "Zip"}},'
-    ' "required": ["city"], "title": "Address", "type": "object"}}, "properties": {"name": {"title": "Name", "type":'
-    ' "string"}, "age": {"minimum": 0, "title": "Age", "type": "integer"}, "home": {"$ref": "#/$defs/Address",'
-    ' "description": "Where they live"}, "unit": {"default": "c", "enum": ["c", "f"], "title": "Unit", "type":'
-    ' "string"}, "tags": {"default": [], "items": {"type": "string"}, "title": "Tags", "type": "array"}},'
-    ' "required": ["name", "age", "home"], "title": "Person", "type": "object"}'
-)
+PYDANTIC_PERSON = {
+    "$defs": {
+        "Address": {
+            "properties": {
+                "city": {"description": "City name", "title": "City", "type": "string"},
+                "zip": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None, "title": "Zip"},
+            },
+            "required": ["city"],
+            "title": "Address",
+            "type": "object",
+        }
+    },
+    "properties": {
+        "name": {"title": "Name", "type": "string"},
+        "age": {"minimum": 0, "title": "Age", "type": "integer"},
+        "home": {"$ref": "#/$defs/Address", "description": "Where they live"},
+        "unit": {"default": "c", "enum": ["c", "f"], "title": "Unit", "type": "string"},
+        "tags": {"default": [], "items": {"type": "string"}, "title": "Tags", "type": "array"},
+    },
+    "required": ["name", "age", "home"],
+    "title": "Person",
+    "type": "object",
+}
 
 
 def tool_with(params: dict, name: str = "t") -> dict:
@@ -50,13 +64,16 @@ def obj(**props) -> dict:
     return {"type": "object", "properties": props}
 
 
-def error_of(source, limits: Limits = Limits()) -> str:
+DEFAULT_LIMITS = Limits()
+
+
+def error_of(source, limits: Limits = DEFAULT_LIMITS) -> str:
     with pytest.raises(SchemaError) as info:
         load_tools(source, limits)
     return str(info.value)
 
 
-def quick_error(source, limits: Limits = Limits()) -> str:
+def quick_error(source, limits: Limits = DEFAULT_LIMITS) -> str:
     start = time.perf_counter()
     message = error_of(source, limits)
     assert time.perf_counter() - start < 2.0, "hostile input must be refused quickly"
@@ -104,7 +121,11 @@ def test_bfcl_dialect():
                 "region": {"type": "string", "optional": "True"},
                 "filters": {
                     "type": "array",
-                    "items": {"type": "dict", "properties": {"k": {"type": "string"}}, "required": ["k", "ghost"]},
+                    "items": {
+                        "type": "dict",
+                        "properties": {"k": {"type": "string"}},
+                        "required": ["k", "ghost"],
+                    },
                 },
             },
             "required": ["artist", "duration", "region", "unlisted"],
@@ -120,7 +141,11 @@ def test_bfcl_dialect():
     assert props["duration"] == {"type": "number"}
     assert props["coords"] == {"type": "array", "items": {"type": "number"}}
     assert props["data"] == {"description": "anything"}
-    assert props["filters"]["items"] == {"type": "object", "properties": {"k": {"type": "string"}}, "required": ["k"]}
+    assert props["filters"]["items"] == {
+        "type": "object",
+        "properties": {"k": {"type": "string"}},
+        "required": ["k"],
+    }
     assert validate_arguments(tool, {"artist": "x", "duration": 3, "data": [1, {"a": None}]}) == []
 
 
@@ -139,7 +164,9 @@ def test_bfcl_null_default_and_array_enum():
     assert props["interval"]["enum"] == ["day", "week", None]
     assert props["metrics"]["items"] == {"type": "string", "enum": ["trust", "view"]}
     assert validate_arguments(tool, {"country": None, "interval": None, "metrics": ["view"]}) == []
-    assert validate_arguments(tool, {"metrics": ["views"]}) == ["metrics[0]: 'views' is not one of ['trust', 'view']"]
+    assert validate_arguments(tool, {"metrics": ["views"]}) == [
+        "metrics[0]: 'views' is not one of ['trust', 'view']"
+    ]
 
 
 def test_pydantic_schema_is_inlined():
@@ -151,7 +178,9 @@ def test_pydantic_schema_is_inlined():
     assert p["title"] == "Person" and p["properties"]["unit"]["default"] == "c"
     good = {"name": "Ann", "age": 3, "home": {"city": "Oslo", "zip": None}}
     assert validate_arguments(tool, good) == []
-    assert validate_arguments(tool, {**good, "home": {"zip": "1"}}) == ["home.city: required property missing"]
+    assert validate_arguments(tool, {**good, "home": {"zip": "1"}}) == [
+        "home.city: required property missing"
+    ]
     assert validate_arguments(tool, {**good, "age": -1}) == ["age: -1 is less than the minimum of 0"]
 
 
@@ -195,8 +224,14 @@ def test_ref_pointer_escapes_and_definitions():
 
 
 def test_draft07_tuple_items_become_prefix_items():
-    [tool] = load_tools(tool_with(obj(p={"type": "array", "items": [{"type": "number"}], "additionalItems": False})))
-    assert tool.parameters["properties"]["p"] == {"type": "array", "prefixItems": [{"type": "number"}], "items": False}
+    [tool] = load_tools(
+        tool_with(obj(p={"type": "array", "items": [{"type": "number"}], "additionalItems": False}))
+    )
+    assert tool.parameters["properties"]["p"] == {
+        "type": "array",
+        "prefixItems": [{"type": "number"}],
+        "items": False,
+    }
 
 
 def test_missing_parameters_and_alternative_keys():
@@ -204,8 +239,16 @@ def test_missing_parameters_and_alternative_keys():
         [
             {"name": "ping"},
             {"name": "anthropic", "input_schema": obj(q={"type": "string"})},
-            {"name": "mcp", "inputSchema": obj(q={"type": "string"}), "outputSchema": obj(ok={"type": "boolean"})},
-            {"name": "resp", "parameters": {}, "returns": {"type": "dict", "properties": {"x": {"type": "float"}}}},
+            {
+                "name": "mcp",
+                "inputSchema": obj(q={"type": "string"}),
+                "outputSchema": obj(ok={"type": "boolean"}),
+            },
+            {
+                "name": "resp",
+                "parameters": {},
+                "returns": {"type": "dict", "properties": {"x": {"type": "float"}}},
+            },
             {"name": "out", "output_schema": {"type": "array", "items": {"type": "integer"}}},
             {"name": "r", "response": {"type": "string"}, "parameters": {"properties": {}}},
         ]
@@ -213,14 +256,21 @@ def test_missing_parameters_and_alternative_keys():
     assert tools[0].parameters == {"type": "object", "properties": {}}
     assert tools[1].parameters["properties"] == {"q": {"type": "string"}}
     assert tools[2].response == obj(ok={"type": "boolean"})
-    assert tools[3].response == obj(x={"type": "number"}) and tools[3].parameters == {"type": "object", "properties": {}}
+    assert tools[3].response == obj(x={"type": "number"}) and tools[3].parameters == {
+        "type": "object",
+        "properties": {},
+    }
     assert tools[4].response == {"type": "array", "items": {"type": "integer"}}
     assert tools[5].response == {"type": "string"} and tools[5].parameters["type"] == "object"
 
 
 def test_export_round_trip_and_find_tool():
     source = [
-        {"name": "a.b", "parameters": {"type": "dict", "properties": {"x": {"type": "float"}}}, "response": obj()},
+        {
+            "name": "a.b",
+            "parameters": {"type": "dict", "properties": {"x": {"type": "float"}}},
+            "response": obj(),
+        },
         WEATHER,
     ]
     tools = load_tools(source)
@@ -254,11 +304,17 @@ def test_tool_refuses_unsafe_name():
 @pytest.mark.parametrize(
     "source, message",
     [
-        ('{"name": "x",\n "parameters": {,}}', "input: invalid JSON at line 2, column 17: Expecting property name"),
+        (
+            '{"name": "x",\n "parameters": {,}}',
+            "input: invalid JSON at line 2, column 17: Expecting property name",
+        ),
         ("", "input: empty"),
         (" \n\t", "input: empty"),
-        ("42", "input: expected a tool object, a list of tools, or {\"tools\": [...]}, got a number"),
-        ('"get_weather"', "input: expected a tool object, a list of tools, or {\"tools\": [...]}, got a string"),
+        ("42", 'input: expected a tool object, a list of tools, or {"tools": [...]}, got a number'),
+        (
+            '"get_weather"',
+            'input: expected a tool object, a list of tools, or {"tools": [...]}, got a string',
+        ),
         ("[1]", "tools[0]: a tool must be a JSON object, got a number"),
         ("[]", "tools: empty list"),
         ('{"tools": {}}', "tools: must be a list of tools, got an object"),
@@ -266,8 +322,14 @@ def test_tool_refuses_unsafe_name():
         (b"\xff\xfe", "input: not UTF-8 text (bad byte at offset 0)"),
         (None, "input: expected JSON text, bytes, a dict or a list, got NoneType"),
         ({1: "x"}, "tools[0]: keys must be strings"),
-        ({"name": "x", "parameters": {"type": "object", "default": float("inf")}}, "tools[0].parameters.default: inf is not valid JSON"),
-        ({"name": "x", "parameters": {"type": "object", "default": {1, 2}}}, "tools[0].parameters.default: not a JSON value: set"),
+        (
+            {"name": "x", "parameters": {"type": "object", "default": float("inf")}},
+            "tools[0].parameters.default: inf is not valid JSON",
+        ),
+        (
+            {"name": "x", "parameters": {"type": "object", "default": {1, 2}}},
+            "tools[0].parameters.default: not a JSON value: set",
+        ),
     ],
 )
 def test_input_errors(source, message):
@@ -278,21 +340,40 @@ def test_input_errors(source, message):
     "tools, message",
     [
         ([{"description": "no name"}], "tools[0].name: missing: every tool needs a name"),
-        ([{"type": "function", "function": {"parameters": {}}}], "tools[0].function.name: missing: every tool needs a name"),
+        (
+            [{"type": "function", "function": {"parameters": {}}}],
+            "tools[0].function.name: missing: every tool needs a name",
+        ),
         ([WEATHER, {"name": ""}], "tools[1].name: is empty"),
         ([{"name": 7}], "tools[0].name: must be a string, got a number"),
         ([{"name": "x", "description": ["d"]}], "tools[0].description: must be a string, got a list"),
         ([{"type": "function", "function": "x"}], "tools[0].function: must be a JSON object, got a string"),
-        ([{"type": "retrieval", "function": {}}], 'tools[0].type: unsupported tool type \'retrieval\' (only "function")'),
-        ([WEATHER, {"name": "b"}, WEATHER], "tools[2].name: duplicate tool name 'get_weather' (also tools[0])"),
+        (
+            [{"type": "retrieval", "function": {}}],
+            "tools[0].type: unsupported tool type 'retrieval' (only \"function\")",
+        ),
+        (
+            [WEATHER, {"name": "b"}, WEATHER],
+            "tools[2].name: duplicate tool name 'get_weather' (also tools[0])",
+        ),
         (
             [{"name": "a_b"}, {"type": "function", "function": {"name": "a.b"}}],
-            "tools[1].function.name: 'a.b' and 'a_b' (tools[0]) both become 'a_b' once made API-safe; rename one",
+            "tools[1].function.name: 'a.b' and 'a_b' (tools[0]) both become 'a_b'"
+            " once made API-safe; rename one",
         ),
         ([{"name": "x", "parameters": []}], "tools[0].parameters: must be a JSON Schema object, got a list"),
-        ([{"name": "x", "parameters": {"type": "string"}}], 'tools[0].parameters.type: parameters must be an object schema (type "object"), got "string"'),
-        ([{"name": "x", "returns": "a number"}], "tools[0].returns: must be a JSON Schema object, got a string"),
-        ([{"name": "x", "parameters": {"type": 3}}], "tools[0].parameters.type: must be a type name (string), got a number"),
+        (
+            [{"name": "x", "parameters": {"type": "string"}}],
+            'tools[0].parameters.type: parameters must be an object schema (type "object"), got "string"',
+        ),
+        (
+            [{"name": "x", "returns": "a number"}],
+            "tools[0].returns: must be a JSON Schema object, got a string",
+        ),
+        (
+            [{"name": "x", "parameters": {"type": 3}}],
+            "tools[0].parameters.type: must be a type name (string), got a number",
+        ),
     ],
 )
 def test_tool_errors(tools, message):
@@ -304,31 +385,74 @@ def test_tool_errors(tools, message):
     [
         (obj(unit={"type": "strng"}), "properties.unit.type", 'unknown type "strng"'),
         (obj(unit={"type": ["string", "nul"]}), "properties.unit.type[1]", 'unknown type "nul"'),
-        ({"type": "object", "properties": ["a"]}, "properties", "must be an object mapping names to schemas, got a list"),
+        (
+            {"type": "object", "properties": ["a"]},
+            "properties",
+            "must be an object mapping names to schemas, got a list",
+        ),
         (obj(a=3), "properties.a", "must be a schema object, got a number"),
-        ({"type": "object", "properties": {}, "required": "a"}, "required", "must be a list of property names (strings)"),
-        ({"type": "object", "properties": {}, "required": [1]}, "required", "must be a list of property names (strings)"),
-        (obj(a={"type": "string", "enum": "a,b"}), "properties.a.enum", "must be a list of allowed values, got a string"),
+        (
+            {"type": "object", "properties": {}, "required": "a"},
+            "required",
+            "must be a list of property names (strings)",
+        ),
+        (
+            {"type": "object", "properties": {}, "required": [1]},
+            "required",
+            "must be a list of property names (strings)",
+        ),
+        (
+            obj(a={"type": "string", "enum": "a,b"}),
+            "properties.a.enum",
+            "must be a list of allowed values, got a string",
+        ),
         (obj(a={"type": "string", "enum": []}), "properties.a.enum", "is empty: no value could ever match"),
         (obj(a={"anyOf": []}), "properties.a.anyOf", "must be a non-empty list of schemas"),
         (obj(a={"type": "array", "items": 5}), "properties.a.items", "must be a schema object, got a number"),
-        (obj(a={"type": "string", "optional": 1}), "properties.a.optional", "must be true/false or a list of property names"),
-        (obj(a={"$ref": "#/$defs/Missing"}), "properties.a.$ref", "reference '#/$defs/Missing' points to nothing"),
+        (
+            obj(a={"type": "string", "optional": 1}),
+            "properties.a.optional",
+            "must be true/false or a list of property names",
+        ),
+        (
+            obj(a={"$ref": "#/$defs/Missing"}),
+            "properties.a.$ref",
+            "reference '#/$defs/Missing' points to nothing",
+        ),
         (obj(a={"$ref": 5}), "properties.a.$ref", "must be a string, got a number"),
-        (obj(a={"$ref": "http://example.com/s.json"}), "properties.a.$ref", "remote reference 'http://example.com/s.json' refused"),
-        (obj(a={"$ref": "file:///etc/passwd"}), "properties.a.$ref", "remote reference 'file:///etc/passwd' refused"),
+        (
+            obj(a={"$ref": "http://example.com/s.json"}),
+            "properties.a.$ref",
+            "remote reference 'http://example.com/s.json' refused",
+        ),
+        (
+            obj(a={"$ref": "file:///etc/passwd"}),
+            "properties.a.$ref",
+            "remote reference 'file:///etc/passwd' refused",
+        ),
         (obj(a={"$ref": "other.json#/x"}), "properties.a.$ref", "remote reference 'other.json#/x' refused"),
         (obj(a={"$ref": "#node"}), "properties.a.$ref", "unsupported reference '#node'"),
         (obj(a={"$dynamicRef": "#meta"}), "properties.a.$dynamicRef", "$dynamicRef is not supported"),
-        (obj(a={"$ref": "#"}), "properties.a.$ref", "recursive reference '#' cannot be inlined (cycle: # -> #)"),
         (
-            {**obj(a={"$ref": "#/$defs/A"}), "$defs": {"A": obj(b={"$ref": "#/$defs/B"}), "B": {"items": {"$ref": "#/$defs/A"}}}},
+            obj(a={"$ref": "#"}),
+            "properties.a.$ref",
+            "recursive reference '#' cannot be inlined (cycle: # -> #)",
+        ),
+        (
+            {
+                **obj(a={"$ref": "#/$defs/A"}),
+                "$defs": {"A": obj(b={"$ref": "#/$defs/B"}), "B": {"items": {"$ref": "#/$defs/A"}}},
+            },
             "$defs.B.items.$ref",
             "recursive reference '#/$defs/A' cannot be inlined (cycle: #/$defs/A -> #/$defs/B -> #/$defs/A)",
         ),
         (obj(a={"type": "integer", "minimum": "5"}), "properties.a.minimum", "'5' is not of type 'number'"),
         (obj(a={"type": "string", "pattern": "(["}), "properties.a.pattern", "'([' is not a 'regex'"),
-        (obj(a={"type": "array", "uniqueItems": "yes"}), "properties.a.uniqueItems", "'yes' is not of type 'boolean'"),
+        (
+            obj(a={"type": "array", "uniqueItems": "yes"}),
+            "properties.a.uniqueItems",
+            "'yes' is not of type 'boolean'",
+        ),
     ],
 )
 def test_schema_errors_are_located(params, location, problem):
@@ -344,12 +468,23 @@ def test_location_of_odd_property_names_is_quoted():
 def test_limits_are_checked():
     with pytest.raises(ConfigError, match="Limits.max_tools must be a positive integer"):
         Limits(max_tools=0)
-    assert error_of([{"name": f"t{i}"} for i in range(4)], Limits(max_tools=3)) == "tools: 4 tools given, at most 3"
+    assert (
+        error_of([{"name": f"t{i}"} for i in range(4)], Limits(max_tools=3))
+        == "tools: 4 tools given, at most 3"
+    )
     many = obj(**{f"p{i}": {"type": "string"} for i in range(6)})
-    assert error_of(tool_with(many), Limits(max_properties=5)) == "tools[0].parameters.properties: 6 properties, at most 5"
+    assert (
+        error_of(tool_with(many), Limits(max_properties=5))
+        == "tools[0].parameters.properties: 6 properties, at most 5"
+    )
     refs = {**obj(**{f"p{i}": {"$ref": "#/$defs/S"} for i in range(4)}), "$defs": {"S": {"type": "string"}}}
-    assert error_of(tool_with(refs), Limits(max_refs=3)) == "tools[0].parameters.properties.p3.$ref: more than 3 $ref expansions"
-    assert load_tools(tool_with(refs), Limits(max_refs=4))[0].parameters["properties"]["p3"] == {"type": "string"}
+    assert (
+        error_of(tool_with(refs), Limits(max_refs=3))
+        == "tools[0].parameters.properties.p3.$ref: more than 3 $ref expansions"
+    )
+    assert load_tools(tool_with(refs), Limits(max_refs=4))[0].parameters["properties"]["p3"] == {
+        "type": "string"
+    }
 
 
 # --------------------------------------------------------------------------- hostile input
@@ -373,7 +508,9 @@ def test_deeply_nested_dict_is_refused_quickly():
         cursor["a"] = {}
         cursor = cursor["a"]
     message = quick_error({"name": "x", "parameters": deep})
-    assert message.startswith("tools[0].parameters.a.a.") and message.endswith(": nested more than 32 levels deep")
+    assert message.startswith("tools[0].parameters.a.a.") and message.endswith(
+        ": nested more than 32 levels deep"
+    )
 
 
 def test_self_containing_dict_is_refused():
@@ -383,7 +520,7 @@ def test_self_containing_dict_is_refused():
 
 
 def test_huge_input_is_refused_before_parsing():
-    big = "[" + ",".join('{"name": "t%d"}' % i for i in range(100_000)) + "]"
+    big = "[" + ",".join(f'{{"name": "t{i}"}}' for i in range(100_000)) + "]"
     assert quick_error(big).startswith("input: too large: 1,")
     assert quick_error(big.encode()).startswith("input: too large: 1,")
     assert quick_error({"name": "x", "description": "d" * 1_000_001}).startswith("input: too large: 1,000,0")
@@ -402,11 +539,16 @@ def test_exponential_ref_expansion_is_bounded():
 def test_long_ref_chain_is_bounded():
     defs = {f"D{i}": {"$ref": f"#/$defs/D{i + 1}"} for i in range(5000)}
     defs["D5000"] = {"type": "string"}
-    assert "$ref chain longer than 32" in quick_error(tool_with({**obj(a={"$ref": "#/$defs/D0"}), "$defs": defs}))
+    assert "$ref chain longer than 32" in quick_error(
+        tool_with({**obj(a={"$ref": "#/$defs/D0"}), "$defs": defs})
+    )
 
 
 def test_wide_ref_fan_out_is_bounded():
-    params = {**obj(**{f"p{i}": {"$ref": "#/$defs/S"} for i in range(500)}), "$defs": {"S": {"type": "string"}}}
+    params = {
+        **obj(**{f"p{i}": {"$ref": "#/$defs/S"} for i in range(500)}),
+        "$defs": {"S": {"type": "string"}},
+    }
     message = quick_error([tool_with(params, f"t{i}") for i in range(3)])
     assert message == "tools[2].parameters.properties.p0.$ref: more than 1000 $ref expansions"
 
@@ -425,8 +567,28 @@ JSON_VALUES = st.recursive(
     max_leaves=30,
 )
 SCHEMA_WORDS = st.sampled_from(
-    ["type", "properties", "required", "items", "enum", "$ref", "anyOf", "optional", "$defs", "name",
-     "parameters", "function", "tools", "dict", "float", "any", "object", "#/$defs/a", "a", "default"]
+    [
+        "type",
+        "properties",
+        "required",
+        "items",
+        "enum",
+        "$ref",
+        "anyOf",
+        "optional",
+        "$defs",
+        "name",
+        "parameters",
+        "function",
+        "tools",
+        "dict",
+        "float",
+        "any",
+        "object",
+        "#/$defs/a",
+        "a",
+        "default",
+    ]
 )
 SCHEMA_LIKE = st.recursive(
     st.none() | st.booleans() | st.integers() | SCHEMA_WORDS,
@@ -465,7 +627,9 @@ def test_validate_arguments_messages():
 
 
 def test_validate_arguments_numbers_follow_json_schema():
-    [tool] = load_tools(tool_with({"type": "dict", "properties": {"x": {"type": "float"}, "n": {"type": "integer"}}}))
+    [tool] = load_tools(
+        tool_with({"type": "dict", "properties": {"x": {"type": "float"}, "n": {"type": "integer"}}})
+    )
     assert validate_arguments(tool, {"x": 10, "n": 2}) == []  # an int is a fine float (BFCL agrees)
     assert validate_arguments(tool, {"x": "10", "n": True}) == [
         "x: '10' is not of type 'number'",
@@ -484,7 +648,9 @@ def test_validate_arguments_root_level_errors_say_arguments():
 
 # Ground truths that cannot validate whatever the normalization: the expected value
 # is a Python expression naming an earlier result, where the schema asks for an array.
-BFCL_UNFIXABLE = {("parallel_multiple_21", "linear_regression_fit"): "x: \"data['sales']\" is not of type 'array'"}
+BFCL_UNFIXABLE = {
+    ("parallel_multiple_21", "linear_regression_fit"): "x: \"data['sales']\" is not of type 'array'"
+}
 
 
 def _expected(allowed: list):

@@ -34,7 +34,7 @@ RESULT_OPEN, RESULT_CLOSE = "<execution_result>\n", "\n</execution_result>"
 ERROR_CODES = ("INVALID_TOOL_CALL_FORMAT", "TOOL_NOT_AVAILABLE", "INVALID_PARAMETERS")
 
 MAX_THINK_CHARS = 300
-MAX_CALLS = 8  # per actor turn
+MAX_CALLS = 8  # per actor turn (default)
 MAX_STRING = 200  # free strings in arguments
 MAX_ITEMS = 16  # free arrays in arguments
 MAX_RESULT_STRING = 80  # free strings in a rehearsed result
@@ -207,7 +207,9 @@ def result_schema(response_schema: dict | None) -> dict:
     return {"anyOf": [result, error_result_schema()]}
 
 
-def structural_tag(constraint: Constraint, max_think_chars: int = MAX_THINK_CHARS) -> dict:
+def structural_tag(
+    constraint: Constraint, max_think_chars: int = MAX_THINK_CHARS, max_calls: int = MAX_CALLS
+) -> dict:
     """The xgrammar structural tag for ``constraint``."""
     import xgrammar as xgr
 
@@ -231,10 +233,10 @@ def structural_tag(constraint: Constraint, max_think_chars: int = MAX_THINK_CHAR
     if constraint.role == "actor":
         call = {"type": "sequence", "elements": [const(CALL_OPEN), json_part(call_schema(constraint.tools)), const(CALL_CLOSE)]}
         more = {"type": "sequence", "elements": [const("\n"), call]}
-        body: dict = {
-            "type": "sequence",
-            "elements": [call, {"type": "repeat", "min": 0, "max": MAX_CALLS - 1, "content": more}],
-        }
+        body: dict = call
+        if max_calls > 1:
+            repeat = {"type": "repeat", "min": 0, "max": max_calls - 1, "content": more}
+            body = {"type": "sequence", "elements": [call, repeat]}
         if not constraint.require_call:
             answer = {"type": "grammar", "grammar": "root ::= [^<]+"}  # non-empty, no tags
             body = {"type": "or", "elements": [body, answer]}
@@ -248,7 +250,7 @@ def structural_tag(constraint: Constraint, max_think_chars: int = MAX_THINK_CHAR
     return {"type": "structural_tag", "format": {"type": "sequence", "elements": [think, body]}}
 
 
-def constraint_key(constraint: Constraint, max_think_chars: int = MAX_THINK_CHARS) -> str:
+def constraint_key(constraint: Constraint, max_think_chars: int = MAX_THINK_CHARS, max_calls: int = MAX_CALLS) -> str:
     """Everything the grammar depends on (tool descriptions do not matter; key order
     does: it fixes the order of properties in the output)."""
     return json.dumps(
@@ -258,6 +260,7 @@ def constraint_key(constraint: Constraint, max_think_chars: int = MAX_THINK_CHAR
             constraint.response_schema,
             [[tool.name, tool.parameters] for tool in constraint.tools] if constraint.role == "actor" else None,
             max_think_chars,
+            max_calls,
         ],
         ensure_ascii=False,
     )
@@ -272,6 +275,8 @@ class GrammarCache:
 
     ``vocab_size`` is the model's (its logits' width), which may exceed the
     tokenizer's; ``stop_token_ids`` are what may follow a complete output.
+    ``max_think_chars`` and ``max_calls`` (per actor turn) bound the output: a small
+    model repeats its call until the token budget cuts the last one in half.
     """
 
     def __init__(
@@ -280,13 +285,18 @@ class GrammarCache:
         vocab_size: int,
         stop_token_ids: list[int],
         max_think_chars: int = MAX_THINK_CHARS,
+        max_calls: int = MAX_CALLS,
         max_entries: int = 64,
     ):
         import xgrammar as xgr
 
         info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids)
         self._compiler = xgr.GrammarCompiler(info)
+        self.stop_token_ids = list(stop_token_ids)
+        if max_calls < 1 or max_think_chars < 0:
+            raise ModelError(f"grammar: max_calls must be ≥ 1 and max_think_chars ≥ 0, got {max_calls}, {max_think_chars}")
         self.max_think_chars = max_think_chars
+        self.max_calls = max_calls
         self.max_entries = max_entries
         self._entries: OrderedDict[str, xgrammar.CompiledGrammar] = OrderedDict()
         self._lock = threading.Lock()
@@ -294,13 +304,13 @@ class GrammarCache:
         self.misses = 0
 
     def compile(self, constraint: Constraint) -> "xgrammar.CompiledGrammar":
-        key = constraint_key(constraint, self.max_think_chars)
+        key = constraint_key(constraint, self.max_think_chars, self.max_calls)
         with self._lock:
             if key in self._entries:
                 self._entries.move_to_end(key)
                 self.hits += 1
                 return self._entries[key]
-        tag = structural_tag(constraint, self.max_think_chars)
+        tag = structural_tag(constraint, self.max_think_chars, self.max_calls)
         try:
             compiled = self._compiler.compile_structural_tag(tag)
         except (RuntimeError, ValueError) as err:

@@ -11,14 +11,15 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 from typing import Iterator
 from urllib.parse import urlparse
 
 from envace_demo.errors import ConfigError, ModelError
 from envace_demo.models.base import Backend, Constraint, Generation, ModelInfo, Sampling, StreamCallback
-from envace_demo.models.grammar import MAX_THINK_CHARS, GrammarCache
+from envace_demo.models.grammar import MAX_CALLS, MAX_THINK_CHARS, GrammarCache
 
 #: dtype for ``dtype="auto"`` on CPU. fp32 until benchmarked: bf16 decodes ~1.8x
 #: faster on the 2-core CI machine (stack notes) but its numerics are coarser.
@@ -49,6 +50,7 @@ class TransformersBackend(Backend):
         quantization: str | None = None,
         constrained: bool = False,
         max_think_chars: int = MAX_THINK_CHARS,
+        max_calls: int = MAX_CALLS,
     ):
         self.model = model.eval()
         self.tokenizer = tokenizer
@@ -56,6 +58,7 @@ class TransformersBackend(Backend):
         self.quantization = quantization
         self.supports_constraints = constrained
         self.max_think_chars = max_think_chars
+        self.max_calls = max_calls
         self.stop_ids = _stop_token_ids(model, tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop_ids[0]
         self._lock = threading.Lock()
@@ -76,6 +79,7 @@ class TransformersBackend(Backend):
         local_files_only: bool = False,
         model_id: str | None = None,
         max_think_chars: int = MAX_THINK_CHARS,
+        max_calls: int = MAX_CALLS,
     ) -> "TransformersBackend":
         """Load ``model`` (a hub id or a local folder).
 
@@ -83,6 +87,7 @@ class TransformersBackend(Backend):
         ``quantization``: "4bit" (NF4) or "8bit" with bitsandbytes, CUDA only.
         ``chat_template``: template text replacing the tokenizer's own.
         ``model_id``: the name shown in ``info`` (default: ``model``).
+        ``max_think_chars``, ``max_calls``: bounds of constrained outputs (see grammar).
         """
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -118,6 +123,7 @@ class TransformersBackend(Backend):
             quantization=quantization,
             constrained=constrained,
             max_think_chars=max_think_chars,
+            max_calls=max_calls,
         )
 
     # ------------------------------------------------------------------ Backend
@@ -183,7 +189,7 @@ class TransformersBackend(Backend):
             processors = LogitsProcessorList()
             if constraint is not None and self.supports_constraints:
                 processors.append(self._grammar_cache().logits_processor(constraint))
-            criteria = StoppingCriteriaList([_Cancelled(cancel)] if cancel is not None else [])
+            criteria = StoppingCriteriaList([_cancel_criteria_class()(cancel)] if cancel is not None else [])
             streamer = None
             if on_token is not None:
                 fanout = n if greedy else 1
@@ -193,11 +199,11 @@ class TransformersBackend(Backend):
                 do_sample=not greedy,
                 eos_token_id=self.stop_ids,
                 pad_token_id=self.pad_id,
-                **(
-                    {}
-                    if greedy
-                    else {"temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": sampling.top_k}
-                ),
+                # Greedy gets the neutral values: unset ones are filled from the model's
+                # generation config (sampling defaults) and draw a warning.
+                temperature=1.0 if greedy else sampling.temperature,
+                top_p=1.0 if greedy else sampling.top_p,
+                top_k=50 if greedy else sampling.top_k,
             )
             with torch.inference_mode(), _seeded(sampling.seed, self.model.device):
                 cache, batch_ids = self._shared_prefill(input_ids, rows)
@@ -229,6 +235,7 @@ class TransformersBackend(Backend):
                 vocab_size=self.model.config.get_text_config().vocab_size,
                 stop_token_ids=self.stop_ids,
                 max_think_chars=self.max_think_chars,
+                max_calls=self.max_calls,
             )
         return self._grammars
 
@@ -257,22 +264,22 @@ class TransformersBackend(Backend):
 # ---------------------------------------------------------------------- generation hooks
 
 
-def _stopping_base():
+@cache
+def _cancel_criteria_class():
+    """Defined on first use: importing transformers' generation code takes seconds."""
+    import torch
     from transformers import StoppingCriteria
 
-    return StoppingCriteria
+    class CancelCriteria(StoppingCriteria):
+        """Stops every row once ``cancel`` is set (checked once per decoding step)."""
 
+        def __init__(self, cancel: threading.Event):
+            self.cancel = cancel
 
-class _Cancelled(_stopping_base()):
-    """Stops every row once ``cancel`` is set (checked once per decoding step)."""
+        def __call__(self, input_ids, scores, **kwargs):
+            return torch.full((input_ids.shape[0],), self.cancel.is_set(), dtype=torch.bool, device=input_ids.device)
 
-    def __init__(self, cancel: threading.Event):
-        self.cancel = cancel
-
-    def __call__(self, input_ids, scores, **kwargs):
-        import torch
-
-        return torch.full((input_ids.shape[0],), self.cancel.is_set(), dtype=torch.bool, device=input_ids.device)
+    return CancelCriteria
 
 
 class _RowStreamer:
@@ -430,5 +437,3 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
     except OSError:
         return False
 
-
-_ = nullcontext  # kept for symmetry with _seeded in callers that want no seeding

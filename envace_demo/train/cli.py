@@ -1,0 +1,157 @@
+"""``python -m envace_demo train``: role-wise GRPO fine-tuning from the command line.
+
+    python -m envace_demo train --env bank --steps 8 --group-size 4 --out runs/bank
+    python -m envace_demo train --tools tools.json --tasks tasks.jsonl --steps 8 --group-size 4 --out runs/x
+    accelerate launch --num_processes 4 -m envace_demo train --env bank ... --out runs/bank
+
+Writes ``DIR/metrics.jsonl`` (one row per step), ``DIR/adapter/`` (the LoRA
+adapter) and ``DIR/summary.json`` (held-out success before and after).
+Nothing heavy is imported until the command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+from envace_demo.errors import TaskError
+from envace_demo.train.config import TrainConfig
+
+# CLI flag -> TrainConfig field, for the flags that map one to one.
+_FLAGS = {
+    "steps": int,
+    "group_size": int,
+    "prompts_per_step": int,
+    "lr": float,
+    "lora_rank": int,
+    "lora_layers": int,
+    "beta": float,
+    "clip_eps": float,
+    "temperature": float,
+    "max_new_tokens": int,
+    "max_turns": int,
+    "micro_batch": int,
+    "seed": int,
+    "eval_samples": int,
+    "eval_rehearsals": int,
+    "eval_temperature": float,
+}
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    """Add the ``train`` subcommand; its handler is ``args.handler`` (and ``cmd_train``)."""
+    helps = {f.name: f.metadata.get("help", "") for f in fields(TrainConfig)}
+    defaults = TrainConfig()
+    p = subparsers.add_parser("train", help="fine-tune the model on a tool schema with role-wise GRPO (LoRA)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--env", help="a built-in environment (its example tasks, or --tasks)")
+    src.add_argument("--tools", help="a tool schema file; needs --tasks")
+    p.add_argument("--tasks", help="JSONL tasks with checks; 'split': 'heldout' marks the evaluation ones")
+    p.add_argument("--out", required=True, help="output folder: metrics.jsonl, adapter/, summary.json")
+    for name, kind in _FLAGS.items():
+        default = getattr(defaults, name)
+        p.add_argument("--" + name.replace("_", "-"), type=kind, default=default, help=f"{helps[name]} (default {default})")
+    p.add_argument("--scale-std", action="store_true", help=helps["scale_std"])
+    p.add_argument("--first-call", choices=["required", "optional"], default="required", help=helps["require_first_call"])
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    g = p.add_argument_group("model")
+    g.add_argument("--model", help="'embedded', a hub id or a local path (env ENVACE_MODEL)")
+    g.add_argument("--dtype", choices=["auto", "bfloat16", "float32"])
+    g.add_argument("--device", choices=["auto", "cpu", "cuda"])
+    g.add_argument("--constrained", action=argparse.BooleanOptionalAction, default=None, help="constrained decoding")
+    p.set_defaults(handler=cmd_train)
+    return p
+
+
+def config_from(args: argparse.Namespace) -> TrainConfig:
+    values = {name: getattr(args, name) for name in _FLAGS}
+    return TrainConfig(
+        **values,
+        scale_std=args.scale_std,
+        require_first_call=args.first_call == "required",
+        constrained=args.constrained is not False,
+    )
+
+
+def load_tasks(args: argparse.Namespace) -> list:
+    """The tasks of ``--env`` (or ``--tasks`` over it), or of ``--tasks`` over ``--tools``."""
+    from envace_demo.schemas import load_tools
+    from envace_demo.tasks import env_tasks, read_jsonl, task_from_record
+
+    if args.env and not args.tasks:
+        return env_tasks(args.env)
+    if not args.tasks:
+        raise TaskError("--tools needs --tasks: a JSONL of tasks with checks")
+    extra: dict = {"env": args.env}
+    if args.tools:
+        try:
+            extra = {"tools": json.loads(Path(args.tools).read_text(encoding="utf-8"))}
+        except OSError as err:
+            raise TaskError(f"{args.tools}: cannot read ({err.strerror})") from None
+        except json.JSONDecodeError as err:
+            raise TaskError(f"{args.tools}: invalid JSON ({err.msg} at line {err.lineno})") from None
+        load_tools(extra["tools"])  # located schema errors now, not once per task
+    tasks = []
+    for where, record in read_jsonl(Path(args.tasks)):
+        if isinstance(record, dict) and not any(record.get(k) for k in ("env", "tools", "function")):
+            record = {**record, **extra}
+        tasks.append(task_from_record(record, where))
+    return tasks
+
+
+def split(tasks: list) -> tuple[list, list]:
+    train = [t for t in tasks if t.split != "heldout"]
+    heldout = [t for t in tasks if t.split == "heldout"]
+    if not heldout:
+        raise TaskError("no held-out tasks: mark the evaluation tasks with \"split\": \"heldout\"")
+    if not train:
+        raise TaskError("no training tasks: every task is marked \"split\": \"heldout\"")
+    return train, heldout
+
+
+def _pct(value) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from envace_demo.cli import load_model, settings_from
+    from envace_demo.train.events import Evaluated, StepFinished, TrainFinished, TrainStarted
+    from envace_demo.train.trainer import Trainer
+
+    config = config_from(args)
+    train_tasks, heldout = split(load_tasks(args))
+    settings = settings_from(args)
+    backend = load_model(settings)
+    if args.constrained is None and not backend.supports_constraints:
+        config = TrainConfig(**{**config.to_dict(), "constrained": False})
+    trainer = Trainer(backend, train_tasks, heldout, config, Path(args.out), copy_model=False)
+    out = sys.stdout
+    result = None
+    for event in trainer.run():
+        if not trainer.accelerator.is_main_process:
+            continue
+        if isinstance(event, TrainStarted) and not args.json:
+            print(f"training on {len(event.train_tasks)} task(s), evaluating on {len(event.heldout_tasks)}: "
+                  f"{', '.join(event.heldout_tasks)}", file=out, flush=True)
+        elif isinstance(event, Evaluated) and not args.json:
+            r = event.result
+            print(f"held-out {event.phase}: success without rehearsal {_pct(r.success_without)}, "
+                  f"with rehearsal {_pct(r.success_with)} (score {r.score_without} / {r.score_with}; "
+                  f"{r.tasks} tasks x {r.samples})", file=out, flush=True)
+        elif isinstance(event, StepFinished) and not args.json:
+            m = event.metrics
+            print(f"step {event.step}/{event.total}: reward actor {m['reward/actor']} rehearser {m['reward/rehearser']}, "
+                  f"success {m['success']}, valid calls {m['valid_call_rate']}, {m['seconds']}s", file=out, flush=True)
+        elif isinstance(event, TrainFinished):
+            result = event.result
+    if result is None:
+        return 0  # not the main process
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2), file=out)
+    else:
+        print(f"adapter: {result.adapter_dir}; metrics: {Path(args.out) / 'metrics.jsonl'}; {result.seconds:.0f}s", file=out)
+    return 0
+

@@ -1,0 +1,170 @@
+"""Rollouts: the engine's own imagined episodes, cut into training rows.
+
+A group is ``Episode(mode="imagine", n=G)`` on one task: G trajectories in which
+the actor acts and the same policy rehearses every tool response, with no real
+environment (method doc §4). Every generation becomes one ``Row`` tagged with its
+group and role, holding the exact prompt the engine rendered and the completion,
+so training sees the demo's prompts byte for byte.
+
+Token ids: the backend reports text, not ids, so the completion is re-tokenized;
+the end-of-turn token is appended when the generation stopped on it (the recorder
+below sees each ``Generation``'s ``finish_reason``), so the policy also learns
+where to stop. If a backend's ``Generation`` carries ``token_ids``, those are used.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from envace_demo.engine import Episode, EpisodeConfig
+from envace_demo.events import EpisodeFinished
+from envace_demo.models.base import Backend, Generation, Sampling
+from envace_demo.record import Rehearsal, Trajectory
+from envace_demo.tasks import Task
+
+ROLES = ("actor", "rehearser")
+
+
+@dataclass
+class Row:
+    """One generation: what the policy saw and what it wrote."""
+
+    group: int  # the prompt group (one task in one step)
+    episode: int  # which of the group's G rollouts
+    role: str  # "actor" or "rehearser"
+    prompt: str
+    completion: str
+    prompt_ids: list[int] = field(default_factory=list)
+    completion_ids: list[int] = field(default_factory=list)
+    empty: bool = False  # nothing outside the reasoning
+    reward: float = 0.0
+    advantage: float = 0.0
+
+
+@dataclass
+class Group:
+    """The G rollouts of one task, their rows and, once scored, their rewards."""
+
+    index: int
+    task: Task
+    trajectory: Trajectory
+    rows: list[Row] = field(default_factory=list)
+    scores: dict[int, Any] = field(default_factory=dict)  # rollout index -> rewards.Score
+
+    @property
+    def rehearsals(self) -> list[Rehearsal]:
+        return self.trajectory.rehearsals
+
+
+class _Recorder(Backend):
+    """Passes every call to ``inner`` and keeps each ``Generation`` by (prompt, text)."""
+
+    def __init__(self, inner: Backend):
+        self.inner = inner
+        self.supports_constraints = inner.supports_constraints
+        self.seen: dict[tuple[str, str], Generation] = {}
+
+    @property
+    def info(self):
+        return self.inner.info
+
+    def render(self, messages, tools=None, enable_thinking=True) -> str:
+        return self.inner.render(messages, tools, enable_thinking)
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    def generate(self, prompt, sampling, n=1, constraint=None, on_token=None, cancel=None):
+        gens = self.inner.generate(prompt, sampling, n=n, constraint=constraint, on_token=on_token, cancel=cancel)
+        for gen in gens:
+            self.seen[(prompt, gen.text)] = gen
+        return gens
+
+
+def episode_config(
+    config: Any,
+    n: int,
+    seed: int,
+    mode: str = "imagine",
+    temperature: float | None = None,
+    top_p: float = 1.0,
+    top_k: int = 0,
+) -> EpisodeConfig:
+    """The engine settings shared by rollouts and evaluation (``config``: a TrainConfig).
+
+    Rollouts sample the plain softmax at ``config.temperature`` (no top-p/top-k), so
+    the training log-probs are those of the distribution that was sampled (up to the
+    grammar's mask, see the trainer's docstring)."""
+    temperature = config.temperature if temperature is None else temperature
+    return EpisodeConfig(
+        mode=mode,
+        n=n,
+        sampling=Sampling(temperature=temperature, top_p=top_p, top_k=top_k, max_new_tokens=config.max_new_tokens, seed=seed),
+        max_steps=config.max_turns,
+        constrained=config.constrained,
+        require_first_call=config.require_first_call,
+    )
+
+
+def rollout_group(
+    backend: Backend,
+    task: Task,
+    index: int,
+    config: Any,
+    seed: int,
+    tokenize: Callable[[str], list[int]],
+    stop_id: int | None,
+    cancel: threading.Event | None = None,
+) -> Group:
+    """G imagined rollouts of ``task`` and their rows (rewards not set yet)."""
+    recorder = _Recorder(backend)
+    episode = Episode(recorder, task, episode_config(config, config.group_size, seed), cancel=cancel)
+    trajectory = None
+    for event in episode.run():
+        if isinstance(event, EpisodeFinished):
+            trajectory = event.trajectory
+    assert trajectory is not None
+    group = Group(index=index, task=task, trajectory=trajectory)
+    prompt_ids: dict[str, list[int]] = {}  # the G first actor turns share one prompt
+    for rehearsal in trajectory.rehearsals:
+        for step in rehearsal.steps:
+            if step.call_index == 0:  # the calls of one turn share one actor generation
+                group.rows.append(_row(group.index, rehearsal.index, "actor", step.prompts["actor"], step.action.text, recorder, tokenize, stop_id, prompt_ids))
+            if step.rehearsal_text is not None:
+                group.rows.append(_row(group.index, rehearsal.index, "rehearser", step.prompts["rehearser"], step.rehearsal_text, recorder, tokenize, stop_id, prompt_ids))
+    return group
+
+
+def _row(
+    group: int, episode: int, role: str, prompt: str, text: str, recorder: _Recorder, tokenize, stop_id, prompt_ids: dict
+) -> Row:
+    if prompt not in prompt_ids:
+        prompt_ids[prompt] = tokenize(prompt)
+    gen = recorder.seen.get((prompt, text))
+    ids = getattr(gen, "token_ids", None)
+    if ids is None:
+        ids = tokenize(text)
+        if gen is not None and gen.finish_reason == "stop" and stop_id is not None:
+            ids = ids + [stop_id]
+    return Row(
+        group=group,
+        episode=episode,
+        role=role,
+        prompt=prompt,
+        completion=text,
+        prompt_ids=prompt_ids[prompt],
+        completion_ids=list(ids),
+        empty=is_empty(text),
+    )
+
+
+def is_empty(text: str) -> bool:
+    """Whether a generation says nothing outside its ``<think>`` block."""
+    rest = text
+    if "</think>" in rest:
+        rest = rest.split("</think>", 1)[1]
+    elif rest.lstrip().startswith("<think>"):
+        rest = ""  # reasoning never closed: nothing else was said
+    return not rest.strip()

@@ -1,0 +1,392 @@
+"""Role-wise GRPO with LoRA: a compact loop of our own on torch + peft + accelerate.
+
+Why not TRL's ``GRPOTrainer`` (pinned 1.16): its advantages are computed per
+sequence inside the private ``_generate_and_score_completions``, with no hook for
+a per-role baseline; and its batch is "one prompt -> num_generations
+completions", while an EnvACE rollout is a multi-turn, two-role episode whose
+rows have different prompts (each actor turn, each rehearsal) in varying numbers.
+Bending TRL to that means overriding private methods that change between
+releases; the loop below is short, uses our engine for rollouts (so training
+sees exactly the demo's prompts, grammar and parser), and reads like the paper.
+
+One step (method doc §4):
+  1. rollouts: for each of ``prompts_per_step`` training tasks, G imagined
+     episodes (actor + rehearser, no real environment);
+  2. rewards: the task's checklist score on every generation of the episode,
+     minus ``empty_penalty`` for an empty one;
+  3. advantages: reward minus the mean of the same role in the same group;
+  4. one AdamW step on the GRPO loss over all rows (own tokens only).
+
+Constrained decoding: the grammar masks tokens at sampling time; the loss uses
+the model's unmasked log-probs of the very tokens sampled (as TRL does with
+guided decoding). Rows whose advantage is zero and that have no KL term are
+skipped: their gradient is zero.
+
+Several GPUs: run the same command under ``accelerate launch``. Each process
+rolls out its own share of the step's tasks and evaluates its share of the
+held-out tasks; gradients are summed across processes before the step (no DDP
+wrapper, so processes may differ in how many rows they hold). On CPU with one
+process ``Accelerator`` changes nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import statistics
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Iterator
+
+from envace_demo.errors import ConfigError
+from envace_demo.models.base import Backend
+from envace_demo.record import Rehearsal
+from envace_demo.tasks import Task
+from envace_demo.train.advantages import assign_advantages
+from envace_demo.train.config import TrainConfig
+from envace_demo.train.evaluate import eval_jobs, run_jobs, summarize
+from envace_demo.train.events import (
+    Evaluated,
+    EvalResult,
+    Progress,
+    StepFinished,
+    TrainEvent,
+    TrainFinished,
+    TrainResult,
+    TrainStarted,
+)
+from envace_demo.train.rewards import Score, row_reward, score_rehearsal, trainable
+from envace_demo.train.rollout import ROLES, Group, Row, rollout_group
+
+ADAPTER_DIR = "adapter"
+METRICS_FILE = "metrics.jsonl"
+SUMMARY_FILE = "summary.json"
+LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj"]
+
+
+class Trainer:
+    """One fine-tuning run. ``run()`` yields ``TrainEvent``s; the last is ``TrainFinished``.
+
+    ``backend`` must be a local ``TransformersBackend``. With ``copy_model`` (the
+    default) the LoRA adapter goes on a copy of its weights, so the model served
+    to others is untouched until the adapter is applied (``adapter.apply_adapter``);
+    the CLI, which owns its model, passes False. ``stop`` ends the run early: the
+    current step is dropped, the adapter of the steps done is still saved.
+    ``scorer`` scores one imagined rollout (default: the task's checklist; a judge
+    model would plug in here).
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        train_tasks: list[Task],
+        heldout_tasks: list[Task],
+        config: TrainConfig,
+        out_dir: Path,
+        *,
+        copy_model: bool = True,
+        stop: threading.Event | None = None,
+        scorer: Callable[[Task, Rehearsal], Score] = score_rehearsal,
+    ):
+        model = getattr(backend, "model", None)
+        tokenizer = getattr(backend, "tokenizer", None)
+        if model is None or tokenizer is None:
+            raise ConfigError(
+                f"training needs a local transformers model; {backend.info.model_id} has no weights here "
+                "(use --model embedded, a hub id or a local folder)"
+            )
+        self.train_tasks = [t for t in train_tasks if trainable(t)]
+        if not self.train_tasks:
+            raise ConfigError("no training task has a check: a reward needs one (split 'train' with a 'check')")
+        self.heldout_tasks = [t for t in heldout_tasks if trainable(t)]
+        self.backend = backend
+        self.config = config
+        self.out_dir = Path(out_dir)
+        self.copy_model = copy_model
+        self.stop = stop or threading.Event()
+        self.scorer = scorer
+
+    # ------------------------------------------------------------------ setup
+
+    def _setup(self) -> None:
+        import torch
+        from accelerate import Accelerator
+        from peft import LoraConfig, get_peft_model
+
+        from envace_demo.models.transformers_backend import TransformersBackend
+
+        cfg = self.config
+        base = self.backend.model  # type: ignore[attr-defined]
+        self.accelerator = Accelerator(cpu=base.device.type == "cpu")
+        torch.manual_seed(cfg.seed)
+        if self.copy_model:
+            base = copy.deepcopy(base)
+        if self.accelerator.num_processes > 1:
+            base = base.to(self.accelerator.device)
+        layers = base.config.get_text_config().num_hidden_layers
+        lora = LoraConfig(
+            r=cfg.lora_rank,
+            lora_alpha=2 * cfg.lora_rank,
+            lora_dropout=0.0,
+            target_modules=LORA_TARGETS,
+            layers_to_transform=list(range(layers - cfg.lora_layers, layers)) if cfg.lora_layers else None,
+            bias="none",
+        )
+        # No dropout anywhere: eval mode keeps the log-probs of training equal to those sampled.
+        self.model = get_peft_model(base, lora).eval()
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=0.0)
+        tokenizer = self.backend.tokenizer  # type: ignore[attr-defined]
+        self.policy = TransformersBackend(
+            self.model,
+            tokenizer,
+            model_id=f"{self.backend.info.model_id} + LoRA (training)",
+            constrained=self.backend.supports_constraints,
+        )
+        # The token a finished turn ends with (the chat templates close turns with it).
+        self.stop_id = tokenizer.get_added_vocab().get("<|im_end|>", self.policy.stop_ids[0])
+        self.pad_id = self.policy.pad_id
+        self.tokenize = lambda text: tokenizer(text, add_special_tokens=False).input_ids
+
+    # ------------------------------------------------------------------ the run
+
+    def run(self) -> Iterator[TrainEvent]:
+        cfg = self.config
+        started = time.monotonic()
+        self._setup()
+        main = self.accelerator.is_main_process
+        if main:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            (self.out_dir / METRICS_FILE).write_text("", encoding="utf-8")
+        yield TrainStarted(cfg.to_dict(), [t.name for t in self.train_tasks], [t.name for t in self.heldout_tasks], cfg.steps)
+
+        before = yield from self._evaluate("before", step=0)
+        order = random.Random(cfg.seed)
+        queue: list[Task] = []
+        steps_done = 0
+        for step in range(1, cfg.steps + 1):
+            if self.stop.is_set():
+                break
+            picked = []
+            for _ in range(cfg.prompts_per_step):  # walk shuffled passes over the training tasks
+                if not queue:
+                    queue = order.sample(self.train_tasks, len(self.train_tasks))
+                picked.append(queue.pop())
+            done = yield from self._step(step, picked)
+            if done is None:  # stopped during the step
+                break
+            metrics, groups = done
+            steps_done = step
+            metrics["elapsed"] = round(time.monotonic() - started, 2)
+            if main:
+                with (self.out_dir / METRICS_FILE).open("a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(metrics) + "\n")
+            yield StepFinished(step, cfg.steps, metrics, groups)
+
+        stopped = self.stop.is_set()
+        after = None if stopped else (yield from self._evaluate("after", step=steps_done))
+        adapter_dir = None
+        if steps_done and main:
+            yield Progress("save", 0, 1, steps_done)
+            adapter_dir = self.out_dir / ADAPTER_DIR
+            self.model.save_pretrained(adapter_dir)
+            yield Progress("save", 1, 1, steps_done)
+        result = TrainResult(self.out_dir, adapter_dir, steps_done, stopped, before, after, time.monotonic() - started)
+        if main:
+            summary = {**result.to_dict(), "config": cfg.to_dict(), "model": self.backend.info.model_id}
+            (self.out_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2), encoding="utf-8")
+        yield TrainFinished(result)
+
+    # ------------------------------------------------------------------ phases
+
+    def _evaluate(self, phase: str, step: int) -> Iterator[TrainEvent]:
+        from accelerate.utils import gather_object
+
+        if not self.heldout_tasks:
+            return None
+        jobs = eval_jobs(self.heldout_tasks, self.config)
+        acc = self.accelerator
+        mine = jobs[acc.process_index :: acc.num_processes]
+        stage = f"eval_{phase}"
+        records = []
+        yield Progress(stage, 0, len(mine), step)  # type: ignore[arg-type]
+        for done, record in enumerate(run_jobs(self.policy, self.heldout_tasks, mine, self.config, self.stop), 1):
+            records.append(record)
+            yield Progress(stage, done, len(mine), step)  # type: ignore[arg-type]
+        if self.stop.is_set():
+            return None
+        if acc.num_processes > 1:
+            records = gather_object(records)
+        result: EvalResult = summarize(len(self.heldout_tasks), self.config.eval_samples, records)
+        yield Evaluated(phase, result)  # type: ignore[arg-type]
+        return result
+
+    def _step(self, step: int, tasks: list[Task]) -> Iterator[TrainEvent]:
+        cfg, acc = self.config, self.accelerator
+        t0 = time.monotonic()
+        mine = list(enumerate(tasks))[acc.process_index :: acc.num_processes]
+        groups: list[Group] = []
+        yield Progress("rollout", 0, len(mine), step)
+        for done, (g, task) in enumerate(mine, 1):
+            seed = 1_000_003 * (cfg.seed + 1) + 1009 * step + g
+            group = rollout_group(self.policy, task, g, cfg, seed, self.tokenize, self.stop_id, self.stop)
+            if self.stop.is_set():
+                return None
+            self._score(group)
+            groups.append(group)
+            yield Progress("rollout", done, len(mine), step)
+        rows = [row for group in groups for row in group.rows if row.completion_ids]
+        assign_advantages(rows, scale_std=cfg.scale_std)
+        rollout_seconds = time.monotonic() - t0
+
+        yield Progress("update", 0, 1, step)
+        losses = self._update(rows)
+        yield Progress("update", 1, 1, step)
+        metrics = {"step": step, **self._metrics(groups, rows, losses)}
+        metrics["seconds"] = round(time.monotonic() - t0, 2)
+        metrics["rollout_seconds"] = round(rollout_seconds, 2)
+        return metrics, groups
+
+    def _score(self, group: Group) -> None:
+        group.scores = {r.index: self.scorer(group.task, r) for r in group.rehearsals}
+        for row in group.rows:
+            row.reward = row_reward(group.scores[row.episode].value, row.empty, self.config.empty_penalty)
+
+    def _update(self, rows: list[Row]) -> dict:
+        """One optimizer step on the GRPO loss of ``rows``; per-role loss statistics."""
+        import torch
+
+        from envace_demo.train.grpo import grpo_loss
+        from envace_demo.train.logprobs import completion_logprobs
+
+        cfg, acc = self.config, self.accelerator
+        total = acc.reduce(torch.tensor(float(len(rows)), device=acc.device), reduction="sum").item()
+        self.optimizer.zero_grad(set_to_none=True)
+        stats: dict[str, dict[str, list[float]]] = {role: {"loss": [], "kl": [], "clipped": []} for role in ROLES}
+        for role in ROLES:
+            # A zero advantage and no KL term give a zero gradient: skip the compute.
+            chosen = [r for r in rows if r.role == role and (r.advantage != 0.0 or cfg.beta > 0)]
+            if not chosen:
+                continue
+            prompts = [r.prompt_ids for r in chosen]
+            completions = [r.completion_ids for r in chosen]
+            refs = self._reference(prompts, completions) if cfg.beta > 0 else None
+            for batch in completion_logprobs(self.model, prompts, completions, cfg.micro_batch, self.pad_id, cfg.temperature):
+                advantages = torch.tensor([chosen[i].advantage for i in batch.indices], device=batch.logp.device)
+                ref = None
+                if refs is not None:
+                    ref = torch.nn.utils.rnn.pad_sequence([refs[i] for i in batch.indices], batch_first=True)
+                parts = grpo_loss(batch.logp, batch.logp.detach(), advantages, batch.mask, cfg.clip_eps, cfg.beta, ref)
+                acc.backward(parts.per_row.sum() / max(total, 1.0), retain_graph=True)
+                stats[role]["loss"] += parts.per_row.detach().tolist()
+                stats[role]["kl"] += parts.kl.tolist()
+                stats[role]["clipped"] += parts.clipped.tolist()
+        if acc.num_processes > 1:
+            for p in self.params:  # sum the processes' shares of the mean over all rows
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
+                p.grad = acc.reduce(p.grad, reduction="sum")
+        grads = [p.grad for p in self.params if p.grad is not None]
+        norm = 0.0
+        if grads:
+            if cfg.max_grad_norm > 0:
+                norm = float(torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm))
+            else:
+                norm = float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads])))
+            self.optimizer.step()
+        return {"stats": stats, "grad_norm": norm}
+
+    def _reference(self, prompts: list[list[int]], completions: list[list[int]]) -> list:
+        """Log-probs under the base model (adapter off), for the KL term."""
+        import torch
+
+        from envace_demo.train.logprobs import completion_logprobs
+
+        out: list = [None] * len(prompts)
+        with torch.no_grad(), self.model.disable_adapter():
+            for batch in completion_logprobs(self.model, prompts, completions, self.config.micro_batch, self.pad_id, self.config.temperature):
+                for b, i in enumerate(batch.indices):
+                    out[i] = batch.logp[b, : len(completions[i])]
+        return out
+
+    # ------------------------------------------------------------------ metrics
+
+    def _metrics(self, groups: list[Group], rows: list[Row], losses: dict) -> dict:
+        """One metrics.jsonl row: per-role keys ``name/role``, then step-wide ones."""
+        from accelerate.utils import gather_object
+
+        cfg, acc = self.config, self.accelerator
+        local = {
+            "rows": [(r.role, r.reward, r.advantage, len(r.completion_ids)) for r in rows],
+            "scores": [(s.value, s.success) for g in groups for s in g.scores.values()],
+            "calls": _call_counts(groups),
+            "stats": losses["stats"],
+        }
+        parts = gather_object([local]) if acc.num_processes > 1 else [local]
+
+        def mean(values: list[float]) -> float | None:
+            return round(statistics.fmean(values), 4) if values else None
+
+        def std(values: list[float]) -> float | None:
+            return round(statistics.pstdev(values), 4) if values else None
+
+        all_rows = [row for p in parts for row in p["rows"]]
+        out: dict = {}
+        for role in ROLES:
+            mine = [r for r in all_rows if r[0] == role]
+            out[f"reward/{role}"] = mean([r[1] for r in mine])
+            out[f"advantage_std/{role}"] = std([r[2] for r in mine])
+            out[f"gen_len/{role}"] = mean([r[3] for r in mine])
+            out[f"rows/{role}"] = len(mine)
+            loss = [v for p in parts for v in p["stats"][role]["loss"]]
+            out[f"loss/{role}"] = mean(loss) if loss else 0.0
+            out[f"clip_ratio/{role}"] = mean([v for p in parts for v in p["stats"][role]["clipped"]])
+            if cfg.beta > 0:
+                out[f"kl/{role}"] = mean([v for p in parts for v in p["stats"][role]["kl"]])
+        scores = [s for p in parts for s in p["scores"]]
+        out["score"] = mean([s[0] for s in scores])
+        out["success"] = mean([float(s[1]) for s in scores])
+        valid = sum(p["calls"][0] for p in parts)
+        attempted = sum(p["calls"][1] for p in parts)
+        out["valid_call_rate"] = round(valid / attempted, 4) if attempted else None
+        out["grad_norm"] = round(losses["grad_norm"], 6)
+        out["lr"] = cfg.lr
+        return out
+
+
+def _call_counts(groups: list[Group]) -> tuple[int, int]:
+    """(schema-valid calls, calls + parse errors) over the actor turns of the rollouts."""
+    valid = attempted = 0
+    for group in groups:
+        for rehearsal in group.rehearsals:
+            for step in rehearsal.steps:
+                if step.call is not None:
+                    attempted += 1
+                    valid += int(bool(step.valid))
+                elif step.action.error is not None:
+                    attempted += 1
+    return valid, attempted
+
+
+def train(
+    backend: Backend,
+    train_tasks: list[Task],
+    heldout_tasks: list[Task],
+    config: TrainConfig,
+    out_dir: Path,
+    *,
+    copy_model: bool = True,
+    stop: threading.Event | None = None,
+    on_event: Callable[[TrainEvent], None] | None = None,
+) -> TrainResult:
+    """Run to the end (calling ``on_event`` for each event) and return the result."""
+    result = None
+    for event in Trainer(backend, train_tasks, heldout_tasks, config, out_dir, copy_model=copy_model, stop=stop).run():
+        if on_event is not None:
+            on_event(event)
+        if isinstance(event, TrainFinished):
+            result = event.result
+    assert result is not None
+    return result

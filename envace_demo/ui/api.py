@@ -1,0 +1,115 @@
+"""The API endpoints ``/run`` and ``/compare`` (for gradio_client): plain JSON in and out."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import gradio as gr
+
+from envace_demo.errors import EnvaceError
+from envace_demo.models.base import Sampling
+from envace_demo.ui import runner
+from envace_demo.ui.common import AppContext
+from envace_demo.ui.inputs import RunRequest, build_config, build_task, compare_modes
+
+_S = Sampling()
+
+
+def make_endpoints(ctx: AppContext) -> dict[str, Callable[..., dict]]:
+    """``run`` and ``compare``, with the server's defaults baked into their signatures."""
+    default_tokens = min(ctx.settings.max_new_tokens, ctx.options.max_new_tokens)
+    default_steps = min(ctx.settings.max_steps, ctx.options.max_steps)
+
+    def prepare(req: RunRequest):
+        req.check(ctx.options)
+        task = build_task(req)
+        backend = ctx.holder.wait(timeout=ctx.options.model_wait_seconds)
+        return task, backend
+
+    def run(
+        tools: str,
+        environment: str,
+        message: str,
+        mode: str = "parallel",
+        n: int = 2,
+        temperature: float = _S.temperature,
+        top_p: float = _S.top_p,
+        top_k: int = _S.top_k,
+        max_new_tokens: int = default_tokens,
+        seed: int | None = 0,
+        constrained: bool = True,
+        max_steps: int = default_steps,
+    ) -> dict[str, Any]:
+        """Run one episode and return its trajectory record (the format of the JSON download).
+
+        tools: tool schemas as JSON text (OpenAI, bare functions, BFCL or pydantic JSON Schema).
+        environment: bank, files, library, or none (nothing is executed).
+        mode: none, parallel, sequential or imagine.
+        """
+        req = RunRequest(
+            tools,
+            environment,
+            message,
+            mode,
+            n,
+            temperature,
+            top_p,
+            top_k,
+            max_new_tokens,
+            seed,
+            constrained,
+            max_steps,
+        )
+        try:
+            task, backend = prepare(req)
+            return runner.run_to_end(task, build_config(req, ctx.settings, backend)).to_dict()
+        except EnvaceError as err:
+            raise gr.Error(str(err)) from None
+
+    def compare(
+        tools: str,
+        environment: str,
+        message: str,
+        rehearsal_mode: str = "parallel",
+        n: int = 2,
+        temperature: float = _S.temperature,
+        top_p: float = _S.top_p,
+        top_k: int = _S.top_k,
+        max_new_tokens: int = default_tokens,
+        seed: int | None = 0,
+        constrained: bool = True,
+        max_steps: int = default_steps,
+    ) -> dict[str, Any]:
+        """Run the task without rehearsal (mode none) and with it, same seed and sampling.
+
+        Returns {"metrics": {mode: {success, real_calls, real_errors, tokens, seconds,
+        fidelity, ended}}, "trajectories": {mode: record}}.
+        """
+        req = RunRequest(
+            tools,
+            environment,
+            message,
+            rehearsal_mode,
+            n,
+            temperature,
+            top_p,
+            top_k,
+            max_new_tokens,
+            seed,
+            constrained,
+            max_steps,
+        )
+        try:
+            modes = compare_modes(rehearsal_mode)
+            task, backend = prepare(req)
+            trajs = {
+                m: runner.run_to_end(task, build_config(req, ctx.settings, backend, mode=m)) for m in modes
+            }
+        except EnvaceError as err:
+            raise gr.Error(str(err)) from None
+        return {
+            "metrics": {m: runner.metrics(t) for m, t in trajs.items()},
+            "trajectories": {m: t.to_dict() for m, t in trajs.items()},
+        }
+
+    return {"run": run, "compare": compare}

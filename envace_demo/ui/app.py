@@ -1,0 +1,77 @@
+"""The whole app: a header, three tabs, two API endpoints, one queue for model work."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gradio as gr
+
+from envace_demo.settings import Settings
+from envace_demo.ui import render, runner
+from envace_demo.ui.api import make_endpoints
+from envace_demo.ui.common import AppContext
+from envace_demo.ui.compare import build_compare
+from envace_demo.ui.holder import ModelHolder
+from envace_demo.ui.model_tab import build_model_tab, model_info
+from envace_demo.ui.options import UIOptions
+from envace_demo.ui.playground import build_playground
+from envace_demo.ui.session import Session, new_session
+from envace_demo.ui.theme import CSS, theme
+
+TITLE = "EnvACE: world rehearsal for tool-using agents"
+HEADER = f"""# {TITLE}
+One policy **acts** (calls tools) and **rehearses** (predicts what the tools will answer).
+Here it rehearses privately, then commits one real execution: every committed step shows
+the action, the rehearsed response and the real one.
+[arXiv 2608.06197](https://arxiv.org/abs/2608.06197) · model `Team-ACE/EnvACE-Qwen3-8B`"""
+
+
+def build_app(
+    settings: Settings, holder: ModelHolder | None = None, options: UIOptions | None = None
+) -> gr.Blocks:
+    """The Blocks app. It starts loading the model in the background unless ``holder``
+    already did, so the page serves before the model is ready."""
+    options = options or UIOptions.from_settings(settings)
+    if holder is None:
+        holder = ModelHolder(settings)
+        holder.start()
+    runner.bind(holder)
+    ctx = AppContext(settings, options, holder)
+
+    def model_banner() -> tuple[str, dict, gr.Timer]:
+        st = holder.status()
+        html = render.model_status_html(st.state, st.model, st.seconds, st.error, st.info)
+        return html, model_info(ctx), gr.Timer(active=st.state == "loading")
+
+    with gr.Blocks(title=TITLE) as demo:
+        # One Session per visitor, made on page load (a callable value would add a public endpoint).
+        state = gr.State(None, delete_callback=_close)
+        gr.Markdown(HEADER, elem_classes="ev-header")
+        banner = gr.HTML(render.status_html("checking the model…", "busy"), elem_id="model-banner")
+        timer = gr.Timer(1.0)
+        with gr.Tabs():
+            with gr.Tab("Playground", id="playground"):
+                build_playground(ctx, state)
+            with gr.Tab("Compare", id="compare"):
+                build_compare(ctx, state)
+            with gr.Tab("Model", id="model"):
+                info = build_model_tab(ctx, banner, timer)
+        refresh: dict[str, Any] = {"queue": False, "api_visibility": "private"}
+        demo.load(new_session, None, [state], **refresh)
+        demo.load(model_banner, None, [banner, info, timer], **refresh)
+        timer.tick(model_banner, None, [banner, info, timer], **refresh)
+        for name, fn in make_endpoints(ctx).items():
+            gr.api(fn, api_name=name, **ctx.model_event())
+    demo.queue(max_size=options.queue_size, default_concurrency_limit=options.concurrency)
+    return demo
+
+
+def _close(session: Session | None) -> None:
+    if session is not None:
+        session.close()
+
+
+def launch_options(settings: Settings) -> dict[str, Any]:
+    """Keyword arguments for ``demo.launch``. Host and port are left to Gradio, which
+    reads GRADIO_SERVER_NAME / GRADIO_SERVER_PORT (and is set up for Spaces)."""
+    return {"theme": theme(), "css": CSS, "show_error": True, "footer_links": ["api", "gradio"]}

@@ -1,0 +1,139 @@
+"""What every tab shares: the app context, the sampling controls, waiting for the model."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Generator
+
+import gradio as gr
+
+from envace_demo.engine import MODES
+from envace_demo.errors import ModelError
+from envace_demo.models.base import Backend, Sampling
+from envace_demo.settings import Settings
+from envace_demo.ui import render
+from envace_demo.ui.holder import ModelHolder
+from envace_demo.ui.options import UIOptions
+from envace_demo.ui.session import Session
+
+NO_SESSION = "this page's session is not ready yet: reload the page"
+MODEL_QUEUE = "model"  # concurrency_id of every event that runs the model
+_DEFAULT = Sampling()
+
+
+@dataclass
+class AppContext:
+    settings: Settings
+    options: UIOptions
+    holder: ModelHolder
+
+    def model_event(self) -> dict[str, Any]:
+        """Keyword arguments for an event that runs the model: one shared queue."""
+        return {"concurrency_id": MODEL_QUEUE, "concurrency_limit": self.options.concurrency}
+
+    def streamed_event(self) -> dict[str, Any]:
+        """A UI event that runs the model and draws its own progress (no overlay on every output)."""
+        return {**self.model_event(), "show_progress": "hidden", "api_visibility": "private"}
+
+
+@dataclass
+class SamplingControls:
+    temperature: gr.Slider
+    top_p: gr.Slider
+    top_k: gr.Slider
+    max_new_tokens: gr.Slider
+    seed: gr.Number
+    max_steps: gr.Slider
+    constrained: gr.Checkbox
+
+    def inputs(self) -> list[gr.components.Component]:
+        """In RunRequest's order after ``n``."""
+        return [
+            self.temperature,
+            self.top_p,
+            self.top_k,
+            self.max_new_tokens,
+            self.seed,
+            self.constrained,
+            self.max_steps,
+        ]
+
+
+def sampling_controls(ctx: AppContext, open: bool = False) -> SamplingControls:
+    """The sampling accordion, with the EnvACE model card's defaults."""
+    opts, settings = ctx.options, ctx.settings
+    with gr.Accordion("Sampling and decoding", open=open):
+        with gr.Row():
+            temperature = gr.Slider(0.0, 2.0, value=_DEFAULT.temperature, step=0.05, label="temperature")
+            top_p = gr.Slider(0.05, 1.0, value=_DEFAULT.top_p, step=0.05, label="top_p")
+            top_k = gr.Slider(0, 200, value=_DEFAULT.top_k, step=1, label="top_k")
+        with gr.Row():
+            max_new_tokens = gr.Slider(
+                16,
+                opts.max_new_tokens,
+                value=min(settings.max_new_tokens, opts.max_new_tokens),
+                step=16,
+                label="max new tokens (per generation)",
+            )
+            max_steps = gr.Slider(
+                1,
+                opts.max_steps,
+                value=min(settings.max_steps, opts.max_steps),
+                step=1,
+                label="max steps (actor turns)",
+            )
+            seed = gr.Number(value=0, precision=0, label="seed", minimum=0)
+        constrained = gr.Checkbox(
+            value=True,
+            label="constrained decoding (calls and responses follow the schemas; needs a model loaded with it)",
+        )
+    return SamplingControls(temperature, top_p, top_k, max_new_tokens, seed, max_steps, constrained)
+
+
+def mode_radio(value: str = "parallel", modes: tuple[str, ...] = MODES) -> gr.Radio:
+    return gr.Radio(
+        list(modes),
+        value=value,
+        label="mode",
+        info="none: act for real · parallel: N rehearsals, then commit · sequential: each rehearsal sees the last · imagine: rehearse only",
+    )
+
+
+def await_model(
+    holder: ModelHolder, options: UIOptions, show: Callable[[str], Any]
+) -> Generator[Any, None, Backend]:
+    """Yield ``show(status_html)`` while the model loads; return the backend (ModelError if it failed)."""
+    started = time.monotonic()
+    while True:
+        st = holder.status()
+        if st.state != "loading":
+            break
+        if time.monotonic() - started > options.model_wait_seconds:
+            raise ModelError(
+                f"the model is still loading after {options.model_wait_seconds:.0f} s; try again shortly"
+            )
+        yield show(render.status_html(f"waiting for the model to load ({st.seconds:.0f} s so far)…", "busy"))
+        time.sleep(0.5)
+    return holder.wait(timeout=0.0)
+
+
+class Throttle:
+    """True at most every ``seconds``: streaming text need not redraw the page 10 times a second."""
+
+    def __init__(self, seconds: float = 0.25):
+        self.seconds = seconds
+        self._last = 0.0
+
+    def __call__(self) -> bool:
+        now = time.monotonic()
+        if now - self._last >= self.seconds:
+            self._last = now
+            return True
+        return False
+
+
+def stop_session(session: Session | None) -> None:
+    """Stop's handler: set the visitor's cancel switch (it runs outside the queue, at once)."""
+    if session is not None:
+        session.stop()

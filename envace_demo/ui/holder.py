@@ -1,0 +1,109 @@
+"""The shared model: loaded once, in the background, so the page serves at once.
+
+The backend is the one thing every visitor shares (it is too large to copy); each
+visitor's environment, trajectories and settings live in their own session.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from envace_demo.errors import EnvaceError, ModelError
+from envace_demo.models.base import Backend
+from envace_demo.settings import Settings
+
+Loader = Callable[[Settings], Backend]
+log = logging.getLogger(__name__)
+
+
+def _default_loader(settings: Settings) -> Backend:
+    from envace_demo.cli import load_model  # heavy: torch, transformers
+
+    return load_model(settings)
+
+
+@dataclass(frozen=True)
+class HolderStatus:
+    state: str  # "loading", "ready" or "failed"
+    model: str  # what was asked for ("default" when the settings leave it to the machine)
+    seconds: float  # time spent loading, or that it took
+    error: str | None = None
+    info: dict | None = None  # backend.info.to_dict() once ready
+
+
+class ModelHolder:
+    """Loads a backend on a thread; ``wait`` hands it out once ready."""
+
+    def __init__(self, settings: Settings, loader: Loader | None = None):
+        self.settings = settings
+        self._loader = loader or _default_loader
+        self._lock = threading.Lock()
+        self._ready = threading.Event()
+        self._backend: Backend | None = None
+        self._error: str | None = None
+        self._started = 0.0
+        self._took = 0.0
+        self._thread: threading.Thread | None = None
+
+    def start(self, settings: Settings | None = None) -> None:
+        """Begin loading (again, with ``settings`` to switch models). Returns at once."""
+        with self._lock:
+            if self._thread is not None and self._thread.is_alive():
+                raise ModelError("a model is already loading; wait for it to finish")
+            if settings is not None:
+                self.settings = settings
+            self._backend, self._error = None, None  # running episodes keep their own reference
+            self._ready.clear()
+            self._started = time.monotonic()
+            self._thread = threading.Thread(target=self._load, name="envace-model-load", daemon=True)
+            self._thread.start()
+
+    def _load(self) -> None:
+        gc.collect()  # release a previous model before loading the next one
+        _empty_cuda_cache()
+        try:
+            backend = self._loader(self.settings)
+        except EnvaceError as err:
+            self._error = str(err)
+        except Exception as err:  # any failure must reach the page, not kill the thread silently
+            self._error = (
+                f"could not load {self.settings.model or 'the default model'}: {type(err).__name__}: {err}"
+            )
+        else:
+            self._backend = backend
+        self._took = time.monotonic() - self._started
+        if self._backend is not None:
+            log.info("model ready: %s in %.1f s", self._backend.info.model_id, self._took)
+        else:
+            log.error("model failed to load after %.1f s: %s", self._took, self._error)
+        self._ready.set()
+
+    def status(self) -> HolderStatus:
+        model = self.settings.model or "default"
+        if not self._ready.is_set():
+            return HolderStatus("loading", model, time.monotonic() - self._started if self._started else 0.0)
+        if self._backend is None:
+            return HolderStatus("failed", model, self._took, error=self._error or "not loaded")
+        return HolderStatus("ready", model, self._took, info=self._backend.info.to_dict())
+
+    def wait(self, timeout: float) -> Backend:
+        """The backend, once loaded; ModelError when loading failed or took too long."""
+        if self._started == 0.0:
+            raise ModelError("no model is loading: the app did not start one")
+        if not self._ready.wait(timeout):
+            raise ModelError(f"the model is still loading after {timeout:.0f} s; try again shortly")
+        if self._backend is None:
+            raise ModelError(self._error or "the model failed to load")
+        return self._backend
+
+
+def _empty_cuda_cache() -> None:
+    torch = sys.modules.get("torch")  # a previous model imported it; otherwise nothing to free
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.empty_cache()

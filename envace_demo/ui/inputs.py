@@ -1,0 +1,206 @@
+"""What the user typed, turned into a Task and an EpisodeConfig (no gradio here).
+
+The UI callbacks and the API endpoints both go through ``RunRequest``, so the
+browser and ``gradio_client`` get the same checks and the same caps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from envace_demo.engine import MODES, EpisodeConfig
+from envace_demo.envs.registry import ENVIRONMENTS, tasks_path
+from envace_demo.errors import ConfigError, TaskError
+from envace_demo.models.base import Backend, Sampling
+from envace_demo.schemas import load_tools
+from envace_demo.settings import Settings
+from envace_demo.tasks import Task, env_tasks, load_task_file
+from envace_demo.ui.options import UIOptions
+
+NO_ENVIRONMENT = "none"  # the picker's "none: imagine only": calls are never executed
+BASELINE = "none"  # Compare's run without rehearsal
+REHEARSAL_MODES = ("parallel", "sequential")  # what Compare may put beside it
+
+
+def environment_choices() -> list[tuple[str, str]]:
+    """(label, value) pairs for the environment picker."""
+    return [(f"{name}: {cls.description}", name) for name, cls in ENVIRONMENTS.items()] + [
+        ("none: imagine only (nothing real behind the schema)", NO_ENVIRONMENT)
+    ]
+
+
+def gallery() -> dict[str, str]:
+    """Example name -> its tools.json text, for the schema gallery."""
+    return {name: example_tools(name) for name in ENVIRONMENTS}
+
+
+@lru_cache(maxsize=None)
+def example_tools(env: str) -> str:
+    path = tasks_path(env).parent / "tools.json"  # examples/<env>/tools.json
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise TaskError(f"{path}: cannot read ({err.strerror})") from None
+
+
+@lru_cache(maxsize=None)
+def _env_tasks(env: str) -> tuple[Task, ...]:
+    return tuple(env_tasks(env))
+
+
+def example_tasks(env: str) -> list[Task]:
+    """The example tasks of a built-in environment; none for 'none'."""
+    return [] if env == NO_ENVIRONMENT else list(_env_tasks(env))
+
+
+def find_example(env: str, name: str) -> Task:
+    for task in example_tasks(env):
+        if task.name == name:
+            return task
+    raise TaskError(f"no example task {name!r} in environment {env!r}")
+
+
+@dataclass
+class RunRequest:
+    """One run as the user asked for it; ``check()`` refuses what the app does not allow."""
+
+    tools: str
+    environment: str
+    message: str
+    mode: str = "parallel"
+    n: int = 2
+    temperature: float = 0.6
+    top_p: float = 0.95
+    top_k: int = 20
+    max_new_tokens: int = 384
+    seed: int | None = 0
+    constrained: bool = True
+    max_steps: int = 6
+
+    @classmethod
+    def from_controls(
+        cls,
+        tools,
+        environment,
+        message,
+        mode,
+        n,
+        temperature,
+        top_p,
+        top_k,
+        max_new_tokens,
+        seed,
+        constrained,
+        max_steps,
+    ) -> "RunRequest":
+        """From UI control values: sliders give floats, an empty number box None."""
+        return cls(
+            tools=tools or "",
+            environment=environment or NO_ENVIRONMENT,
+            message=message or "",
+            mode=mode,
+            n=int(n),
+            temperature=float(temperature),
+            top_p=float(top_p),
+            top_k=int(top_k),
+            max_new_tokens=int(max_new_tokens),
+            seed=None if seed is None else int(seed),
+            constrained=bool(constrained),
+            max_steps=int(max_steps),
+        )
+
+    def check(self, options: UIOptions) -> "RunRequest":
+        if self.mode not in MODES:
+            raise ConfigError(f"mode: expected one of {', '.join(MODES)}, got {self.mode!r}")
+        if self.environment != NO_ENVIRONMENT and self.environment not in ENVIRONMENTS:
+            choices = ", ".join([*ENVIRONMENTS, NO_ENVIRONMENT])
+            raise ConfigError(f"environment: expected one of {choices}, got {self.environment!r}")
+        _in_range("n", self.n, 1, options.max_n)
+        _in_range("max_new_tokens", self.max_new_tokens, 16, options.max_new_tokens)
+        _in_range("max_steps", self.max_steps, 1, options.max_steps)
+        _in_range("top_k", self.top_k, 0, 1000)
+        if not 0.0 <= self.temperature <= 2.0:
+            raise ConfigError(f"temperature: expected 0 to 2, got {self.temperature}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ConfigError(f"top_p: expected more than 0 and at most 1, got {self.top_p}")
+        return self
+
+
+def _in_range(name: str, value: int, low: int, high: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise ConfigError(f"{name}: expected an integer from {low} to {high}, got {value!r}")
+
+
+def build_task(req: RunRequest) -> Task:
+    """The task for a request; SchemaError (located) for a bad schema, TaskError otherwise.
+
+    When the message is one of the chosen environment's example tasks, over that
+    environment's own tools, the task keeps its success check.
+    """
+    tools = load_tools(req.tools)
+    prompt = (req.message or "").strip()
+    if not prompt:
+        raise TaskError("user message: empty; say what the agent should do")
+    if req.environment == NO_ENVIRONMENT:
+        return Task(name="custom", prompt=prompt, tools=tools)
+    names = sorted(t.name for t in tools)
+    for example in example_tasks(req.environment):
+        if example.prompt == prompt and sorted(t.name for t in example.tools) == names:
+            return Task(
+                name=example.name, prompt=prompt, tools=tools, env=req.environment, check=example.check
+            )
+    return Task(name="custom", prompt=prompt, tools=tools, env=req.environment)
+
+
+def is_embedded(backend: Backend) -> bool:
+    return backend.info.model_id.startswith("embedded")
+
+
+def build_config(
+    req: RunRequest, settings: Settings, backend: Backend, mode: str | None = None
+) -> EpisodeConfig:
+    """The episode config; ``mode`` overrides the request's (Compare runs both ways)."""
+    return EpisodeConfig(
+        mode=mode or req.mode,
+        n=req.n,
+        sampling=Sampling(
+            temperature=req.temperature,
+            top_p=req.top_p,
+            top_k=req.top_k,
+            max_new_tokens=req.max_new_tokens,
+            seed=req.seed,
+        ),
+        max_steps=req.max_steps,
+        episode_seconds=settings.episode_seconds,
+        constrained=req.constrained and backend.supports_constraints,
+        # The small embedded model answers in prose unless its first turn must call a tool.
+        require_first_call=is_embedded(backend),
+    )
+
+
+def compare_modes(rehearsal_mode: str) -> tuple[str, str]:
+    """The two modes Compare runs: the baseline, then ``rehearsal_mode``."""
+    if rehearsal_mode not in REHEARSAL_MODES:
+        raise ConfigError(
+            f"rehearsal mode: expected one of {', '.join(REHEARSAL_MODES)}, got {rehearsal_mode!r}"
+        )
+    return BASELINE, rehearsal_mode
+
+
+def suite_tasks(source: str, env: str, upload: str | None, limit: int) -> list[Task]:
+    """The suite: the example tasks of ``env`` (source "env"), or an uploaded JSONL's ("upload")."""
+    if source == "upload":
+        if not upload:
+            raise TaskError(
+                "suite: upload a JSONL file of tasks first (the project's format or BFCL records)"
+            )
+        tasks = load_task_file(Path(upload), limit=limit)
+    elif source == "env":
+        tasks = example_tasks(env)[:limit]
+    else:
+        raise ConfigError(f"suite source: expected env or upload, got {source!r}")
+    if not tasks:
+        raise TaskError("suite: no tasks to run")
+    return tasks

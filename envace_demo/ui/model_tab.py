@@ -1,0 +1,133 @@
+"""The Model tab: what is loaded, loading another one, and the method in brief."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterator
+
+import gradio as gr
+
+from envace_demo.errors import EnvaceError
+from envace_demo.ui import render
+from envace_demo.ui.common import AppContext
+
+QUANTIZATIONS = ["none", "4bit", "8bit"]
+
+# Restated from the paper (arXiv 2608.06197), sections "test-time rehearsal" and "results".
+METHOD_MD = """
+### EnvACE in brief
+
+One policy plays **two roles** with the same weights. As the **actor** it reads the
+conversation and the tool schemas, reasons in `<think>`, then emits `<tool_call>` blocks
+or a final answer. As the **rehearser** it is prompted as the environment: given the
+tools, the real results seen so far, the conversation and the actor's latest message, it
+first validates the call (format, tool name, arguments) and then predicts the tool's
+response inside `<execution_result>`. Training (role-wise GRPO) rewards only task
+success and never queries a real tool: every response the actor sees during training is
+its own rehearsal, so the model learns how its environment behaves.
+
+At test time that world model lets the agent **rehearse before it acts**:
+
+- **parallel**: N imagined trajectories from the same start (actor and rehearser
+  alternating, nothing real), condensed into a rehearsal memory;
+- **sequential**: attempt k sees what attempts 1..k-1 tried and revises;
+- then **one committed execution** against the real environment, guided by the memory.
+
+This demo rehearses every committed call too, so each step shows the predicted and the
+real response side by side, with a fidelity score.
+
+#### Test-time rehearsal (paper, success %)
+
+| rehearsal | τ²-Bench | BFCL multi-turn | overall |
+|---|---|---|---|
+| none | 31.4 | 41.9 | 36.7 |
+| parallel | 38.0 | 43.9 | 40.9 |
+| sequential | 34.8 | 42.3 | 38.5 |
+
+With the base policy (Qwen3-8B, not trained to rehearse) the same procedure changed the
+overall score by +0.1 (parallel) and −1.8 (sequential): rehearsal pays only when the
+model's world model is worth rehearsing with.
+
+#### Headline results (paper)
+
+| model | BFCL v4 | τ²-Bench | VitaBench | overall |
+|---|---|---|---|---|
+| Qwen3-8B | 44.04 | 30.0 | 11.4 | 28.48 |
+| AWM-14B | 47.32 | 30.7 | 19.6 | 32.54 |
+| EnvScaler-8B | 47.07 | 32.9 | 15.8 | 31.92 |
+| **EnvACE-8B** | 46.04 | **36.7** | 16.0 | **32.91** |
+
+EnvACE-8B also reaches a TF1 of 46.78 on FinMCP-Bench.
+
+Source: *EnvACE: Internalizing Environment Dynamics via World Rehearsal for Agentic
+Reinforcement Learning*, arXiv [2608.06197](https://arxiv.org/abs/2608.06197) (2026);
+model [`Team-ACE/EnvACE-Qwen3-8B`](https://huggingface.co/Team-ACE/EnvACE-Qwen3-8B).
+The numbers are the paper's, not measured by this demo.
+"""
+
+
+def model_info(ctx: AppContext) -> dict:
+    st = ctx.holder.status()
+    info = dict(st.info or {})
+    info.update({"state": st.state, "requested": st.model, "load_seconds": round(st.seconds, 1)})
+    if st.error:
+        info["error"] = st.error
+    return info
+
+
+def build_model_tab(ctx: AppContext, banner: gr.HTML, timer: gr.Timer) -> gr.JSON:
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=2):
+            gr.Markdown("### Loaded model")
+            info = gr.JSON(model_info(ctx), label="model", elem_id="model-info")
+            gr.Markdown("### Load or switch")
+            allowed = ctx.options.allow_model_switch
+            model = gr.Textbox(
+                value=ctx.settings.model or "",
+                placeholder="embedded, Team-ACE/EnvACE-Qwen3-8B or /path/to/model",
+                label="model (hub id or local path)",
+                interactive=allowed,
+            )
+            quant = gr.Dropdown(
+                QUANTIZATIONS,
+                value=ctx.settings.quantization or "none",
+                label="quantization (bitsandbytes, GPU)",
+                interactive=allowed,
+            )
+            load = gr.Button("Load model", variant="primary", interactive=allowed)
+            if not allowed:
+                gr.Markdown("*Switching models is off in public mode: the model is shared by every visitor.*")
+            load_status = gr.HTML()
+        with gr.Column(scale=3):
+            gr.Markdown(METHOD_MD)
+
+    def load_model(name: str, quantization: str) -> Iterator[Any]:
+        if not ctx.options.allow_model_switch:
+            raise gr.Error("switching models is off in public mode")
+        try:
+            settings = ctx.settings.replace(
+                model=name.strip() or None, quantization=None if quantization == "none" else quantization
+            )
+            ctx.holder.start(settings)
+        except EnvaceError as err:
+            yield {load_status: render.status_html(str(err), "error")}
+            return
+        started = time.monotonic()
+        while ctx.holder.status().state == "loading":
+            text = render.status_html(
+                f"loading {name or 'the default model'}… {time.monotonic() - started:.0f} s", "busy"
+            )
+            yield {load_status: text, banner: text, timer: gr.Timer(active=True)}
+            time.sleep(0.5)
+        st = ctx.holder.status()
+        html = render.model_status_html(st.state, st.model, st.seconds, st.error, st.info)
+        yield {load_status: html, banner: html, info: model_info(ctx)}
+
+    load.click(
+        load_model,
+        [model, quant],
+        [load_status, banner, timer, info],
+        **ctx.model_event(),
+        api_visibility="private",
+    )
+    return info

@@ -1,0 +1,236 @@
+"""The Playground tab: schemas, a request, one episode streamed as it runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import gradio as gr
+
+from envace_demo.errors import EnvaceError, SchemaError
+from envace_demo.events import EpisodeFinished, Generating
+from envace_demo.schemas import load_tools
+from envace_demo.ui import render, runner
+from envace_demo.ui.common import (
+    NO_SESSION,
+    AppContext,
+    Throttle,
+    await_model,
+    mode_radio,
+    sampling_controls,
+    stop_session,
+)
+from envace_demo.ui.inputs import (
+    NO_ENVIRONMENT,
+    RunRequest,
+    build_config,
+    build_task,
+    environment_choices,
+    example_tasks,
+    example_tools,
+    find_example,
+    gallery,
+)
+from envace_demo.ui.session import Session
+
+_FIRST_ENV = next(iter(gallery()))
+MEMORY_PLACEHOLDER = render.placeholder_card(
+    "Rehearsal memory",
+    "What the rehearsals tried and predicted, condensed for the committed run, appears here.",
+)
+
+
+def schema_status(text: str) -> str:
+    try:
+        return render.schema_ok_html(load_tools(text or ""))
+    except SchemaError as err:
+        return render.schema_error_html(err)
+
+
+def _task_choices(env: str) -> list[tuple[str, str]]:
+    return [(f"{t.name}: {t.prompt}", t.name) for t in example_tasks(env)]
+
+
+@dataclass
+class Playground:
+    editor: gr.Code
+    schema_box: gr.HTML
+    environment: gr.Dropdown
+    message: gr.Textbox
+    status: gr.HTML
+    steps: gr.HTML
+
+
+def build_playground(ctx: AppContext, state: gr.State) -> Playground:
+    first_task = example_tasks(_FIRST_ENV)[0]
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=5, min_width=360):
+            example = gr.Radio(
+                list(gallery()),
+                value=_FIRST_ENV,
+                label="Tool schemas: start from an example, or paste your own",
+            )
+            editor = gr.Code(
+                value=example_tools(_FIRST_ENV),
+                language="json",
+                interactive=True,
+                lines=16,
+                max_lines=16,
+                label="tools (OpenAI, bare functions, BFCL or pydantic JSON Schema)",
+                elem_id="schema-editor",
+            )
+            schema_box = gr.HTML(schema_status(example_tools(_FIRST_ENV)), elem_id="schema-status")
+        with gr.Column(scale=4, min_width=320):
+            environment = gr.Dropdown(
+                environment_choices(), value=_FIRST_ENV, label="environment (where committed calls run)"
+            )
+            task_pick = gr.Dropdown(
+                _task_choices(_FIRST_ENV),
+                value=first_task.name,
+                label="example request (its success check applies)",
+            )
+            message = gr.Textbox(first_task.prompt, lines=3, label="user message", elem_id="user-message")
+            mode = mode_radio()
+            n = gr.Slider(
+                1, ctx.options.max_n, value=2, step=1, label="rehearsal budget N", elem_id="rehearsal-n"
+            )
+            sampling = sampling_controls(ctx)
+            with gr.Row():
+                run = gr.Button("Run", variant="primary", elem_id="run-button")
+                stop = gr.Button("Stop", variant="stop", elem_id="stop-button")
+    status = gr.HTML(render.status_html("ready: press Run"), elem_id="run-status")
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=3):
+            rehearsals = gr.Chatbot(
+                label="Rehearsals (imagined: actor + rehearser, nothing real)",
+                height="auto",
+                min_height=200,
+                max_height=560,
+                placeholder="Rehearsals appear here (modes parallel, sequential, imagine).",
+                elem_id="rehearsals",
+                layout="panel",
+                group_consecutive_messages=False,
+                feedback_options=None,
+            )
+        with gr.Column(scale=2):
+            memory = gr.HTML(MEMORY_PLACEHOLDER, elem_id="memory-card")
+    gr.Markdown("### Committed run")
+    steps = gr.HTML(render.steps_placeholder(), elem_id="committed-steps")
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=4):
+            outcome = gr.HTML(elem_id="outcome")
+        with gr.Column(scale=1, min_width=220):
+            download = gr.DownloadButton("Download the record (JSON)", interactive=False, elem_id="download")
+    with gr.Accordion("Prompt inspector: the exact rendered prompts of any step", open=False):
+        pick = gr.Dropdown([], label="step", elem_id="inspector-step")
+        with gr.Row():
+            actor_prompt = gr.Code(
+                label="actor prompt", language=None, lines=12, max_lines=30, interactive=False
+            )
+            rehearser_prompt = gr.Code(
+                label="rehearser prompt", language=None, lines=12, max_lines=30, interactive=False
+            )
+
+    outputs = [status, schema_box, rehearsals, memory, steps, outcome, download, pick]
+
+    def run_episode(session: Session | None, *values: Any) -> Iterator[dict]:
+        if session is None:
+            yield {status: render.status_html(NO_SESSION, "error")}
+            return
+        try:
+            req = RunRequest.from_controls(*values).check(ctx.options)
+            task = build_task(req)
+        except SchemaError as err:  # located, beside the editor; nothing the user typed changes
+            yield {
+                schema_box: render.schema_error_html(err),
+                status: render.status_html("fix the schema first: its error is shown beside the editor", "error"),
+            }
+            return
+        except EnvaceError as err:
+            yield {status: render.status_html(str(err), "error")}
+            return
+        yield {
+            schema_box: render.schema_ok_html(task.tools),
+            rehearsals: [],
+            memory: MEMORY_PLACEHOLDER,
+            steps: render.steps_placeholder(),
+            outcome: "",
+            download: gr.DownloadButton(value=None, interactive=False),
+            pick: gr.Dropdown(choices=[], value=None),
+        }
+        try:
+            backend = yield from await_model(ctx.holder, ctx.options, lambda html: {status: html})
+            config = build_config(req, ctx.settings, backend)
+        except EnvaceError as err:
+            yield {status: render.status_html(str(err), "error")}
+            return
+        cancel = session.begin()
+        view = render.LiveView()
+        throttle = Throttle()
+        for event in runner.episode_events(task, config, cancel):
+            view.apply(event)
+            if isinstance(event, EpisodeFinished):
+                break
+            if isinstance(event, Generating) and not throttle():
+                continue
+            yield {
+                status: render.status_html(render.progress_text(view), "busy"),
+                rehearsals: render.rehearsal_messages(view),
+                memory: render.memory_html(view.trajectory.memory if view.trajectory else None)
+                or MEMORY_PLACEHOLDER,
+                steps: render.steps_html(view),
+            }
+        traj = view.trajectory
+        assert traj is not None
+        session.trajectory = traj
+        choices = render.inspector_choices(traj)
+        yield {
+            status: render.status_html(
+                render.progress_text(view), "error" if traj.ended == "cancelled" else "ok"
+            ),
+            rehearsals: render.rehearsal_messages(view),
+            memory: render.memory_html(traj.memory) or MEMORY_PLACEHOLDER,
+            steps: render.steps_html(view),
+            outcome: render.outcome_html(traj),
+            download: gr.DownloadButton(
+                value=session.save_json(f"trajectory-{traj.mode}.json", traj.to_dict()), interactive=True
+            ),
+            pick: gr.Dropdown(choices=choices, value=choices[0][1] if choices else None),
+        }
+
+    def show_prompts(session: Session | None, key: str | None) -> tuple[str, str]:
+        return render.inspector_prompts(session.trajectory if session else None, key)
+
+    def load_example(name: str) -> tuple:
+        task = example_tasks(name)[0]
+        text = example_tools(name)
+        return (
+            text,
+            name,
+            gr.Dropdown(choices=_task_choices(name), value=task.name),
+            task.prompt,
+            schema_status(text),
+        )
+
+    def environment_changed(env: str) -> gr.Dropdown:
+        choices = _task_choices(env)
+        return gr.Dropdown(
+            choices=choices, value=choices[0][1] if choices else None, interactive=bool(choices)
+        )
+
+    def task_picked(env: str, name: str | None, current: str) -> str:
+        return find_example(env, name).prompt if name and env != NO_ENVIRONMENT else current
+
+    private: dict[str, Any] = {"api_visibility": "private"}
+    inputs = [state, editor, environment, message, mode, n, *sampling.inputs()]
+    run.click(run_episode, inputs, outputs, **ctx.streamed_event())
+    stop.click(stop_session, [state], None, queue=False, **private)
+    message.submit(run_episode, inputs, outputs, **ctx.streamed_event())
+    editor.change(schema_status, [editor], [schema_box], queue=False, trigger_mode="always_last", **private)
+    example.input(
+        load_example, [example], [editor, environment, task_pick, message, schema_box], queue=False, **private
+    )
+    environment.input(environment_changed, [environment], [task_pick], queue=False, **private)
+    task_pick.input(task_picked, [environment, task_pick, message], [message], queue=False, **private)
+    pick.change(show_prompts, [state, pick], [actor_prompt, rehearser_prompt], queue=False, **private)
+    return Playground(editor, schema_box, environment, message, status, steps)

@@ -1,0 +1,513 @@
+"""Engine events and trajectory records -> what the page shows. Pure functions, no gradio.
+
+Chatbot messages are plain ``{"role", "content", "metadata"}`` dicts (Gradio 6's
+message format); everything else is HTML. Model text is always escaped: it may
+contain anything, ``<tool_call>`` tags included.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from envace_demo.errors import SchemaError
+from envace_demo.events import (
+    EpisodeFinished,
+    EpisodeStarted,
+    Event,
+    Generating,
+    MemoryReady,
+    RehearsalFinished,
+    StepUpdated,
+)
+from envace_demo.record import Rehearsal, Step, Trajectory
+from envace_demo.schemas import Tool
+
+_LIVE_CHARS = 1200  # streaming text shown: the tail, enough to follow along
+_SHORT_JSON = 220  # condensed views cut JSON here
+
+
+# ---- accumulating events ---------------------------------------------------------
+
+
+@dataclass
+class LiveView:
+    """What an episode has shown so far, built from its events alone.
+
+    It does not rely on the engine mutating shared objects, so it works as well when
+    the events were pickled across processes (ZeroGPU).
+    """
+
+    trajectory: Trajectory | None = None
+    # (where, rehearsal index) -> latest streaming text; the batched first turn of a
+    # parallel rehearsal streams N rows under rehearsal 0: row r belongs to rehearsal r.
+    live: dict[tuple[str, int | None], Generating] = field(default_factory=dict)
+    finished: bool = False
+
+    def apply(self, event: Event) -> None:
+        if isinstance(event, EpisodeStarted):
+            self.trajectory = event.trajectory
+        elif isinstance(event, EpisodeFinished):
+            self.trajectory, self.finished = event.trajectory, True
+            self.live.clear()
+        elif self.trajectory is None:
+            raise ValueError(f"{type(event).__name__} before EpisodeStarted")
+        elif isinstance(event, Generating):
+            target = None if event.where == "commit" else (event.rehearsal or 0) + event.row
+            self.live[(event.where, target)] = event
+        elif isinstance(event, StepUpdated):
+            steps = (
+                self.trajectory.steps
+                if event.where == "commit"
+                else self._rehearsal(event.rehearsal or 0).steps
+            )
+            _place(steps, event.step.index, event.step)
+            self.live.clear()
+        elif isinstance(event, RehearsalFinished):
+            _place(self.trajectory.rehearsals, event.rehearsal.index, event.rehearsal)
+            self.live.clear()
+        elif isinstance(event, MemoryReady):
+            self.trajectory.memory = event.memory
+            self.live.clear()
+
+    def _rehearsal(self, index: int) -> Rehearsal:
+        assert self.trajectory is not None
+        while len(self.trajectory.rehearsals) <= index:
+            self.trajectory.rehearsals.append(Rehearsal(index=len(self.trajectory.rehearsals)))
+        return self.trajectory.rehearsals[index]
+
+    def live_for(self, where: str, rehearsal: int | None) -> Generating | None:
+        return self.live.get((where, rehearsal))
+
+
+def _place(items: list, index: int, item: Any) -> None:
+    if index < len(items):
+        items[index] = item
+    else:
+        items.append(item)
+
+
+def progress_text(view: LiveView) -> str:
+    """One line saying what the episode is doing now."""
+    traj = view.trajectory
+    if traj is None:
+        return "starting…"
+    if view.finished:
+        return f"finished: {traj.ended or 'done'} in {traj.seconds:.1f} s"
+    if view.live:
+        (where, target), gen = next(iter(view.live.items()))
+        who = "actor is choosing a call" if gen.role == "actor" else "rehearser is predicting the response"
+        if where == "commit":
+            return f"committed run, step {len(traj.steps) + (gen.role == 'actor')}: {who}…"
+        many = f" (all {len(view.live)} at once)" if len(view.live) > 1 else ""
+        return f"rehearsal {(target or 0) + 1} of {traj.n}{many}: {who}…"
+    if traj.memory is not None or traj.mode == "none":
+        return "committed run: executing…"
+    return "rehearsing…"
+
+
+# ---- small pieces ------------------------------------------------------------------------
+
+
+def esc(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def to_json(value: Any, limit: int | None = None, indent: int | None = 2) -> str:
+    text = json.dumps(value, ensure_ascii=False, indent=indent)
+    return text if limit is None or len(text) <= limit else text[: limit - 1] + "…"
+
+
+def fence(text: str, lang: str = "") -> str:
+    """A markdown code block that no backtick run inside ``text`` can close."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    return f"{ticks}{lang}\n{text}\n{ticks}"
+
+
+def call_text(step: Step) -> str:
+    assert step.call is not None
+    return to_json({"name": step.call.name, "arguments": step.call.arguments})
+
+
+def is_error(value: Any) -> bool:
+    return isinstance(value, dict) and ("error" in value or "error_tool_call" in value)
+
+
+def fidelity_badge(value: float | None) -> str:
+    if value is None:
+        return '<span class="ev-badge ev-muted" title="no rehearsed and real response to compare">fidelity —</span>'
+    level = "ev-good" if value >= 0.8 else "ev-warn" if value >= 0.5 else "ev-bad"
+    return f'<span class="ev-badge {level}" title="rehearsed vs real: structure and values">fidelity {value:.2f}</span>'
+
+
+def validation_badge(step: Step) -> str:
+    if step.call is None or step.valid is None:
+        return ""
+    if step.valid:
+        return '<span class="ev-badge ev-good">arguments valid</span>'
+    reasons = "; ".join(step.validation_errors) or "no such tool"
+    return f'<span class="ev-badge ev-bad" title="{esc(reasons)}">arguments invalid</span>'
+
+
+def success_badge(success: bool | None) -> str:
+    if success is True:
+        return '<span class="ev-badge ev-good ev-big">✓ task succeeded</span>'
+    if success is False:
+        return '<span class="ev-badge ev-bad ev-big">✗ task failed</span>'
+    return '<span class="ev-badge ev-muted ev-big" title="a custom request has no success check">not judged</span>'
+
+
+def status_html(text: str, kind: str = "info") -> str:
+    """A one-line status banner; kind: info, busy, ok, error."""
+    spinner = '<span class="ev-spinner"></span>' if kind == "busy" else ""
+    return f'<div class="ev-status ev-status-{esc(kind)}">{spinner}{esc(text)}</div>'
+
+
+def model_status_html(state: str, model: str, seconds: float, error: str | None, info: dict | None) -> str:
+    if state == "loading":
+        return status_html(f"loading model {model}… ({seconds:.0f} s)", "busy")
+    if state == "failed":
+        return status_html(f"model failed to load: {error}", "error")
+    assert info is not None
+    extra = f", {info['memory_mb']:.0f} MB" if info.get("memory_mb") else ""
+    return status_html(
+        f"model ready: {info['model_id']} on {info['device']} ({info['dtype']}{extra}), loaded in {seconds:.1f} s",
+        "ok",
+    )
+
+
+# ---- schema editor ---------------------------------------------------------------------
+
+
+def schema_ok_html(tools: list[Tool]) -> str:
+    names = ", ".join(f"<code>{esc(t.original_name)}</code>" for t in tools)
+    return f'<div class="ev-schema ev-schema-ok">✓ {len(tools)} tool{"s" if len(tools) != 1 else ""}: {names}</div>'
+
+
+def schema_error_html(err: SchemaError) -> str:
+    where = f'<code class="ev-loc">{esc(err.location)}</code>' if err.location else ""
+    return (
+        '<div class="ev-schema ev-schema-error" role="alert"><b>Invalid schema</b> '
+        f"{where}<div>{esc(err.problem)}</div></div>"
+    )
+
+
+def error_html(message: str) -> str:
+    return f'<div class="ev-schema ev-schema-error" role="alert">{esc(message)}</div>'
+
+
+# ---- rehearsals as nested chat panels ------------------------------------------------------
+
+
+def _msg(content: str, title: str, mid: str, parent: str | None = None, pending: bool = False) -> dict:
+    meta: dict[str, Any] = {"title": title, "id": mid, "status": "pending" if pending else "done"}
+    if parent is not None:
+        meta["parent_id"] = parent
+    return {"role": "assistant", "content": content, "metadata": meta}
+
+
+def rehearsal_messages(view: LiveView) -> list[dict]:
+    """Each imagined trajectory a panel; each step a panel in it (its reasoning and its
+    rehearsed response nested below the call); the answer last."""
+    traj = view.trajectory
+    if traj is None or traj.mode == "none":
+        return []
+    rehearsals = {r.index: r for r in traj.rehearsals}
+    streaming = {t for (w, t) in view.live if w == "rehearsal" and t is not None}
+    out: list[dict] = []
+    for k in sorted(set(rehearsals) | streaming):
+        r = rehearsals.get(k) or Rehearsal(index=k)
+        rid = f"r{k}"
+        done = bool(r.ended)
+        calls = sum(1 for s in r.steps if s.call)
+        summary = f"{calls} imagined call{'' if calls == 1 else 's'}" + (f", ended: {r.ended}" if done else "")
+        # The summary sits in the title: a finished panel shows collapsed.
+        title = f"Rehearsal {k + 1} · {summary}"
+        out.append(_msg("" if done else "rehearsing…", title, rid, pending=not done))
+        for s in r.steps:
+            out.extend(_imagined_step(s, rid))
+        live = view.live_for("rehearsal", k)
+        if live is not None:
+            who = "actor" if live.role == "actor" else "rehearser"
+            out.append(
+                _msg(
+                    fence(live.text[-_LIVE_CHARS:] or "…"),
+                    f"{who} is writing…",
+                    f"{rid}live",
+                    rid,
+                    pending=True,
+                )
+            )
+        if r.final_answer:
+            out.append(_msg(esc(r.final_answer), "answer reached", f"{rid}ans", rid))
+    return out
+
+
+def _imagined_step(s: Step, rid: str) -> list[dict]:
+    sid = f"{rid}s{s.index}"
+    out: list[dict] = []
+    if s.call is None:
+        if s.error:
+            out.append(_msg(fence(s.error), f"step {s.index + 1}: error", sid, rid))
+        return out  # a plain answer is shown once, as "answer reached"
+    valid = "" if s.valid else " (arguments invalid)"
+    out.append(_msg(fence(call_text(s), "json"), f"step {s.index + 1}: {s.call.name}{valid}", sid, rid))
+    if s.action.thinking and s.call_index == 0:
+        out.append(_msg(esc(s.action.thinking.strip()), "reasoning", f"{sid}think", sid))
+    if s.rehearsed is not None:
+        title = "rehearsed response (error)" if is_error(s.rehearsed) else "rehearsed response"
+        out.append(_msg(fence(to_json(s.rehearsed), "json"), title, f"{sid}reh", sid))
+    return out
+
+
+# ---- the rehearsal memory --------------------------------------------------------------------
+
+
+def memory_html(memory: dict | None) -> str:
+    if not memory:
+        return ""
+    rows = []
+    for a in memory.get("attempts", []):
+        items = []
+        for c in a["calls"]:
+            mark = ' <span class="ev-badge ev-bad">predicted error</span>' if c["predicted_error"] else ""
+            items.append(
+                f"<li><code>{esc(c['name'])}</code> <code>{esc(to_json(c['arguments'], _SHORT_JSON, None))}</code>"
+                f" → <code>{esc(to_json(c['predicted'], _SHORT_JSON, None))}</code>{mark}</li>"
+            )
+        if not a["calls"]:
+            items.append("<li><i>no tool call</i></li>")
+        items += [f'<li class="ev-err">error: {esc(e)}</li>' for e in a["errors"]]
+        if a["answer"]:
+            items.append(f"<li>answer: {esc(a['answer'][:300])}</li>")
+        rows.append(
+            f"<div><b>Attempt {a['index'] + 1}</b> <small>({esc(a['ended'])})</small><ul>{''.join(items)}</ul></div>"
+        )
+    return (
+        '<div class="ev-card ev-memory"><div class="ev-card-title">Rehearsal memory</div>'
+        + "".join(rows)
+        + f"<details><summary>as the committed actor reads it</summary><pre>{esc(memory.get('text', ''))}</pre></details></div>"
+    )
+
+
+def placeholder_card(title: str, text: str) -> str:
+    return f'<div class="ev-card ev-placeholder"><div class="ev-card-title">{esc(title)}</div><div class="ev-empty">{esc(text)}</div></div>'
+
+
+# ---- the committed run: three columns ----------------------------------------------------------
+
+
+def steps_html(view: LiveView, condensed: bool = False) -> str:
+    """The committed steps: action | rehearsed | real, with badges; the live step last."""
+    traj = view.trajectory
+    if traj is None:
+        return ""
+    parts: list[str] = []
+    if not condensed:
+        parts.append(
+            '<div class="ev-cols ev-head"><div>Action</div><div>Rehearsed response</div><div>Real response</div></div>'
+        )
+    for s in traj.steps:
+        parts.append(_step_html(s, traj, condensed))
+    live_html = _live_step_html(view, condensed)
+    if live_html:
+        parts.append(live_html)
+    if not traj.steps and not live_html:
+        waiting = "rehearsing first…" if traj.mode != "none" and not view.finished else "no committed step"
+        parts.append(f'<div class="ev-empty">{esc(waiting)}</div>')
+    cls = "ev-steps ev-condensed" if condensed else "ev-steps"
+    return f'<div class="{cls}">{"".join(parts)}</div>'
+
+
+def steps_placeholder() -> str:
+    return (
+        '<div class="ev-steps"><div class="ev-cols ev-head"><div>Action</div><div>Rehearsed response</div>'
+        '<div>Real response</div></div><div class="ev-empty">Press Run: each committed call appears here with '
+        "the actor's call, the response it rehearsed and the real one.</div></div>"
+    )
+
+
+def _pre(text: str, cls: str = "") -> str:
+    return f'<pre class="{cls}">{esc(text)}</pre>'
+
+
+def _step_html(s: Step, traj: Trajectory, condensed: bool) -> str:
+    limit = _SHORT_JSON if condensed else None
+    if s.call is None:
+        body = (
+            f'<div class="ev-err">{esc(s.error)}</div>' if s.error else ""
+        ) + f'<div class="ev-answer-text">{esc(s.action.content or "")}</div>'
+        return (
+            f'<div class="ev-step ev-step-answer" data-step="{s.index}"><div class="ev-bar">'
+            f'<span class="ev-num">{s.index + 1}</span> {"unparsed turn" if s.error else "answer"}</div>{body}</div>'
+        )
+    bar = (
+        f'<div class="ev-bar"><span class="ev-num">{s.index + 1}</span> <code>{esc(s.call.name)}</code> '
+        f"{validation_badge(s)} {fidelity_badge(s.fidelity)}"
+        f'<span class="ev-time">act {s.act_seconds:.1f}s · rehearse {s.rehearse_seconds:.1f}s · '
+        f"real {s.execute_seconds * 1000:.0f}ms</span></div>"
+    )
+    act = ""
+    if s.action.thinking and not condensed:
+        act += f'<details class="ev-think"><summary>reasoning</summary>{_pre(s.action.thinking.strip())}</details>'
+    act += _pre(to_json({"name": s.call.name, "arguments": s.call.arguments}, limit), "ev-call")
+    if s.validation_errors:
+        act += "".join(f'<div class="ev-err">{esc(e)}</div>' for e in s.validation_errors)
+    rehearsed = (
+        _pre(to_json(s.rehearsed, limit), "ev-json ev-is-error" if is_error(s.rehearsed) else "ev-json")
+        if s.rehearsed is not None
+        else f'<div class="ev-empty">{"not rehearsed (mode none)" if traj.mode == "none" else "…"}</div>'
+    )
+    if s.real is not None:
+        real = _pre(to_json(s.real, limit), "ev-json ev-is-error" if is_error(s.real) else "ev-json")
+    elif traj.environment is None:
+        real = '<div class="ev-empty">no environment: not executed</div>'
+    else:
+        real = '<div class="ev-empty">…</div>'
+    err = f'<div class="ev-err">{esc(s.error)}</div>' if s.error else ""
+    if condensed:
+        return (
+            f'<div class="ev-step" data-step="{s.index}">{bar}<div class="ev-col ev-act">{act}</div>'
+            f'<div class="ev-mini"><b>rehearsed</b>{rehearsed}</div><div class="ev-mini"><b>real</b>{real}</div>{err}</div>'
+        )
+    return (
+        f'<div class="ev-step" data-step="{s.index}">{bar}<div class="ev-cols">'
+        f'<div class="ev-col ev-act">{act}</div><div class="ev-col ev-rehearsed">{rehearsed}</div>'
+        f'<div class="ev-col ev-real">{real}</div></div>{err}</div>'
+    )
+
+
+def _live_step_html(view: LiveView, condensed: bool) -> str:
+    live = view.live_for("commit", None)
+    if live is None or view.trajectory is None:
+        return ""
+    text = _pre(live.text[-_LIVE_CHARS:] or "…", "ev-live")
+    if live.role == "actor":
+        label = f"step {len(view.trajectory.steps) + 1}: actor is writing…"
+        cols = f'<div class="ev-col ev-act">{text}</div><div class="ev-col"></div><div class="ev-col"></div>'
+    else:
+        label = "rehearser is predicting the response…"
+        cols = f'<div class="ev-col"></div><div class="ev-col ev-rehearsed">{text}</div><div class="ev-col"></div>'
+    if condensed:
+        cols = f'<div class="ev-col">{text}</div>'
+    return (
+        f'<div class="ev-step ev-pending"><div class="ev-bar"><span class="ev-spinner"></span>{esc(label)}</div>'
+        f'<div class="{"" if condensed else "ev-cols"}">{cols}</div></div>'
+    )
+
+
+# ---- the outcome ----------------------------------------------------------------------------
+
+
+def outcome_html(traj: Trajectory | None) -> str:
+    if traj is None:
+        return ""
+    t = traj.totals()
+    reasons = "".join(f"<li>{esc(r)}</li>" for r in traj.check_reasons)
+    chips = [
+        ("real calls", t["real_calls"]),
+        ("real errors", t["real_errors"]),
+        ("imagined calls", t["imagined_calls"]),
+        ("tokens", t["tokens"]),
+        ("seconds", f"{t['seconds']:.1f}"),
+        ("mean fidelity", "—" if traj.fidelity is None else f"{traj.fidelity:.2f}"),
+    ]
+    chip_html = "".join(f'<span class="ev-chip"><b>{esc(v)}</b> {esc(k)}</span>' for k, v in chips)
+    answer = traj.final_answer if traj.final_answer else "(no final answer)"
+    judged = "" if traj.mode != "imagine" else '<span class="ev-badge ev-muted">imagine only</span>'
+    return (
+        '<div class="ev-card ev-outcome">'
+        f'<div class="ev-card-title">Final answer {success_badge(traj.success) if not judged else judged} '
+        f'<span class="ev-badge ev-muted">ended: {esc(traj.ended)}</span></div>'
+        f'<div class="ev-answer-text">{esc(answer)}</div>'
+        + (f'<ul class="ev-reasons">{reasons}</ul>' if reasons else "")
+        + f'<div class="ev-chips">{chip_html}</div></div>'
+    )
+
+
+# ---- prompt inspector ---------------------------------------------------------------------------
+
+
+def inspector_choices(traj: Trajectory | None) -> list[tuple[str, str]]:
+    """(label, key) for every step that has prompts: committed first, then imagined."""
+    if traj is None:
+        return []
+    out = [
+        (f"committed step {s.index + 1}: {_step_label(s)}", f"c:{s.index}") for s in traj.steps if s.prompts
+    ]
+    for r in traj.rehearsals:
+        out += [
+            (f"rehearsal {r.index + 1}, step {s.index + 1}: {_step_label(s)}", f"r:{r.index}:{s.index}")
+            for s in r.steps
+            if s.prompts
+        ]
+    return out
+
+
+def _step_label(s: Step) -> str:
+    return s.call.name if s.call else ("error" if s.error else "answer")
+
+
+def inspector_prompts(traj: Trajectory | None, key: str | None) -> tuple[str, str]:
+    """The rendered actor and rehearser prompts of the step ``key`` names."""
+    if traj is None or not key:
+        return "", ""
+    kind, *idx = key.split(":")
+    try:
+        step = traj.steps[int(idx[0])] if kind == "c" else traj.rehearsals[int(idx[0])].steps[int(idx[1])]
+    except (IndexError, ValueError):
+        return "", ""
+    rehearser = step.prompts.get("rehearser") or (
+        "(no rehearser prompt: this step was not rehearsed)"
+        if step.call
+        else "(no call, nothing to rehearse)"
+    )
+    return step.prompts.get("actor", ""), rehearser
+
+
+# ---- Compare ----------------------------------------------------------------------------------
+
+METRIC_ROWS = (
+    ("success", "success"),
+    ("real_calls", "real tool calls"),
+    ("real_errors", "real errors hit"),
+    ("tokens", "tokens"),
+    ("seconds", "wall time (s)"),
+    ("fidelity", "mean fidelity"),
+    ("ended", "ended"),
+)
+
+
+def metrics_table(by_side: dict[str, dict]) -> tuple[list[str], list[list[Any]]]:
+    """Headers and rows for the Compare table: one row per metric, one column per side."""
+    sides = list(by_side)
+    rows = []
+    for key, label in METRIC_ROWS:
+        row: list[Any] = [label]
+        for side in sides:
+            v = by_side[side].get(key)
+            row.append("—" if v is None else ("yes" if v is True else "no" if v is False else v))
+        rows.append(row)
+    return ["metric", *sides], rows
+
+
+SUITE_COLUMNS = [
+    "task",
+    "mode",
+    "success",
+    "real_calls",
+    "real_errors",
+    "tokens",
+    "seconds",
+    "fidelity",
+    "ended",
+]
+
+
+def suite_table(rows: list[dict]) -> list[list[Any]]:
+    """Suite rows (SuiteRow.to_dict()) as table rows, in SUITE_COLUMNS order."""
+    return [[row[c] for c in SUITE_COLUMNS] for row in rows]

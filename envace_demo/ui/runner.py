@@ -1,0 +1,148 @@
+"""Episodes on the shared model: one, both ways (Compare), or over a suite of tasks.
+
+No gradio here. ``_episode_on_gpu`` is the only function that touches the GPU; on
+ZeroGPU it runs under ``spaces.GPU``, which may run it in another process, so it
+takes only picklable arguments and finds the model through ``bind``.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import Iterator
+
+from envace_demo.engine import Episode, EpisodeConfig
+from envace_demo.envs.registry import create
+from envace_demo.errors import ModelError
+from envace_demo.events import EpisodeFinished, Event
+from envace_demo.record import Trajectory
+from envace_demo.tasks import Task
+from envace_demo.ui.gpu import gpu
+from envace_demo.ui.holder import ModelHolder
+
+_holder: ModelHolder | None = None
+
+
+def bind(holder: ModelHolder) -> None:
+    """Make ``holder`` the process's model (one per process: the model is shared by design)."""
+    global _holder
+    _holder = holder
+
+
+# Cancel switches by token: a token pickles, a threading.Event does not (ZeroGPU pickles
+# the arguments of a GPU call). In a forked ZeroGPU worker Stop is not seen there: the
+# episode's time limit ends it.
+_cancels: dict[str, threading.Event] = {}
+
+
+def _gpu_seconds(task: Task, config: EpisodeConfig, cancel_token: str | None = None) -> int:
+    # The episode stops itself at episode_seconds; the margin covers moving data to the GPU.
+    return int(config.episode_seconds) + 15
+
+
+@gpu(_gpu_seconds)
+def _episode_on_gpu(task: Task, config: EpisodeConfig, cancel_token: str | None = None) -> Iterator[Event]:
+    if _holder is None:
+        raise ModelError("no model is bound to the runner")
+    backend = _holder.wait(timeout=0.0)
+    environment = create(task.env) if task.env else None
+    cancel = _cancels.get(cancel_token) if cancel_token else None
+    yield from Episode(backend, task, config, environment, cancel=cancel).run()
+
+
+def episode_events(
+    task: Task, config: EpisodeConfig, cancel: threading.Event | None = None
+) -> Iterator[Event]:
+    """The engine's events for one episode against a fresh environment (if the task has one)."""
+    token = None
+    if cancel is not None:
+        token = uuid.uuid4().hex
+        _cancels[token] = cancel
+    try:
+        yield from _episode_on_gpu(task, config, token)
+    finally:
+        if token is not None:
+            _cancels.pop(token, None)
+
+
+def run_to_end(task: Task, config: EpisodeConfig, cancel: threading.Event | None = None) -> Trajectory:
+    for event in episode_events(task, config, cancel):
+        if isinstance(event, EpisodeFinished):
+            return event.trajectory
+    raise AssertionError("the engine always ends with EpisodeFinished")
+
+
+# ---- Compare: the same task without and with rehearsal ---------------------------------
+
+
+def compare_events(
+    task: Task, configs: dict[str, EpisodeConfig], cancel: threading.Event | None = None
+) -> Iterator[tuple[str, Event]]:
+    """(side, event) for each side in turn; sides are the keys of ``configs``."""
+    for side, config in configs.items():
+        if cancel is not None and cancel.is_set():
+            return
+        for event in episode_events(task, config, cancel):
+            yield side, event
+
+
+def metrics(traj: Trajectory) -> dict:
+    """The Compare table's numbers for one trajectory."""
+    totals = traj.totals()
+    return {
+        "success": traj.success,
+        "real_calls": totals["real_calls"],
+        "real_errors": totals["real_errors"],
+        "tokens": totals["tokens"],
+        "seconds": totals["seconds"],
+        "fidelity": None if traj.fidelity is None else round(traj.fidelity, 3),
+        "ended": traj.ended,
+    }
+
+
+# ---- Suite: every task, both ways ------------------------------------------------------------
+
+
+@dataclass
+class SuiteRow:
+    task: str
+    mode: str
+    success: bool | None
+    real_calls: int
+    real_errors: int
+    tokens: int
+    seconds: float
+    fidelity: float | None
+    ended: str
+    step_fidelities: list[float] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def suite_row(task: Task, mode: str, traj: Trajectory) -> SuiteRow:
+    m = metrics(traj)
+    return SuiteRow(
+        task=task.name,
+        mode=mode,
+        success=m["success"],
+        real_calls=m["real_calls"],
+        real_errors=m["real_errors"],
+        tokens=m["tokens"],
+        seconds=m["seconds"],
+        fidelity=m["fidelity"],
+        ended=m["ended"],
+        step_fidelities=[s.fidelity for s in traj.steps if s.fidelity is not None],
+    )
+
+
+def suite_rows(
+    tasks: list[Task], configs: dict[str, EpisodeConfig], cancel: threading.Event | None = None
+) -> Iterator[SuiteRow]:
+    """One row per (task, mode), task by task so both modes of a task finish together."""
+    for task in tasks:
+        for mode, config in configs.items():
+            if cancel is not None and cancel.is_set():
+                return
+            yield suite_row(task, mode, run_to_end(task, config, cancel))

@@ -1,0 +1,268 @@
+"""Constrained decoding: the schemas it builds, the grammar it compiles (checked
+with xgrammar's matcher against the real tokenizer), and the embedded model
+decoding under it."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from envace_demo.calls import parse_action, parse_execution_result
+from envace_demo.models.base import Constraint, Sampling
+from envace_demo.models.embedded import ensure_embedded_model
+from envace_demo.models.grammar import GrammarCache, bound_schema, call_schema, result_schema
+from envace_demo.schemas import load_tools, validate_arguments
+
+TOOLS = load_tools(
+    [
+        {
+            "name": "get_weather",
+            "description": "Current weather of a city.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string", "description": "City name"},
+                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                },
+                "required": ["city", "unit"],
+            },
+            "response": {
+                "type": "object",
+                "properties": {"temperature": {"type": "number"}, "condition": {"type": "string"}},
+                "required": ["temperature", "condition"],
+            },
+        },
+        {
+            "name": "set_alarm",
+            "description": "Set an alarm at a given hour of the day (0-23).",
+            "parameters": {
+                "type": "object",
+                "properties": {"hour": {"type": "integer", "minimum": 0, "maximum": 23}},
+                "required": ["hour"],
+            },
+        },
+        {
+            "name": "send_message",
+            "description": "Send a text message to a contact.",
+            "parameters": {
+                "type": "object",
+                "properties": {"contact": {"type": "string"}, "text": {"type": "string"}},
+                "required": ["contact", "text"],
+            },
+        },
+    ]
+)
+WEATHER = TOOLS[0]
+ACTOR = Constraint(role="actor", tools=tuple(TOOLS), require_call=True)
+ACTOR_FREE = Constraint(role="actor", tools=tuple(TOOLS))
+REHEARSER = Constraint(role="rehearser")
+REHEARSER_WEATHER = Constraint(role="rehearser", response_schema=WEATHER.response)
+
+
+def call(name: str, arguments: dict) -> str:
+    return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"
+
+
+def result(value) -> str:
+    return "<execution_result>\n" + json.dumps(value) + "\n</execution_result>"
+
+
+# ------------------------------------------------------------------ schemas
+
+
+def test_bound_schema_caps_what_is_free_and_keeps_the_rest():
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "code": {"type": "string", "pattern": "^[A-Z]{3}$"},
+            "unit": {"type": "string", "enum": ["a", "b"]},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "extra": {"type": "object"},
+            "anything": {},
+        },
+    }
+    before = json.dumps(schema)
+    bounded = bound_schema(schema)
+    props = bounded["properties"]
+    assert json.dumps(schema) == before  # the input is not modified
+    assert props["name"]["maxLength"] == 200 and props["tags"]["items"]["maxLength"] == 200
+    assert "maxLength" not in props["code"] and "maxLength" not in props["unit"]
+    assert props["tags"]["maxItems"] == 16
+    assert props["extra"]["maxProperties"] == 6 and "anyOf" in props["extra"]["additionalProperties"]
+    assert "anyOf" in props["anything"]  # unconstrained value -> bounded flat shapes
+    jsonschema.Draft202012Validator.check_schema(bounded)
+
+
+def test_call_schema_is_one_any_of_with_the_name_first():
+    schema = call_schema(TOOLS)
+    assert [s["properties"]["name"] for s in schema["anyOf"]] == [{"const": t.name} for t in TOOLS]
+    assert all(list(s["properties"]) == ["name", "arguments"] for s in schema["anyOf"])
+
+
+def test_result_schema_allows_the_contract_errors():
+    error = {"error_tool_call": {"code": "INVALID_PARAMETERS", "message": "bad", "details": {"errors": ["unit"]}}}
+    jsonschema.validate(error, result_schema(None))
+    jsonschema.validate(error, result_schema(WEATHER.response))
+    jsonschema.validate({"temperature": 3, "condition": "rain"}, result_schema(WEATHER.response))
+
+
+# ------------------------------------------------------------------ compiled grammar (tokenizer only)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(cache_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(ensure_embedded_model(cache_dir))
+
+
+@pytest.fixture(scope="module")
+def grammars(tokenizer) -> GrammarCache:
+    return GrammarCache(tokenizer, vocab_size=len(tokenizer), stop_token_ids=[tokenizer.eos_token_id])
+
+
+def accepts(grammars: GrammarCache, constraint: Constraint, text: str) -> bool:
+    """Whether ``text`` followed by the stop token is a complete output."""
+    import xgrammar as xgr
+
+    matcher = xgr.GrammarMatcher(grammars.compile(constraint))
+    return matcher.accept_string(text) and matcher.accept_token(grammars.stop_token_ids[0])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        call("get_weather", {"city": "Paris", "unit": "celsius"}),
+        "<think>\nThe user wants an alarm.\n</think>\n\n" + call("set_alarm", {"hour": 7}),
+        call("set_alarm", {"hour": 7}) + "\n" + call("send_message", {"contact": "Ann", "text": "up"}),
+    ],
+)
+def test_actor_grammar_accepts_calls(grammars, text):
+    assert accepts(grammars, ACTOR, text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        call("get_time", {}),  # not a tool
+        call("get_weather", {"city": "Paris", "unit": "kelvin"}),  # not in the enum
+        call("get_weather", {"city": "Paris"}),  # a required argument missing
+        call("set_alarm", {"hour": "7"}),  # a string for an integer
+        call("send_message", {"contact": "Ann", "text": "x" * 201}),  # past the string cap
+        '<tool_call>\n{"arguments": {"hour": 7}, "name": "set_alarm"}\n</tool_call>',  # name must come first
+        '<tool_call>\n{"name":"set_alarm","arguments":{"hour":7}}\n</tool_call>',  # not the template's spacing
+        "<think>\nx < y\n</think>\n\n" + call("set_alarm", {"hour": 7}),  # "<" inside the reasoning
+        "<think>\n" + "a" * 301 + "</think>\n\n" + call("set_alarm", {"hour": 7}),  # reasoning too long
+        "It is sunny in Paris.",  # require_call: no free answer
+        "\n".join([call("set_alarm", {"hour": 7})] * 9),  # too many calls
+    ],
+)
+def test_actor_grammar_rejects(grammars, text):
+    assert not accepts(grammars, ACTOR, text)
+
+
+def test_max_calls_bounds_the_calls_of_a_turn(grammars, tokenizer):
+    one_call = GrammarCache(tokenizer, len(tokenizer), grammars.stop_token_ids, max_calls=1)
+    two = call("set_alarm", {"hour": 7}) + "\n" + call("set_alarm", {"hour": 8})
+    assert accepts(one_call, ACTOR, call("set_alarm", {"hour": 7})) and not accepts(one_call, ACTOR, two)
+    assert accepts(grammars, ACTOR, two)
+
+
+def test_actor_grammar_allows_a_final_answer_unless_a_call_is_required(grammars):
+    answer = "<think>\nNothing to call.\n</think>\n\nIt is sunny in Paris."
+    assert accepts(grammars, ACTOR_FREE, answer) and not accepts(grammars, ACTOR, answer)
+    assert accepts(grammars, ACTOR_FREE, call("set_alarm", {"hour": 7}))
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"status": "ok", "items": [1, "two", None], "meta": {"page": 1, "tags": ["a"]}},
+        [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}],
+        {"results": [{"id": 1}, {"id": 2}]},
+        {"error_tool_call": {"code": "TOOL_NOT_AVAILABLE", "message": "no such tool"}},
+    ],
+)
+def test_rehearser_grammar_accepts_bounded_results(grammars, value):
+    assert accepts(grammars, REHEARSER, "<think>\nSimulate it.\n</think>\n\n" + result(value))
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {},  # empty
+        {"a": {"b": {"c": {"d": 1}}}},  # too deep
+        {str(i): i for i in range(7)},  # too many keys
+        {"text": "x" * 81},  # string past the cap
+        {"list": list(range(9))},  # array past the cap
+        [[1, 2]],  # arrays of arrays
+    ],
+)
+def test_rehearser_grammar_rejects_runaways(grammars, value):
+    assert not accepts(grammars, REHEARSER, result(value))
+
+
+def test_rehearser_grammar_follows_a_declared_response(grammars):
+    assert accepts(grammars, REHEARSER_WEATHER, result({"temperature": 21.5, "condition": "sunny"}))
+    assert not accepts(grammars, REHEARSER_WEATHER, result({"temperature": 21.5}))
+    assert not accepts(grammars, REHEARSER_WEATHER, result({"temp": 21.5, "condition": "sunny"}))
+    assert accepts(grammars, REHEARSER_WEATHER, result({"error_tool_call": {"code": "INVALID_PARAMETERS", "message": "m"}}))
+
+
+def test_grammar_cache_hit(grammars):
+    constraint = Constraint(role="actor", tools=(TOOLS[1],), require_call=True)
+    hits, misses = grammars.hits, grammars.misses
+    first = grammars.compile(constraint)
+    assert grammars.compile(Constraint(role="actor", tools=(TOOLS[1],), require_call=True)) is first
+    assert (grammars.hits, grammars.misses) == (hits + 1, misses + 1)
+    assert grammars.compile(Constraint(role="actor", tools=(TOOLS[1],))) is not first  # another key
+
+
+# ------------------------------------------------------------------ the embedded model under constraint
+
+GREEDY = Sampling(temperature=0, max_new_tokens=160)
+
+
+@pytest.mark.parametrize(
+    "question, tool",
+    [
+        ("What's the weather in Paris, in celsius?", "get_weather"),
+        ("Set an alarm for 7.", "set_alarm"),
+        ("Send a message to Ann saying I'm running late.", "send_message"),
+    ],
+)
+def test_embedded_actor_makes_valid_calls(embedded_backend, question, tool):
+    prompt = embedded_backend.render(
+        [{"role": "user", "content": question}], tools=[t.to_openai() for t in TOOLS], enable_thinking=True
+    )
+    gen = embedded_backend.generate(prompt, GREEDY, constraint=ACTOR)[0]
+    action = parse_action(gen.text, [t.name for t in TOOLS], require_call=True)
+    assert action.error is None and action.calls, gen.text
+    by_name = {t.name: t for t in TOOLS}
+    for c in action.calls:
+        assert validate_arguments(by_name[c.name], c.arguments) == [], gen.text
+    assert action.calls[0].name == tool, gen.text
+    assert gen.finish_reason == "stop"
+
+
+def test_embedded_rehearser_results_parse(embedded_backend):
+    prompt = embedded_backend.render(
+        [
+            {"role": "system", "content": "You simulate tools. Answer with the tool's JSON result."},
+            {"role": "user", "content": 'Current tool to simulate:\n- name: get_weather\n- arguments: {"city": "Paris"}\n\n/think'},
+        ]
+    )
+    free, declared = (
+        embedded_backend.generate(prompt, Sampling(max_new_tokens=160, seed=0), n=2, constraint=c)
+        for c in (REHEARSER, REHEARSER_WEATHER)
+    )
+    for gen in free + declared:
+        value, error = parse_execution_result(gen.text)
+        assert error is None and gen.finish_reason == "stop", gen.text
+    for gen in declared:
+        value, _ = parse_execution_result(gen.text)
+        if "error_tool_call" not in value:
+            jsonschema.validate(value, WEATHER.response)

@@ -1,0 +1,429 @@
+"""The OpenAI-compatible backend against real HTTP servers on 127.0.0.1.
+
+Most tests use a small scripted chat-completions server (below) that streams
+exactly the chunks a test needs (reasoning, tool-call deltas, usage, a slow
+stream to cancel) and records every request body, and that rejects
+non-standard fields with HTTP 422 as ``transformers serve`` does. The slow test
+at the bottom runs a real ``transformers serve`` with the embedded model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from envace_demo.calls import parse_action
+from envace_demo.engine import EpisodeConfig, run_episode
+from envace_demo.envs.registry import create
+from envace_demo.errors import ConfigError, ModelError
+from envace_demo.models.base import Sampling
+from envace_demo.models.openai_backend import OpenAIBackend, chat_messages
+from envace_demo.prompts import Conversation, Turn
+from envace_demo.record import Action, ToolCall
+from envace_demo.tasks import find_task
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# What the official client may send; the scripted server refuses anything else (422).
+STANDARD = {"model", "messages", "tools", "temperature", "top_p", "max_tokens", "stream", "stream_options", "seed"}
+
+
+class ChatServer:
+    """``reply(body) -> list`` of stream items: a delta dict (``{"content": ...}``,
+    ``{"reasoning_content": ...}``, ``{"tool_calls": [...]}``), ``{"finish": reason}``,
+    ``{"usage": (prompt, completion)}``, ``{"sleep": s}``, or ``{"status": code}``."""
+
+    def __init__(self, reply, models=("served-model",), strict=True):
+        self.reply, self.models, self.strict = reply, list(models), strict
+        self.requests: list[dict] = []
+        self.disconnected = threading.Event()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _json(self, code, value):
+                data = json.dumps(value).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                self._json(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in server.models]})
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                server.requests.append(body)
+                unexpected = set(body) - STANDARD
+                if server.strict and unexpected:
+                    return self._json(422, {"detail": f"Unexpected fields in the request: {sorted(unexpected)}"})
+                items = server.reply(body)
+                if items and "status" in items[0]:
+                    return self._json(items[0]["status"], {"detail": "scripted failure"})
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                try:
+                    for item in items:
+                        if "sleep" in item:
+                            time.sleep(item["sleep"])
+                            continue
+                        self._event(item, body["model"])
+                    self.wfile.write(b"data: [DONE]\n\n")
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    server.disconnected.set()
+
+            def _event(self, item, model):
+                chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": model, "choices": []}
+                if "usage" in item:
+                    p, c = item["usage"]
+                    chunk["usage"] = {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
+                else:
+                    finish = item.get("finish")
+                    delta = {} if finish else item
+                    chunk["choices"] = [{"index": 0, "delta": delta, "finish_reason": finish}]
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self.wfile.flush()
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def chat_server():
+    servers = []
+
+    def start(reply, **kwargs):
+        servers.append(ChatServer(reply, **kwargs))
+        return servers[-1]
+
+    yield start
+    for s in servers:
+        s.close()
+
+
+def call_deltas(name, arguments, reasoning="I should look it up."):
+    args = json.dumps(arguments)
+    half = len(args) // 2
+    return [
+        {"reasoning_content": reasoning[:5]},
+        {"reasoning_content": reasoning[5:]},
+        {"tool_calls": [{"index": 0, "id": "x1", "type": "function", "function": {"name": name, "arguments": args[:half]}}]},
+        {"tool_calls": [{"index": 0, "function": {"arguments": args[half:]}}]},
+        {"finish": "tool_calls"},
+        {"usage": (120, 17)},
+    ]
+
+
+def text_deltas(text, finish="stop"):
+    return [{"content": text[: len(text) // 2]}, {"content": text[len(text) // 2 :]}, {"finish": finish}]
+
+
+USER = {"role": "user", "content": "What is the balance of ACC-1003?"}
+
+
+# ---- requests ----------------------------------------------------------------------------
+
+
+def test_render_makes_a_standard_chat_request_that_keeps_reasoning_and_pairs_tool_results():
+    call = ToolCall("get_account", {"account_id": "ACC-1003"})
+    conv = Conversation("Balance?", memory="Rehearsal memory ...")
+    conv.turns.append(Turn(Action(text="", thinking="look it up", content="", calls=[call]), [(call, {"balance": 1})]))
+    messages = chat_messages(conv.actor_messages())
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool"]
+    assistant, tool = messages[2], messages[3]
+    assert assistant["content"] == "<think>\nlook it up\n</think>\n\n"  # Qwen3 templates split it out again
+    assert "reasoning_content" not in assistant
+    (tc,) = assistant["tool_calls"]
+    assert tc["type"] == "function" and json.loads(tc["function"]["arguments"]) == {"account_id": "ACC-1003"}
+    assert tool == {"role": "tool", "tool_call_id": tc["id"], "content": '{"balance": 1}'}
+
+
+def test_a_streamed_tool_call_becomes_the_text_a_local_model_writes(chat_server):
+    server = chat_server(lambda body: call_deltas("get_account", {"account_id": "ACC-1003"}))
+    backend = OpenAIBackend(server.url)
+    assert backend.model == "served-model"  # the only model the server lists
+    tools = [t.to_openai() for t in create("bank").tools()]
+    seen = []
+    (gen,) = backend.generate(
+        backend.render([USER], tools=tools), Sampling(seed=7, max_new_tokens=99), on_token=lambda r, t: seen.append(t)
+    )
+    assert gen.text == (
+        "<think>\nI should look it up.\n</think>\n\n"
+        '<tool_call>\n{"name": "get_account", "arguments": {"account_id": "ACC-1003"}}\n</tool_call>'
+    )
+    action = parse_action(gen.text, {"get_account"})
+    assert action.thinking == "I should look it up." and action.calls[0].arguments == {"account_id": "ACC-1003"}
+    assert (gen.new_tokens, gen.prompt_tokens, gen.finish_reason) == (17, 120, "stop")
+    assert seen[-1] == gen.text and len(seen) >= 3  # streamed as it grew
+    (body,) = server.requests
+    assert set(body) <= STANDARD and body["tools"] == tools and body["messages"] == [USER]
+    assert (body["seed"], body["max_tokens"], body["temperature"], body["stream"]) == (7, 99, 0.6, True)
+
+
+def test_text_the_server_did_not_parse_passes_through(chat_server):
+    raw = '<think>hm</think>\n<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>'
+    server = chat_server(lambda body: text_deltas(raw))
+    backend = OpenAIBackend(server.url, "served-model")
+    (gen,) = backend.generate(backend.render([USER]), Sampling())
+    assert gen.text == raw and gen.finish_reason == "stop"
+    assert gen.new_tokens > 0 and gen.prompt_tokens > 0  # estimated: this server sends no usage
+
+
+def test_length_limit_is_reported(chat_server):
+    server = chat_server(lambda body: text_deltas("cut off mid", finish="length"))
+    backend = OpenAIBackend(server.url, "served-model")
+    (gen,) = backend.generate(backend.render([USER]), Sampling())
+    assert gen.finish_reason == "length"
+
+
+def test_n_samples_are_n_requests_with_distinct_seeds(chat_server):
+    server = chat_server(lambda body: text_deltas(f"sample {body['seed']}"))
+    backend = OpenAIBackend(server.url, "served-model")
+    gens = backend.generate(backend.render([USER]), Sampling(seed=10), n=3)
+    assert [g.text for g in gens] == ["sample 10", "sample 11", "sample 12"]
+    assert sorted(r["seed"] for r in server.requests) == [10, 11, 12]
+
+
+def test_engine_specific_fields_only_with_extras(chat_server):
+    strict = chat_server(lambda body: text_deltas("ok"))
+    with pytest.raises(ModelError, match="HTTP 422.*top_k.*extras"):
+        OpenAIBackend(strict.url, "served-model", extras=True).generate(
+            OpenAIBackend(strict.url, "served-model").render([USER]), Sampling()
+        )
+    lenient = chat_server(lambda body: text_deltas("ok"), strict=False)
+    backend = OpenAIBackend(lenient.url, "served-model", extras=True, extra_body={"repetition_penalty": 1.05})
+    backend.generate(backend.render([USER], enable_thinking=False), Sampling(top_k=20))
+    body = lenient.requests[-1]
+    assert body["top_k"] == 20 and body["chat_template_kwargs"] == {"enable_thinking": False}
+    assert body["repetition_penalty"] == 1.05
+
+
+def test_thinking_off_without_extras_uses_the_soft_switch(chat_server):
+    server = chat_server(lambda body: text_deltas("ok"))
+    backend = OpenAIBackend(server.url, "served-model")
+    backend.generate(backend.render([USER], enable_thinking=False), Sampling())
+    assert server.requests[-1]["messages"][-1]["content"].endswith(" /no_think")
+
+
+def test_cancel_closes_the_stream_at_once(chat_server):
+    # A long silence, as during a prefill: closing the response alone would wait it out.
+    slow = [{"content": "x"}, {"sleep": 4}, {"content": "y"}, {"finish": "stop"}]
+    server = chat_server(lambda body: slow)
+    backend = OpenAIBackend(server.url, "served-model")
+    cancel = threading.Event()
+    threading.Timer(0.3, cancel.set).start()
+    started = time.monotonic()
+    (gen,) = backend.generate(backend.render([USER]), Sampling(), cancel=cancel)
+    assert time.monotonic() - started < 2
+    assert gen.finish_reason == "cancelled" and gen.text.startswith("x")
+    assert server.disconnected.wait(8)  # the server saw the client go
+
+
+def test_one_failed_sample_stops_the_others(chat_server):
+    slow = [{"content": "x"}, {"sleep": 4}, {"content": "y"}, {"finish": "stop"}]
+    server = chat_server(lambda body: [{"status": 500}] if body["seed"] == 1 else slow)
+    backend = OpenAIBackend(server.url, "served-model")
+    started = time.monotonic()
+    with pytest.raises(ModelError, match="HTTP 500"):
+        backend.generate(backend.render([USER]), Sampling(seed=0), n=2)
+    assert time.monotonic() - started < 2
+
+
+def test_server_failures_are_model_errors(chat_server):
+    server = chat_server(lambda body: [{"status": 500}])
+    backend = OpenAIBackend(server.url, "served-model")
+    with pytest.raises(ModelError, match="HTTP 500"):
+        backend.generate(backend.render([USER]), Sampling())
+    cut = chat_server(lambda body: [{"content": "half a rep"}])  # no finish_reason: the server went away
+    with pytest.raises(ModelError, match="ended before the reply did"):
+        OpenAIBackend(cut.url, "served-model").generate(backend.render([USER]), Sampling())
+    with pytest.raises(ConfigError, match="serves 2 models"):
+        OpenAIBackend(chat_server(lambda b: [], models=("a", "b")).url)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(ModelError, match="cannot list the served models"):
+        OpenAIBackend(f"http://127.0.0.1:{port}/v1")
+    with pytest.raises(ConfigError, match="base_url"):
+        OpenAIBackend("localhost:8000")
+    with pytest.raises(ModelError, match="must come from OpenAIBackend.render"):
+        backend.generate("<|im_start|>user", Sampling())
+
+
+def test_an_episode_rehearses_and_commits_through_the_backend(chat_server):
+    predicted = {"account_id": "ACC-1003", "balance": 300.0}
+
+    def reply(body):
+        if "tools" not in body:  # the rehearser: a plain [system, user] chat
+            result = json.dumps(predicted)
+            return text_deltas(f"<think>simulate</think>\n<execution_result>\n{result}\n</execution_result>")
+        if body["messages"][-1]["role"] == "tool":
+            return [{"reasoning_content": "done"}] + text_deltas("The balance of ACC-1003 is 310.25 USD.")
+        return call_deltas("get_account", {"account_id": "ACC-1003"})
+
+    server = chat_server(reply)
+    backend = OpenAIBackend(server.url)
+    traj = run_episode(
+        backend, find_task("bank", "check-balance"), EpisodeConfig(mode="parallel", n=1), create("bank")
+    )
+    assert traj.ended == "answer" and traj.success is True
+    step = traj.steps[0]
+    assert step.rehearsed == predicted and step.real["balance"] == 310.25 and 0 < step.fidelity < 1
+    assert step.act_tokens == 17 and step.prompt_tokens == 120
+    rehearser = [r for r in server.requests if "tools" not in r]
+    assert rehearser and all([m["role"] for m in r["messages"]] == ["system", "user"] for r in rehearser)
+    final = server.requests[-1]["messages"]
+    call_id = final[-2]["tool_calls"][0]["id"]
+    assert final[-1]["role"] == "tool" and final[-1]["tool_call_id"] == call_id
+    assert final[-2]["content"].startswith("<think>\nI should look it up.\n</think>")
+    assert json.loads(step.prompts["actor"])["messages"][0]["role"] == "system"  # the memory, as sent
+
+
+def _bank_agent(body):
+    """A scripted bank agent: deposits when asked to, else looks up the balance."""
+    if "tools" not in body:
+        return text_deltas('<think>simulate</think>\n<execution_result>\n{"ok": true}\n</execution_result>')
+    messages = body["messages"]
+    if messages[-1]["role"] == "tool":
+        return text_deltas(f"Done: {messages[-1]['content']}")
+    user = next(m["content"] for m in messages if m["role"] == "user")
+    if "deposit" in user.lower():
+        return call_deltas("deposit", {"account_id": "ACC-1003", "amount": 500})
+    return call_deltas("get_account", {"account_id": "ACC-1003"})
+
+
+def test_cli_runs_and_evaluates_over_mcp_with_the_openai_backend(chat_server, capsys):
+    from envace_demo.cli import main
+
+    server = chat_server(_bank_agent)
+    mcp = f"python {ROOT / 'examples' / 'mcp_server.py'}"
+    remote = ["--backend", "openai", "--base-url", server.url, "--json"]
+    assert main(["run", "--mcp", mcp, "--mode", "parallel", "--n", "1",
+                 "--prompt", "What is the balance of ACC-1003?", *remote]) == 0
+    record = json.loads(capsys.readouterr().out)
+    (step, answer) = record["steps"]
+    assert step["call"]["name"] == "get_account" and step["real"]["balance"] == 310.25  # executed over MCP
+    assert step["rehearsed"] == {"ok": True} and record["final_state"]["accounts"]["ACC-1003"]["balance"] == 310.25
+
+    # The bank's task file, each task against a fresh server; the state check reads the server's state.
+    assert main(["eval", "--tasks", str(ROOT / "examples" / "bank" / "tasks.jsonl"), "--limit", "2",
+                 "--mcp", mcp, *remote]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [(t["task"], t["success"]) for t in report["tasks"]] == [("check-balance", True), ("deposit-cash", True)]
+
+
+def test_settings_and_cli_select_the_backend():
+    from envace_demo.cli import build_parser, settings_from
+    from envace_demo.settings import Settings
+
+    args = build_parser().parse_args(
+        ["run", "--env", "bank", "--backend", "openai", "--base-url", "http://127.0.0.1:1/v1", "--model", "m"]
+    )
+    s = settings_from(args)
+    assert (s.backend, s.base_url, s.model, s.openai_extras) == ("openai", "http://127.0.0.1:1/v1", "m", False)
+    secret = Settings.from_env({"ENVACE_BACKEND": "openai", "ENVACE_BASE_URL": "http://h/v1", "ENVACE_API_KEY": "sk-1"})
+    assert secret.api_key == "sk-1" and "sk-1" not in repr(secret)
+    with pytest.raises(ConfigError, match="ENVACE_BASE_URL"):
+        Settings.from_env({"ENVACE_BACKEND": "openai"})
+
+
+# ---- a real server: transformers serve with the embedded model ----------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGTERM, wait, then SIGKILL: a server busy with a stream may ignore TERM."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def transformers_server(tmp_path_factory):
+    from envace_demo.models.embedded import ensure_embedded_model
+
+    exe = Path(sys.executable).parent / "transformers"
+    if not exe.exists():
+        pytest.skip("the transformers CLI is not installed next to this Python")
+    folder = ensure_embedded_model(Path(__file__).resolve().parents[1] / ".cache")
+    port = _free_port()
+    log = tmp_path_factory.mktemp("serve") / "serve.log"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [str(exe), "serve", str(folder), "--host", "127.0.0.1", "--port", str(port), "--device", "cpu"],
+            stdout=out, stderr=subprocess.STDOUT, env=env,
+        )
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                    if json.loads(r.read()).get("status") == "ok":
+                        break
+            except OSError:
+                pass
+            assert proc.poll() is None, log.read_text()[-2000:]
+            assert time.monotonic() < deadline, "transformers serve did not become healthy"
+            time.sleep(0.5)
+        yield f"http://127.0.0.1:{port}/v1", str(folder), proc
+    finally:
+        _stop(proc)
+
+
+@pytest.mark.slow
+def test_an_episode_through_transformers_serve(transformers_server):
+    url, folder, proc = transformers_server
+    backend = OpenAIBackend(url)  # the model name is the folder the server pins
+    assert backend.model == folder
+    traj = run_episode(
+        backend,
+        find_task("bank", "check-balance"),
+        EpisodeConfig(mode="none", max_steps=2, sampling=Sampling(max_new_tokens=32, seed=0)),
+        create("bank"),
+    )
+    assert traj.ended in ("answer", "max_new_tokens", "parse_error", "max_steps", "environment_error")
+    first = traj.steps[0]
+    assert first.action.text.strip() and 0 < first.act_tokens <= 32 and first.prompt_tokens > 500
+    request = json.loads(first.prompts["actor"])
+    assert request["messages"][0]["content"] == traj.prompt and len(request["tools"]) == 6
+    assert traj.model["engine"] == "openai" and traj.model["model_id"] == folder
+
+
+@pytest.mark.slow
+def test_transformers_serve_stops_cleanly(transformers_server):
+    _, _, proc = transformers_server
+    started = time.monotonic()
+    _stop(proc)
+    assert proc.returncode is not None and time.monotonic() - started < 30

@@ -1,0 +1,279 @@
+"""The training loop, the adapter and the ``train`` command, on a TINY RANDOM model.
+
+Mechanics only: a 2-layer Llama (hidden 64) built offline from ``LlamaConfig``,
+with a byte-level BPE tokenizer trained here on a few strings and the Qwen3 chat
+template. A few supervised steps teach it the call and result format, so its
+constrained rollouts contain both roles and differ in reward (it picks "a" or
+"b" at random). Nothing here says anything about quality.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+
+from envace_demo.prompts import Conversation, actor_prompt, rehearser_messages, rehearser_prompt
+from envace_demo.record import ToolCall
+from envace_demo.schemas import load_tools
+from envace_demo.tasks import Task
+from envace_demo.train.config import TrainConfig
+from envace_demo.train.events import Evaluated, Progress, StepFinished, TrainFinished, TrainStarted
+from envace_demo.train.trainer import Trainer
+
+TOOLS_JSON = [
+    {
+        "name": "pick",
+        "description": "Pick a letter.",
+        "parameters": {
+            "type": "object",
+            "properties": {"choice": {"type": "string", "enum": ["a", "b"]}},
+            "required": ["choice"],
+        },
+        "response": {
+            "type": "object",
+            "properties": {"picked": {"type": "string", "enum": ["a", "b"]}},
+            "required": ["picked"],
+        },
+    }
+]
+TOOLS = load_tools(TOOLS_JSON)
+
+
+def task(name: str, letter: str, split: str = "train") -> Task:
+    return Task(
+        name=name,
+        prompt=f"pick {letter}",
+        tools=TOOLS,
+        check={"includes_calls": [{"pick": {"choice": [letter]}}]},
+        split=split,
+    )
+
+
+TRAIN = [task("t-a", "a"), task("t-b", "b")]
+HELDOUT = [task("h-a", "a", "heldout")]
+CONFIG = TrainConfig(
+    steps=2, group_size=4, prompts_per_step=2, lr=5e-2, max_new_tokens=40, micro_batch=4, eval_samples=1, eval_rehearsals=1
+)
+
+
+def tiny_tokenizer():
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from envace_demo.models.embedded import qwen3_chat_template
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    corpus = ['<tool_call>\n{"name": "pick", "arguments": {"choice": "a"}}\n</tool_call>', "<execution_result>"] * 20
+    trainer = trainers.BpeTrainer(
+        vocab_size=320,
+        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tok.train_from_iterator(corpus, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    fast.chat_template = qwen3_chat_template()
+    return fast
+
+
+def teach_format(model, tokenizer, backend) -> None:
+    """A few SFT steps: calls pick "a" or "b" evenly, results echo the choice."""
+    examples = []
+    for t in TRAIN + HELDOUT:
+        prompt = actor_prompt(backend, Conversation(t.prompt), t.tools)
+        for letter in "ab":
+            call = ToolCall("pick", {"choice": letter})
+            text = f'<tool_call>\n{{"name": "pick", "arguments": {{"choice": "{letter}"}}}}\n</tool_call>'
+            examples.append((prompt, text))
+            messages = rehearser_messages(t.tools, [], Conversation(t.prompt), text, call, t.tools[0])
+            examples.append((rehearser_prompt(backend, messages), f'<execution_result>\n{{"picked": "{letter}"}}\n</execution_result>'))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    model.train()
+    for _ in range(30):
+        for prompt, completion in examples:
+            p = tokenizer(prompt, add_special_tokens=False).input_ids
+            c = tokenizer(completion, add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
+            logits = model(torch.tensor([p + c])).logits[0, len(p) - 1 : -1]
+            loss = torch.nn.functional.cross_entropy(logits, torch.tensor(c))
+            loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    model.eval()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """A tiny model is fastest on one thread, and torch's thread pool thrashes on a busy CPU."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def tiny_backend():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from envace_demo.models.transformers_backend import TransformersBackend
+
+    tokenizer = tiny_tokenizer()
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    model = LlamaForCausalLM(config)
+    backend = TransformersBackend(model, tokenizer, model_id="tiny-random", constrained=True)
+    teach_format(model, tokenizer, backend)
+    return backend
+
+
+@pytest.fixture(scope="module")
+def finished_run(tiny_backend, tmp_path_factory):
+    """Two training steps; the events, the base weights before, the trainer."""
+    base_before = {n: p.detach().clone() for n, p in tiny_backend.model.named_parameters()}
+    out = tmp_path_factory.mktemp("run")
+    trainer = Trainer(tiny_backend, TRAIN, HELDOUT, CONFIG, out)
+    events = list(trainer.run())
+    return events, base_before, trainer, out
+
+
+def test_two_steps_show_role_wise_baselines(finished_run):
+    events, _, _, _ = finished_run
+    steps = [e for e in events if isinstance(e, StepFinished)]
+    assert [s.step for s in steps] == [1, 2]
+    roles_seen = set()
+    for step in steps:
+        rows = [r for g in step.groups for r in g.rows]
+        for g in step.groups:
+            for role in ("actor", "rehearser"):
+                mine = [r for r in g.rows if r.role == role]
+                if not mine:
+                    continue
+                roles_seen.add(role)
+                baseline = sum(r.reward for r in mine) / len(mine)
+                for r in mine:  # each row is baselined by its own role's mean in its own group
+                    assert r.advantage == pytest.approx(r.reward - baseline)
+                    assert r.reward == pytest.approx(g.scores[r.episode].value - (0.1 if r.empty else 0.0))
+        assert all(r.completion_ids and r.prompt_ids for r in rows)
+        assert step.metrics["rows/actor"] == sum(r.role == "actor" for r in rows)
+    assert roles_seen == {"actor", "rehearser"}
+    # The rewards differed somewhere, or no gradient would exist.
+    assert any(r.advantage != 0 for s in steps for g in s.groups for r in g.rows)
+
+
+def test_lora_weights_changed_and_served_model_untouched(finished_run, tiny_backend):
+    _, base_before, trainer, _ = finished_run
+    lora_b = {n: p for n, p in trainer.model.named_parameters() if "lora_B" in n}
+    assert lora_b and all(p.abs().sum() > 0 for p in lora_b.values())  # LoRA B starts at zero
+    for name, value in tiny_backend.model.named_parameters():
+        assert torch.equal(value, base_before[name]), name
+    assert not any("lora" in n for n, _ in tiny_backend.model.named_parameters())
+
+
+def test_events_metrics_and_files(finished_run):
+    events, _, _, out = finished_run
+    assert isinstance(events[0], TrainStarted) and isinstance(events[-1], TrainFinished)
+    phases = [e.phase for e in events if isinstance(e, Evaluated)]
+    assert phases == ["before", "after"]
+    before = next(e.result for e in events if isinstance(e, Evaluated))
+    assert before.tasks == 1 and len(before.episodes) == 2  # without and with rehearsal
+    assert {e["mode"] for e in before.episodes} == {"none", "parallel"}
+    stages = {e.stage for e in events if isinstance(e, Progress)}
+    assert {"eval_before", "rollout", "update", "eval_after", "save"} <= stages
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2]
+    for key in ("reward/actor", "reward/rehearser", "advantage_std/actor", "loss/actor", "gen_len/rehearser", "valid_call_rate"):
+        assert key in rows[0], key
+    result = events[-1].result
+    assert result.adapter_dir == out / "adapter" and (out / "adapter" / "adapter_config.json").is_file()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["steps_done"] == 2 and summary["before"]["tasks"] == 1
+
+
+def test_apply_and_remove_adapter(finished_run, tiny_backend):
+    from envace_demo.train.adapter import apply_adapter, has_adapter, remove_adapter
+
+    _, _, trainer, out = finished_run
+    ids = torch.tensor([[5, 6, 7, 8]])
+    with torch.no_grad():
+        base = tiny_backend.model(ids).logits
+        trained = trainer.model(ids).logits
+        apply_adapter(tiny_backend, out / "adapter")
+        assert has_adapter(tiny_backend)
+        applied = tiny_backend.model(ids).logits
+        remove_adapter(tiny_backend)
+        restored = tiny_backend.model(ids).logits
+    assert not torch.allclose(base, trained)
+    assert torch.allclose(applied, trained, atol=1e-5)
+    assert torch.equal(restored, base) and not has_adapter(tiny_backend)
+
+
+def test_stop_ends_the_run_without_a_step(tiny_backend, tmp_path):
+    stop = threading.Event()
+    trainer = Trainer(tiny_backend, TRAIN, HELDOUT, CONFIG, tmp_path, stop=stop)
+    events = []
+    for event in trainer.run():
+        events.append(event)
+        if isinstance(event, Progress) and event.stage == "rollout":
+            stop.set()
+    result = events[-1].result
+    assert result.stopped and result.steps_done == 0 and result.adapter_dir is None and result.after is None
+    assert not any(isinstance(e, StepFinished) for e in events)
+
+
+def test_cli_writes_metrics_with_per_role_keys(tiny_backend, tmp_path, monkeypatch, capsys):
+    import envace_demo.cli as main_cli
+    from envace_demo.train.cli import register
+
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps(TOOLS_JSON))
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("\n".join(json.dumps({k: v for k, v in t.to_dict().items() if k != "tools"}) for t in TRAIN + HELDOUT))
+    from envace_demo.models.transformers_backend import TransformersBackend
+
+    # The CLI trains the model it loaded, in place: give it its own copy.
+    own = TransformersBackend(copy.deepcopy(tiny_backend.model), tiny_backend.tokenizer, model_id="tiny", constrained=True)
+    monkeypatch.setattr(main_cli, "load_model", lambda settings: own)
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers(dest="command"))
+    out = tmp_path / "run"
+    args = parser.parse_args(
+        ["train", "--tools", str(tools), "--tasks", str(tasks), "--steps", "1", "--group-size", "2", "--out", str(out),
+         "--max-new-tokens", "40", "--eval-rehearsals", "0", "--lr", "1e-3", "--lora-rank", "4"]
+    )
+    assert args.handler(args) == 0
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == 1
+    assert {"reward/actor", "reward/rehearser", "advantage_std/rehearser", "loss/rehearser", "gen_len/actor"} <= set(rows[0])
+    assert (out / "adapter" / "adapter_config.json").is_file()
+    assert json.loads((out / "adapter" / "adapter_config.json").read_text())["r"] == 4
+    printed = capsys.readouterr().out
+    assert "held-out before" in printed and "held-out after" in printed and "step 1/1" in printed
+
+
+def test_cli_refuses_a_task_file_without_heldout_tasks(tmp_path):
+    from envace_demo.errors import TaskError
+    from envace_demo.train.cli import load_tasks, split
+
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps(TOOLS_JSON))
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"name": "x", "prompt": "pick a", "check": {"calls": []}}))
+    loaded = load_tasks(argparse.Namespace(env=None, tools=str(tools), tasks=str(tasks)))
+    assert loaded[0].tools[0].name == "pick"
+    with pytest.raises(TaskError, match="no held-out tasks"):
+        split(loaded)

@@ -1,0 +1,382 @@
+"""The app's logic without a browser: inputs -> task and config, events -> what the page
+shows, the runner, the model holder, the suite charts.
+
+Episodes here use the ``scripted`` backend (exact outputs, so the rendering can be
+checked exactly); the real model runs in test_app_api.py and test_browser.py.
+"""
+
+from __future__ import annotations
+
+import copy
+import html
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import VENDORED_BFCL, call_text, result_text
+
+from envace_demo.engine import Episode, EpisodeConfig
+from envace_demo.envs.registry import create
+from envace_demo.errors import ConfigError, ModelError, SchemaError, TaskError
+from envace_demo.events import EpisodeFinished, EpisodeStarted, Generating, StepUpdated
+from envace_demo.record import Trajectory
+from envace_demo.settings import Settings
+from envace_demo.tasks import find_task
+from envace_demo.ui import charts, render, runner
+from envace_demo.ui.holder import ModelHolder
+from envace_demo.ui.inputs import (
+    NO_ENVIRONMENT,
+    RunRequest,
+    build_config,
+    build_task,
+    compare_modes,
+    example_tools,
+    suite_tasks,
+)
+from envace_demo.ui.options import UIOptions
+from envace_demo.ui.session import Session
+
+BALANCE = call_text(
+    "get_account", {"account_id": "ACC-1003"}, thinking="look it up <tool_call>not a call</tool_call>"
+)
+ANSWER = "<think>done</think>\nThe balance of ACC-1003 is 310.25 USD."
+PREDICTED = {"account_id": "ACC-1003", "owner": "Ben Okafor", "balance": 300.0}
+PROMPT = "What is the current balance of account ACC-1003?"
+
+
+def _parallel_events(scripted) -> list:
+    backend = scripted(
+        actor=[BALANCE, BALANCE, ANSWER, ANSWER, BALANCE, ANSWER],  # 2 imagined, then the commit
+        rehearser=[result_text(PREDICTED)] * 3,
+    )
+    task = find_task("bank", "check-balance")
+    return list(Episode(backend, task, EpisodeConfig(mode="parallel", n=2), create("bank")).run())
+
+
+def _view(events) -> render.LiveView:
+    view = render.LiveView()
+    for event in events:
+        view.apply(event)
+    return view
+
+
+# ---- inputs -------------------------------------------------------------------------------
+
+
+def _request(**changes) -> RunRequest:
+    base = dict(tools=example_tools("bank"), environment="bank", message=PROMPT)
+    return RunRequest(**{**base, **changes})
+
+
+def test_an_example_request_keeps_its_success_check_and_a_custom_one_has_none():
+    task = build_task(_request())
+    assert task.name == "check-balance" and task.env == "bank" and task.check
+    custom = build_task(_request(message="Freeze ACC-1001 please."))
+    assert custom.name == "custom" and custom.env == "bank" and custom.check is None
+    imagined = build_task(_request(environment=NO_ENVIRONMENT))
+    assert imagined.env is None and imagined.check is None
+
+
+def test_an_invalid_schema_raises_a_located_error():
+    bad = '[{"type": "function", "function": {"name": "x", "parameters": {"type": "object", "properties": {"u": {"type": "strng"}}}}}]'
+    with pytest.raises(SchemaError) as err:
+        build_task(_request(tools=bad))
+    assert err.value.location == "tools[0].function.parameters.properties.u.type"
+    shown = render.schema_error_html(err.value)
+    assert "tools[0].function.parameters.properties.u.type" in shown and "strng" in shown
+
+
+def test_an_empty_message_is_refused():
+    with pytest.raises(TaskError, match="user message"):
+        build_task(_request(message="   "))
+
+
+def test_public_caps_are_enforced_on_the_server_side():
+    public = UIOptions.from_settings(Settings(public=True))
+    with pytest.raises(ConfigError, match="n: expected an integer from 1 to 4"):
+        _request(n=5).check(public)
+    _request(n=4).check(public)
+    with pytest.raises(ConfigError, match="max_new_tokens"):
+        _request(max_new_tokens=100_000).check(UIOptions())
+    with pytest.raises(ConfigError, match="mode"):
+        _request(mode="dream").check(UIOptions())
+    with pytest.raises(ConfigError, match="environment"):
+        _request(environment="casino").check(UIOptions())
+
+
+def test_config_follows_the_request_and_the_backend(scripted):
+    backend = scripted()
+    config = build_config(
+        _request(n=3, seed=7, max_new_tokens=64, max_steps=2), Settings(), backend, mode="none"
+    )
+    assert config.mode == "none" and config.n == 3 and config.max_steps == 2
+    assert config.sampling.seed == 7 and config.sampling.max_new_tokens == 64
+    assert config.constrained is False  # the scripted backend cannot constrain
+    assert config.require_first_call is False  # only the embedded model must call first
+
+
+def test_compare_modes_and_suite_sources(tmp_path):
+    assert compare_modes("sequential") == ("none", "sequential")
+    with pytest.raises(ConfigError):
+        compare_modes("none")
+    assert [t.name for t in suite_tasks("env", "bank", None, 3)] == [
+        "check-balance",
+        "deposit-cash",
+        "transfer-to-savings",
+    ]
+    bfcl = suite_tasks("upload", "bank", str(VENDORED_BFCL / "bfcl_simple.jsonl"), 2)
+    assert len(bfcl) == 2 and all(t.env is None and "calls" in t.check for t in bfcl)
+    with pytest.raises(TaskError, match="upload a JSONL"):
+        suite_tasks("upload", "bank", None, 3)
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"name": "a", "prompt": "p", "env": "bank"}\nnot json\n')
+    with pytest.raises(TaskError, match="broken.jsonl:2"):
+        suite_tasks("upload", "bank", str(broken), 5)
+
+
+# ---- events -> page ------------------------------------------------------------------------
+
+
+def test_rehearsals_render_as_nested_panels(scripted):
+    messages = render.rehearsal_messages(_view(_parallel_events(scripted)))
+    ids = {m["metadata"]["id"]: m for m in messages}
+    assert [m["metadata"]["title"] for m in messages if "parent_id" not in m["metadata"]] == [
+        "Rehearsal 1 · 1 imagined call, ended: answer",
+        "Rehearsal 2 · 1 imagined call, ended: answer",
+    ]
+    step = ids["r0s0"]
+    assert step["metadata"]["parent_id"] == "r0" and "get_account" in step["metadata"]["title"]
+    assert '"account_id": "ACC-1003"' in step["content"]
+    assert ids["r0s0reh"]["metadata"]["parent_id"] == "r0s0" and "Ben Okafor" in ids["r0s0reh"]["content"]
+    # Reasoning is nested under its step, escaped: no raw tag reaches the chatbot.
+    think = ids["r0s0think"]["content"]
+    assert ids["r0s0think"]["metadata"]["parent_id"] == "r0s0"
+    assert "<tool_call>" not in think and "&lt;tool_call&gt;" in think
+    assert ids["r1ans"]["content"].startswith("The balance")
+    assert all(m["metadata"]["status"] == "done" for m in messages)
+
+
+def test_committed_steps_show_action_rehearsed_and_real_with_badges(scripted):
+    events = _parallel_events(scripted)
+    view = _view(events)
+    page = render.steps_html(view)
+    assert page.count('class="ev-col ev-act"') == 1  # one call, then the answer turn
+    assert 'class="ev-col ev-rehearsed"' in page and 'class="ev-col ev-real"' in page
+    real_col = page.split('class="ev-col ev-real"')[1]
+    assert "310.25" in real_col  # the environment's answer
+    assert "300.0" in page.split('class="ev-col ev-rehearsed"')[1].split("ev-col ev-real")[0]
+    fid = events[-1].trajectory.steps[0].fidelity
+    assert f"fidelity {fid:.2f}" in page and "arguments valid" in page
+    assert "<tool_call>not a call" not in page and "&lt;tool_call&gt;not a call" in page  # reasoning escaped
+    outcome = render.outcome_html(view.trajectory)
+    assert "task succeeded" in outcome and "310.25" in outcome and "ended: answer" in outcome
+
+
+def test_memory_card_lists_each_attempt(scripted):
+    view = _view(_parallel_events(scripted))
+    card = render.memory_html(view.trajectory.memory)
+    assert card.count("<b>Attempt") == 2 and "get_account" in card and "Ben Okafor" in card
+
+
+def test_pickled_events_render_the_same_as_live_ones(scripted):
+    """On ZeroGPU events cross a process boundary: the view must not rely on shared objects."""
+    events = _parallel_events(scripted)
+    copied = [copy.deepcopy(e) for e in events[:-1]]  # stop short of EpisodeFinished
+    live = _view(events[:-1])
+    assert render.steps_html(_view(copied)) == render.steps_html(live)
+    assert render.rehearsal_messages(_view(copied)) == render.rehearsal_messages(live)
+
+
+def test_streaming_text_shows_in_a_pending_step():
+    view = render.LiveView()
+    view.apply(
+        EpisodeStarted(
+            Trajectory(mode="parallel", model={}, tools=[], prompt=PROMPT, environment="bank", n=2)
+        )
+    )
+    # The batched first turn of a parallel rehearsal streams row r under rehearsal r.
+    view.apply(Generating("actor", "rehearsal", 0, 1, "<tool_call>{partial"))
+    messages = render.rehearsal_messages(view)
+    pending = [m for m in messages if m["metadata"]["status"] == "pending"]
+    assert [m["metadata"]["id"] for m in pending] == ["r1", "r1live"]
+    assert render.progress_text(view).startswith("rehearsal 2 of 2")
+    view.apply(Generating("actor", "commit", None, 0, "<script>alert(1)</script>"))
+    page = render.steps_html(view)
+    assert "ev-pending" in page and "&lt;script&gt;" in page and "<script>" not in page
+
+
+def test_an_event_before_the_start_is_a_bug():
+    with pytest.raises(ValueError, match="before EpisodeStarted"):
+        render.LiveView().apply(Generating("actor", "commit", None, 0, "x"))
+
+
+def test_prompt_inspector_shows_the_rendered_prompts(scripted):
+    traj = _view(_parallel_events(scripted)).trajectory
+    choices = dict((key, label) for label, key in render.inspector_choices(traj))
+    assert "c:0" in choices and "r:1:0" in choices and "get_account" in choices["c:0"]
+    actor, rehearser = render.inspector_prompts(traj, "c:0")
+    assert actor == traj.steps[0].prompts["actor"] and PROMPT in actor
+    assert rehearser == traj.steps[0].prompts["rehearser"] and "Current tool to simulate:" in rehearser
+    _, none = render.inspector_prompts(traj, "c:1")  # the answer turn: nothing rehearsed
+    assert "no call" in none
+    assert render.inspector_prompts(traj, "c:99") == ("", "")
+
+
+def test_mode_none_and_no_environment_say_why_a_column_is_empty(scripted):
+    task = find_task("bank", "check-balance")
+    backend = scripted(actor=[BALANCE, ANSWER])
+    events = list(Episode(backend, task, EpisodeConfig(mode="none"), create("bank")).run())
+    assert "not rehearsed (mode none)" in render.steps_html(_view(events))
+    backend = scripted(actor=[BALANCE, ANSWER, BALANCE], rehearser=[result_text(PREDICTED)] * 2)
+    task = build_task(_request(environment=NO_ENVIRONMENT))
+    events = list(Episode(backend, task, EpisodeConfig(mode="parallel", n=1)).run())
+    # The committed call is rehearsed, but nothing real stands behind it.
+    assert events[-1].trajectory.ended == "no_environment"
+    assert "no environment: not executed" in render.steps_html(_view(events))
+
+
+def test_metrics_table_and_badges():
+    headers, rows = render.metrics_table(
+        {
+            "none": {"success": False, "real_errors": 2, "fidelity": None},
+            "parallel": {"success": True, "real_errors": 0, "fidelity": 0.9},
+        }
+    )
+    assert headers == ["metric", "none", "parallel"]
+    table = {r[0]: r[1:] for r in rows}
+    assert (
+        table["success"] == ["no", "yes"]
+        and table["real errors hit"] == [2, 0]
+        and table["mean fidelity"] == ["—", 0.9]
+    )
+    assert "ev-good" in render.fidelity_badge(0.85) and "ev-bad" in render.fidelity_badge(0.2)
+    assert "fidelity —" in render.fidelity_badge(None)
+
+
+def test_fence_cannot_be_closed_by_the_text_inside():
+    block = render.fence("a ``` b", "json")
+    assert block.startswith("````json\n") and block.endswith("\n````")
+
+
+# ---- runner, holder, session --------------------------------------------------------------------
+
+
+def _holder(backend) -> ModelHolder:
+    holder = ModelHolder(Settings(), loader=lambda settings: backend)
+    holder.start()
+    holder.wait(timeout=60)
+    return holder
+
+
+def test_runner_compare_and_suite_with_a_scripted_model(scripted):
+    backend = scripted(
+        actor=[BALANCE, ANSWER] + [BALANCE, ANSWER, BALANCE, ANSWER],
+        rehearser=[result_text(PREDICTED)] * 2,
+    )
+    runner.bind(_holder(backend))
+    task = find_task("bank", "check-balance")
+    configs = {"none": EpisodeConfig(mode="none"), "parallel": EpisodeConfig(mode="parallel", n=1)}
+    sides = [side for side, e in runner.compare_events(task, configs) if isinstance(e, EpisodeFinished)]
+    assert sides == ["none", "parallel"]
+
+    backend.actor += [BALANCE, ANSWER, BALANCE, ANSWER, BALANCE, ANSWER]
+    backend.rehearser += [result_text(PREDICTED)] * 2
+    rows = [r.to_dict() for r in runner.suite_rows([task], configs)]
+    assert [(r["task"], r["mode"], r["success"]) for r in rows] == [
+        ("check-balance", "none", True),
+        ("check-balance", "parallel", True),
+    ]
+    assert rows[0]["step_fidelities"] == [] and len(rows[1]["step_fidelities"]) == 1
+    assert render.suite_table(rows)[1][:3] == ["check-balance", "parallel", True]
+    figures = charts.suite_figures(rows)
+    assert list(figures[0].data[0].y) == [1.0, 1.0]  # success rate by mode
+    assert list(figures[1].data[0].y) == [0, 0]  # real errors by mode
+    assert len(figures[2].data) == 1 and figures[2].data[0].name == "parallel"
+    assert [t.name.split(" ")[0] for t in figures[3].data] == ["none", "parallel"]
+
+
+def test_a_set_cancel_switch_stops_the_suite_before_it_starts(scripted):
+    runner.bind(_holder(scripted()))
+    cancel = threading.Event()
+    cancel.set()
+    assert (
+        list(
+            runner.suite_rows(
+                [find_task("bank", "check-balance")], {"none": EpisodeConfig(mode="none")}, cancel
+            )
+        )
+        == []
+    )
+
+
+def test_stop_cancels_a_running_episode_promptly(scripted):
+    backend = scripted(actor=[BALANCE] * 10, rehearser=[result_text(PREDICTED)] * 10, delay=1.0)
+    runner.bind(_holder(backend))
+    session = Session()
+    cancel = session.begin()
+    stopped: list[float] = []
+
+    def stop() -> None:
+        stopped.append(time.monotonic())
+        session.stop()
+
+    ended = timer = None
+    for event in runner.episode_events(
+        find_task("bank", "check-balance"), EpisodeConfig(mode="parallel", n=2), cancel
+    ):
+        if isinstance(event, StepUpdated) and timer is None:
+            timer = threading.Timer(0.3, stop)  # Stop pressed while the rehearser's 1 s generation runs
+            timer.start()
+        if isinstance(event, EpisodeFinished):
+            ended = event.trajectory.ended
+            assert stopped and time.monotonic() - stopped[0] < 0.6  # before that generation would end
+    assert ended == "cancelled"
+
+
+def test_holder_reports_loading_then_a_failure_with_its_message():
+    gate = threading.Event()
+
+    def slow_failure(settings):
+        gate.wait(60)
+        raise ModelError("no weights for 'nowhere/model': set ENVACE_MODEL=embedded")
+
+    holder = ModelHolder(Settings(model="nowhere/model"), loader=slow_failure)
+    holder.start()
+    assert holder.status().state == "loading" and holder.status().model == "nowhere/model"
+    with pytest.raises(ModelError, match="still loading"):
+        holder.wait(timeout=0.05)
+    gate.set()
+    with pytest.raises(ModelError, match="ENVACE_MODEL=embedded"):
+        holder.wait(timeout=60)
+    st = holder.status()
+    assert st.state == "failed" and "ENVACE_MODEL" in st.error
+    assert "failed to load" in render.model_status_html(st.state, st.model, st.seconds, st.error, st.info)
+
+
+def test_holder_switches_models(scripted):
+    first, second = scripted(), scripted()
+    holder = ModelHolder(Settings(), loader=lambda s: first if s.model is None else second)
+    holder.start()
+    assert holder.wait(60) is first
+    holder.start(Settings(model="other"))
+    assert holder.wait(60) is second and holder.status().state == "ready"
+    assert holder.status().info["model_id"] == "scripted"
+
+
+def test_session_downloads_are_its_own_and_removed_on_close():
+    a, b = Session(), Session()
+    path_a = Path(a.save_json("trajectory.json", {"mode": "none"}))
+    path_b = Path(b.save_json("trajectory.json", {"mode": "parallel"}))
+    assert path_a != path_b and json.loads(path_a.read_text()) == {"mode": "none"}
+    a.close()
+    assert not path_a.exists() and path_b.exists() and a.cancel.is_set() and not b.cancel.is_set()
+    b.close()
+
+
+def test_schema_status_lists_the_tools():
+    from envace_demo.schemas import load_tools
+
+    ok = render.schema_ok_html(load_tools(example_tools("files")))
+    assert ok.startswith('<div class="ev-schema ev-schema-ok">') and "read_file" in html.unescape(ok)
