@@ -2,13 +2,15 @@
 
 Loads the page, pastes a schema, runs (parallel, N=1, one actor turn), sees the three
 columns filled, then pastes an invalid schema and sees the located error beside the
-editor, with the user's message untouched. Screenshots go to tests/artifacts/.
+editor, with the user's message untouched; then Stop halts a run mid-generation.
+Screenshots go to tests/artifacts/.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -117,3 +119,17 @@ def test_run_fills_the_three_columns_then_an_invalid_schema_shows_its_location(p
     assert message.input_value() == PROMPT
     assert '"strng"' in page.locator("#schema-editor .cm-content").inner_text()
     page.screenshot(path=str(ARTIFACTS / "browser-invalid-schema.png"), full_page=True)
+
+
+def test_stop_cancels_a_running_episode_promptly(page):
+    page.wait_for_selector("#model-banner .ev-status-ok", timeout=300_000)
+    page.get_by_role("radio", name="files").check()  # a fresh example: schema, environment, message
+    page.locator("#schema-status .ev-schema-ok").wait_for(timeout=30_000)
+    page.click("#run-button")
+    page.locator("#rehearsals").get_by_text("is writing").first.wait_for(timeout=600_000)
+    page.click("#stop-button")
+    started = time.monotonic()
+    page.locator("#outcome .ev-outcome").wait_for(timeout=60_000)
+    assert time.monotonic() - started < 10  # a generation under way is halted, not waited for
+    assert "ended: cancelled" in page.locator("#outcome").inner_text()
+    assert "cancelled" in page.locator("#run-status").inner_text()

@@ -84,25 +84,26 @@ def tiny_tokenizer():
 
 
 def teach_format(model, tokenizer, backend) -> None:
-    """A few SFT steps: calls pick "a" or "b" evenly, results echo the choice."""
+    """A few SFT steps on one prompt: calls pick "a" or "b" evenly, results echo the choice."""
+    t = TRAIN[0]
     examples = []
-    for t in TRAIN + HELDOUT:
-        prompt = actor_prompt(backend, Conversation(t.prompt), t.tools)
-        for letter in "ab":
-            call = ToolCall("pick", {"choice": letter})
-            text = f'<tool_call>\n{{"name": "pick", "arguments": {{"choice": "{letter}"}}}}\n</tool_call>'
-            examples.append((prompt, text))
-            messages = rehearser_messages(t.tools, [], Conversation(t.prompt), text, call, t.tools[0])
-            examples.append((rehearser_prompt(backend, messages), f'<execution_result>\n{{"picked": "{letter}"}}\n</execution_result>'))
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    prompt = actor_prompt(backend, Conversation(t.prompt), t.tools)
+    for letter in "ab":
+        call = ToolCall("pick", {"choice": letter})
+        text = f'<tool_call>\n{{"name": "pick", "arguments": {{"choice": "{letter}"}}}}\n</tool_call>'
+        examples.append((prompt, text))
+        messages = rehearser_messages(t.tools, [], Conversation(t.prompt), text, call, t.tools[0])
+        examples.append((rehearser_prompt(backend, messages), f'<execution_result>\n{{"picked": "{letter}"}}\n</execution_result>'))
+    encoded = []
+    for prompt, completion in examples:
+        p = tokenizer(prompt, add_special_tokens=False).input_ids
+        c = tokenizer(completion, add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
+        encoded.append((torch.tensor([p + c]), torch.tensor([[-100] * len(p) + c])))  # loss on the completion
+    optimizer = torch.optim.Adam(model.parameters(), lr=2e-2)
     model.train()
-    for _ in range(30):
-        for prompt, completion in examples:
-            p = tokenizer(prompt, add_special_tokens=False).input_ids
-            c = tokenizer(completion, add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
-            logits = model(torch.tensor([p + c])).logits[0, len(p) - 1 : -1]
-            loss = torch.nn.functional.cross_entropy(logits, torch.tensor(c))
-            loss.backward()
+    for _ in range(25):
+        for ids, labels in encoded:
+            model(input_ids=ids, labels=labels).loss.backward()
         optimizer.step()
         optimizer.zero_grad()
     model.eval()
@@ -277,3 +278,42 @@ def test_cli_refuses_a_task_file_without_heldout_tasks(tmp_path):
     assert loaded[0].tools[0].name == "pick"
     with pytest.raises(TaskError, match="no held-out tasks"):
         split(loaded)
+
+
+# ---- the policy backend: prefix reuse and exact token ids ------------------------------
+
+
+def test_policy_backend_reuses_prefixes_without_changing_outputs(tiny_backend):
+    from envace_demo.models.base import Sampling
+    from envace_demo.train.policy import PolicyBackend
+
+    policy = PolicyBackend(tiny_backend.model, tiny_backend.tokenizer, model_id="tiny", constrained=False)
+    prompts = [actor_prompt(tiny_backend, Conversation(f"pick {x}"), TOOLS) for x in ("a", "b", "a")]
+    greedy = Sampling(temperature=0, max_new_tokens=12)
+    sampled = Sampling(temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=12, seed=3)
+    for prompt in prompts:
+        for sampling, n in ((greedy, 1), (sampled, 3)):
+            plain = tiny_backend.generate(prompt, sampling, n=n)
+            mine = policy.generate(prompt, sampling, n=n)
+            assert [g.text for g in mine] == [g.text for g in plain]
+    assert len(policy._prefixes) == 1  # one shared prompt family, kept as one entry
+    policy.forget()
+    assert policy._prefixes == []
+
+
+def test_policy_backend_reports_the_sampled_token_ids(tiny_backend):
+    from envace_demo.models.base import Sampling
+    from envace_demo.train.policy import PolicyBackend
+
+    policy = PolicyBackend(tiny_backend.model, tiny_backend.tokenizer, model_id="tiny", constrained=True)
+    prompt = actor_prompt(tiny_backend, Conversation("pick a"), TOOLS)
+    gens = policy.generate(prompt, Sampling(temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=40, seed=1), n=3)
+    assert len(policy.last_token_ids) == 3
+    for gen, ids in zip(gens, policy.last_token_ids):
+        assert len(ids) == gen.new_tokens
+        if gen.finish_reason == "stop":
+            assert ids[-1] in policy.stop_ids
+            ids = ids[:-1]
+        assert tiny_backend.tokenizer.decode(ids) == gen.text
+    greedy = policy.generate(prompt, Sampling(temperature=0, max_new_tokens=40), n=2)
+    assert len(greedy) == 2 and policy.last_token_ids[0] == policy.last_token_ids[1]

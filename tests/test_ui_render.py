@@ -355,14 +355,24 @@ def test_holder_reports_loading_then_a_failure_with_its_message():
     assert "failed to load" in render.model_status_html(st.state, st.model, st.seconds, st.error, st.info)
 
 
-def test_holder_switches_models(scripted):
+def test_holder_switches_models_and_a_failed_switch_says_what_was_released(scripted):
     first, second = scripted(), scripted()
-    holder = ModelHolder(Settings(), loader=lambda s: first if s.model is None else second)
+
+    def loader(settings):
+        if settings.model == "/nowhere":
+            raise OSError("no such folder")
+        return first if settings.model is None else second
+
+    holder = ModelHolder(Settings(), loader=loader)
     holder.start()
     assert holder.wait(60) is first
     holder.start(Settings(model="other"))
     assert holder.wait(60) is second and holder.status().state == "ready"
     assert holder.status().info["model_id"] == "scripted"
+    holder.start(Settings(model="/nowhere"))
+    with pytest.raises(ModelError, match="could not load /nowhere: OSError: no such folder"):
+        holder.wait(60)
+    assert "the previous model, scripted, was released" in holder.status().error
 
 
 def test_session_downloads_are_its_own_and_removed_on_close():

@@ -6,10 +6,10 @@ environment (method doc §4). Every generation becomes one ``Row`` tagged with i
 group and role, holding the exact prompt the engine rendered and the completion,
 so training sees the demo's prompts byte for byte.
 
-Token ids: the backend reports text, not ids, so the completion is re-tokenized;
-the end-of-turn token is appended when the generation stopped on it (the recorder
-below sees each ``Generation``'s ``finish_reason``), so the policy also learns
-where to stop. If a backend's ``Generation`` carries ``token_ids``, those are used.
+Token ids: the policy backend (``policy.PolicyBackend``) reports the ids each row
+sampled, stop token included, and those are trained. With a backend that reports
+text only, the completion is re-tokenized and the end-of-turn token appended when
+the generation stopped on it, so the policy still learns where to stop.
 """
 
 from __future__ import annotations
@@ -59,12 +59,13 @@ class Group:
 
 
 class _Recorder(Backend):
-    """Passes every call to ``inner`` and keeps each ``Generation`` by (prompt, text)."""
+    """Passes every call to ``inner`` and keeps each ``Generation`` by (prompt, text),
+    with its token ids when ``inner`` reports them (``PolicyBackend.last_token_ids``)."""
 
     def __init__(self, inner: Backend):
         self.inner = inner
         self.supports_constraints = inner.supports_constraints
-        self.seen: dict[tuple[str, str], Generation] = {}
+        self.seen: dict[tuple[str, str], tuple[Generation, list[int] | None]] = {}
 
     @property
     def info(self):
@@ -78,8 +79,9 @@ class _Recorder(Backend):
 
     def generate(self, prompt, sampling, n=1, constraint=None, on_token=None, cancel=None):
         gens = self.inner.generate(prompt, sampling, n=n, constraint=constraint, on_token=on_token, cancel=cancel)
-        for gen in gens:
-            self.seen[(prompt, gen.text)] = gen
+        ids = getattr(self.inner, "last_token_ids", None) or [None] * len(gens)
+        for gen, row_ids in zip(gens, ids):
+            self.seen[(prompt, gen.text)] = (gen, row_ids)
         return gens
 
 
@@ -142,9 +144,8 @@ def _row(
 ) -> Row:
     if prompt not in prompt_ids:
         prompt_ids[prompt] = tokenize(prompt)
-    gen = recorder.seen.get((prompt, text))
-    ids = getattr(gen, "token_ids", None)
-    if ids is None:
+    gen, ids = recorder.seen.get((prompt, text), (None, None))
+    if ids is None:  # a backend that reports text only: re-tokenize, close the turn if it did
         ids = tokenize(text)
         if gen is not None and gen.finish_reason == "stop" and stop_id is not None:
             ids = ids + [stop_id]

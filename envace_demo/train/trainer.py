@@ -115,7 +115,7 @@ class Trainer:
         from accelerate import Accelerator
         from peft import LoraConfig, get_peft_model
 
-        from envace_demo.models.transformers_backend import TransformersBackend
+        from envace_demo.train.policy import PolicyBackend
 
         cfg = self.config
         base = self.backend.model  # type: ignore[attr-defined]
@@ -139,7 +139,7 @@ class Trainer:
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=0.0)
         tokenizer = self.backend.tokenizer  # type: ignore[attr-defined]
-        self.policy = TransformersBackend(
+        self.policy = PolicyBackend(
             self.model,
             tokenizer,
             model_id=f"{self.backend.info.model_id} + LoRA (training)",
@@ -296,6 +296,7 @@ class Trainer:
             else:
                 norm = float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads])))
             self.optimizer.step()
+            self.policy.forget()  # cached prompt prefixes belong to the old weights
         return {"stats": stats, "grad_norm": norm}
 
     def _reference(self, prompts: list[list[int]], completions: list[list[int]]) -> list:

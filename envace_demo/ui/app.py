@@ -43,7 +43,7 @@ def build_app(
         html = render.model_status_html(st.state, st.model, st.seconds, st.error, st.info)
         return html, model_info(ctx), gr.Timer(active=st.state == "loading")
 
-    with gr.Blocks(title=TITLE) as demo:
+    with gr.Blocks(title=TITLE, analytics_enabled=False) as demo:
         # One Session per visitor, made on page load (a callable value would add a public endpoint).
         state = gr.State(None, delete_callback=_close)
         gr.Markdown(HEADER, elem_classes="ev-header")

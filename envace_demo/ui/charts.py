@@ -32,7 +32,16 @@ def success_rate(rows: list[dict]) -> go.Figure:
         rate = sum(1 for r in judged if r["success"]) / len(judged) if judged else 0.0
         rates.append(rate)
         labels.append(f"{rate:.0%} of {len(judged)}")
-    fig = go.Figure(go.Bar(x=modes, y=rates, text=labels, textposition="outside", marker_color=[_color(m) for m in modes]))
+    fig = go.Figure(
+        go.Bar(
+            x=modes,
+            y=rates,
+            text=labels,
+            textposition="outside",
+            cliponaxis=False,
+            marker_color=[_color(m) for m in modes],
+        )
+    )
     fig.update_layout(title="Success rate by mode", yaxis=dict(range=[0, 1.15], tickformat=".0%"), **_LAYOUT)
     return fig
 
@@ -42,7 +51,16 @@ def real_errors(rows: list[dict]) -> go.Figure:
     groups = _by_mode(rows)
     modes = list(groups)
     totals = [sum(r["real_errors"] for r in groups[m]) for m in modes]
-    fig = go.Figure(go.Bar(x=modes, y=totals, text=totals, textposition="outside", marker_color=[_color(m) for m in modes]))
+    fig = go.Figure(
+        go.Bar(
+            x=modes,
+            y=totals,
+            text=totals,
+            textposition="outside",
+            cliponaxis=False,
+            marker_color=[_color(m) for m in modes],
+        )
+    )
     fig.update_layout(title="Real errors hit by mode", **_LAYOUT)
     return fig
 

@@ -102,6 +102,7 @@ def build_compare(ctx: AppContext, state: gr.State) -> None:
     with gr.Row():
         plot_fidelity, plot_latency = gr.Plot(label="fidelity distribution"), gr.Plot(label="latency")
     suite_file = gr.DownloadButton("Download the suite rows (JSON)", interactive=False)
+    plots = (plot_success, plot_errors, plot_fidelity, plot_latency)
 
     def run_compare(
         session: Session | None, env_name: str, task_name: str, mode_name: str, n_value: float, *values: Any
@@ -217,6 +218,12 @@ def build_compare(ctx: AppContext, state: gr.State) -> None:
         session.suite = []
         total = len(tasks) * len(modes)
         progress((0, total), desc="running the suite", unit="episodes")
+        yield {
+            suite_status: render.status_html(f"0 of {total} episodes done", "busy"),
+            suite_df: gr.Dataframe(value=[], headers=SUITE_COLUMNS),
+            suite_file: gr.DownloadButton(value=None, interactive=False),
+            **{plot: None for plot in plots},
+        }
         for row in runner.suite_rows(tasks, configs, cancel):
             session.suite.append(row.to_dict())
             done = len(session.suite)
@@ -224,18 +231,14 @@ def build_compare(ctx: AppContext, state: gr.State) -> None:
             yield {
                 suite_status: render.status_html(f"{done} of {total} episodes done", "busy"),
                 suite_df: gr.Dataframe(value=suite_table(session.suite), headers=SUITE_COLUMNS),
+                **dict(zip(plots, charts.suite_figures(session.suite))),  # the charts grow as rows come
             }
-        figures = charts.suite_figures(session.suite) if session.suite else (None,) * 4
         finished = len(session.suite) == total
         yield {
             suite_status: render.status_html(
                 f"{len(session.suite)} of {total} episodes" + ("" if finished else " (stopped)"),
                 "ok" if finished else "error",
             ),
-            plot_success: figures[0],
-            plot_errors: figures[1],
-            plot_fidelity: figures[2],
-            plot_latency: figures[3],
             suite_file: gr.DownloadButton(
                 value=session.save_json("suite.json", {"rows": session.suite}) if session.suite else None,
                 interactive=bool(session.suite),

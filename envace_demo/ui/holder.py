@@ -50,6 +50,7 @@ class ModelHolder:
         self._started = 0.0
         self._took = 0.0
         self._thread: threading.Thread | None = None
+        self._released: str | None = None  # the model a switch let go of, named in a failure
 
     def start(self, settings: Settings | None = None) -> None:
         """Begin loading (again, with ``settings`` to switch models). Returns at once."""
@@ -58,7 +59,10 @@ class ModelHolder:
                 raise ModelError("a model is already loading; wait for it to finish")
             if settings is not None:
                 self.settings = settings
-            self._backend, self._error = None, None  # running episodes keep their own reference
+            # Released before loading the next one: two large models may not fit together.
+            # Running episodes keep their own reference until they end.
+            self._released = self._backend.info.model_id if self._backend is not None else None
+            self._backend, self._error = None, None
             self._ready.clear()
             self._started = time.monotonic()
             self._thread = threading.Thread(target=self._load, name="envace-model-load", daemon=True)
@@ -77,6 +81,8 @@ class ModelHolder:
             )
         else:
             self._backend = backend
+        if self._error and self._released:
+            self._error += f" (the previous model, {self._released}, was released: load it again to go on)"
         self._took = time.monotonic() - self._started
         if self._backend is not None:
             log.info("model ready: %s in %.1f s", self._backend.info.model_id, self._took)

@@ -125,10 +125,20 @@ def build_playground(ctx: AppContext, state: gr.State) -> Playground:
         pick = gr.Dropdown([], label="step", elem_id="inspector-step")
         with gr.Row():
             actor_prompt = gr.Code(
-                label="actor prompt", language=None, lines=12, max_lines=30, interactive=False
+                label="actor prompt",
+                language=None,
+                lines=12,
+                max_lines=30,
+                interactive=False,
+                wrap_lines=True,
             )
             rehearser_prompt = gr.Code(
-                label="rehearser prompt", language=None, lines=12, max_lines=30, interactive=False
+                label="rehearser prompt",
+                language=None,
+                lines=12,
+                max_lines=30,
+                interactive=False,
+                wrap_lines=True,
             )
 
     outputs = [status, schema_box, rehearsals, memory, steps, outcome, download, pick]
@@ -143,7 +153,9 @@ def build_playground(ctx: AppContext, state: gr.State) -> Playground:
         except SchemaError as err:  # located, beside the editor; nothing the user typed changes
             yield {
                 schema_box: render.schema_error_html(err),
-                status: render.status_html("fix the schema first: its error is shown beside the editor", "error"),
+                status: render.status_html(
+                    "fix the schema first: its error is shown beside the editor", "error"
+                ),
             }
             return
         except EnvaceError as err:

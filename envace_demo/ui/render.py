@@ -224,7 +224,9 @@ def rehearsal_messages(view: LiveView) -> list[dict]:
         rid = f"r{k}"
         done = bool(r.ended)
         calls = sum(1 for s in r.steps if s.call)
-        summary = f"{calls} imagined call{'' if calls == 1 else 's'}" + (f", ended: {r.ended}" if done else "")
+        summary = f"{calls} imagined call{'' if calls == 1 else 's'}" + (
+            f", ended: {r.ended}" if done else ""
+        )
         # The summary sits in the title: a finished panel shows collapsed.
         title = f"Rehearsal {k + 1} · {summary}"
         out.append(_msg("" if done else "rehearsing…", title, rid, pending=not done))
