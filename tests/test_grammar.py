@@ -196,7 +196,7 @@ def test_rehearser_grammar_accepts_bounded_results(grammars, value):
         {},  # empty
         {"a": {"b": {"c": {"d": 1}}}},  # too deep
         {str(i): i for i in range(7)},  # too many keys
-        {"text": "x" * 81},  # string past the cap
+        {"text": "x" * 61},  # string past the cap
         {"list": list(range(9))},  # array past the cap
         [[1, 2]],  # arrays of arrays
     ],
@@ -256,7 +256,7 @@ def test_embedded_rehearser_results_parse(embedded_backend):
         ]
     )
     free, declared = (
-        embedded_backend.generate(prompt, Sampling(max_new_tokens=160, seed=0), n=2, constraint=c)
+        embedded_backend.generate(prompt, Sampling(max_new_tokens=200, seed=0), n=2, constraint=c)
         for c in (REHEARSER, REHEARSER_WEATHER)
     )
     for gen in free + declared:

@@ -37,7 +37,7 @@ MAX_THINK_CHARS = 300
 MAX_CALLS = 8  # per actor turn (default)
 MAX_STRING = 200  # free strings in arguments
 MAX_ITEMS = 16  # free arrays in arguments
-MAX_RESULT_STRING = 80  # free strings in a rehearsed result
+MAX_RESULT_STRING = 60  # free strings in a rehearsed result: small models loop inside strings
 MAX_RESULT_ITEMS = 8
 MAX_RESULT_KEYS = 6
 MAX_KEY = 40  # property names of free objects
@@ -118,7 +118,7 @@ def generic_result_schema() -> dict:
 
 def error_result_schema() -> dict:
     """The rehearsal contract's error object (method doc §3)."""
-    text = {"type": "string", "maxLength": MAX_STRING}
+    short = {"type": "string", "maxLength": MAX_RESULT_STRING}
     return {
         "type": "object",
         "properties": {
@@ -126,10 +126,10 @@ def error_result_schema() -> dict:
                 "type": "object",
                 "properties": {
                     "code": {"enum": list(ERROR_CODES)},
-                    "message": text,
+                    "message": {"type": "string", "maxLength": 2 * MAX_RESULT_STRING},
                     "details": {
                         "type": "object",
-                        "properties": {"errors": {"type": "array", "items": text, "maxItems": MAX_RESULT_ITEMS}},
+                        "properties": {"errors": {"type": "array", "items": short, "maxItems": 4}},
                         "required": ["errors"],
                     },
                 },
