@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test test-all clean
+.PHONY: setup demo app test clean
 
 $(BIN)/.installed: requirements.txt requirements-nodeps.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -17,6 +17,10 @@ setup: $(BIN)/.installed
 # The main job: an episode with rehearsal on the bank example, embedded model, CPU.
 demo: setup
 	$(BIN)/python -m envace_demo run --env bank --mode parallel --n 2
+
+# The web app on http://127.0.0.1:7860 (the embedded model on CPU, offline).
+app: setup
+	$(BIN)/python app.py
 
 test: setup
 	$(BIN)/python -m pytest -q

@@ -158,6 +158,22 @@ def _kind(value: Any) -> str:
 # Actor output
 
 
+_DECODER = json.JSONDecoder()
+_SPACE = " \t\r\n"
+
+
+def _json_end(text: str, pos: int) -> int | None:
+    """Where a JSON object or array starting at ``pos`` (after blanks) ends, or None."""
+    while pos < len(text) and text[pos] in _SPACE:
+        pos += 1
+    if pos >= len(text) or text[pos] not in "{[":
+        return None
+    try:
+        return _DECODER.raw_decode(text, pos)[1]
+    except (ValueError, RecursionError):
+        return None
+
+
 def _split_calls(rest: str) -> tuple[str, list[str]]:
     """The visible text and the raw contents of the ``<tool_call>`` blocks in ``rest``.
 
@@ -175,6 +191,17 @@ def _split_calls(rest: str) -> tuple[str, list[str]]:
             break
         visible.append(rest[pos:start])
         body = start + len(CALL_OPEN)
+        end = _json_end(rest, body)
+        if end is not None:
+            # A well-formed JSON body ends the block even when one of its strings
+            # contains "</tool_call>".
+            after = end
+            while after < len(rest) and rest[after] in _SPACE:
+                after += 1
+            if rest.startswith(CALL_CLOSE, after):
+                blocks.append(rest[body:after])
+                pos = after + len(CALL_CLOSE)
+                continue
         if close != -1 and close < body:  # search again only when we passed it
             close = rest.find(CALL_CLOSE, body)
         reopen = rest.find(CALL_OPEN, body)

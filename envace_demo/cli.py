@@ -114,22 +114,9 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 
 def load_model(settings: Settings):
-    if settings.backend == "openai":
-        from envace_demo.models.openai_backend import OpenAIBackend
+    from envace_demo.models.loader import load_configured  # heavy: torch, transformers
 
-        return OpenAIBackend(
-            settings.base_url, settings.model, api_key=settings.api_key, extras=settings.openai_extras
-        )
-    from envace_demo.models.loader import load_backend  # heavy: torch, transformers
-
-    return load_backend(
-        settings.model,
-        quantization=settings.quantization,
-        dtype=settings.dtype,
-        device=settings.device,
-        constrained=settings.constrained,
-        cache_dir=settings.cache_dir,
-    )
+    return load_configured(settings)
 
 
 def episode_config(args: argparse.Namespace, settings: Settings, backend: Any) -> EpisodeConfig:

@@ -73,6 +73,16 @@ class Settings:
         default=(),
         metadata={"env": "ENVACE_MCP", "help": "MCP servers (command lines or http(s) URLs), separated by ';'"},
     )
+    concurrency: int = field(
+        default=1, metadata={"env": "ENVACE_CONCURRENCY", "help": "app: model jobs running at once (run, compare, suite)"}
+    )
+    queue_size: int = field(
+        default=16, metadata={"env": "ENVACE_QUEUE_SIZE", "help": "app: waiting requests before new ones are refused"}
+    )
+    threads: int | None = field(
+        default=None,
+        metadata={"env": "ENVACE_THREADS", "help": "CPU threads for torch; default: torch's own choice"},
+    )
     mcp_timeout: float = field(
         default=30.0, metadata={"env": "ENVACE_MCP_TIMEOUT", "help": "seconds an MCP server has to answer one request"}
     )

@@ -375,3 +375,11 @@ def test_parse_execution_result_errors(text, fragment):
     value, problem = parse_execution_result(text)
     assert value is None
     assert fragment in problem
+
+
+def test_closing_tag_inside_a_string_argument_does_not_split_the_block():
+    text = '<tool_call>\n{"name": "write_file", "arguments": {"content": "a </tool_call> b"}}\n</tool_call> done'
+    action = parse_action(text)
+    assert action.error is None, action.error_message
+    assert action.calls[0].arguments == {"content": "a </tool_call> b"}
+    assert action.content == "done"

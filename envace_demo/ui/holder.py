@@ -23,9 +23,9 @@ log = logging.getLogger(__name__)
 
 
 def _default_loader(settings: Settings) -> Backend:
-    from envace_demo.cli import load_model  # heavy: torch, transformers
+    from envace_demo.models.loader import load_configured  # heavy: torch, transformers
 
-    return load_model(settings)
+    return load_configured(settings)
 
 
 @dataclass(frozen=True)

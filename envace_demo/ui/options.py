@@ -27,8 +27,8 @@ class UIOptions:
     def from_settings(cls, settings: Settings) -> "UIOptions":
         if settings.public:
             return cls(
-                concurrency=1,
-                queue_size=16,
+                concurrency=settings.concurrency,
+                queue_size=settings.queue_size,
                 max_n=4,
                 max_new_tokens=settings.max_new_tokens,
                 max_steps=settings.max_steps,
@@ -36,6 +36,8 @@ class UIOptions:
                 allow_model_switch=False,
             )
         return cls(
+            concurrency=settings.concurrency,
+            queue_size=settings.queue_size,
             max_new_tokens=max(2048, settings.max_new_tokens),
             max_steps=max(12, settings.max_steps),
         )
