@@ -43,6 +43,8 @@ from envace_demo.tasks import Task, evaluate
 
 MODES = ("none", "parallel", "sequential", "imagine")
 _STREAM_INTERVAL_S = 0.1
+# A backend that ignores its cancel switch is abandoned this long after being told to stop.
+_HALT_GRACE_S = 5.0
 
 # Executes one committed call for real: (tool, arguments) -> JSON response.
 Executor = Callable[[Tool, dict], Any]
@@ -55,6 +57,8 @@ class EpisodeConfig:
     sampling: Sampling = field(default_factory=Sampling)
     max_steps: int = 6
     episode_seconds: float = 600.0
+    # One real call's limit. Above the MCP per-request timeout (30 s), whose own error is clearer.
+    tool_seconds: float = 60.0
     constrained: bool = True
     # The first actor turn must call a tool: small models otherwise answer in prose.
     require_first_call: bool = False
@@ -64,6 +68,8 @@ class EpisodeConfig:
             raise ConfigError(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
         if self.mode in ("parallel", "sequential", "imagine") and not 1 <= self.n <= 64:
             raise ConfigError(f"n must be between 1 and 64, not {self.n}")
+        if not self.tool_seconds > 0:
+            raise ConfigError(f"tool_seconds must be positive, not {self.tool_seconds}")
 
 
 class _Stop(Exception):
@@ -228,6 +234,7 @@ class Episode:
                 if commit and self.executor is not None:
                     self._execute(step, tool)
                     yield StepUpdated(where, rindex, step, "executed")
+                    self._check_limits()  # Stop or the time limit during the call
                     real_results.append((call, step.real))
                     turn.results.append((call, step.real))
                     if step.error:
@@ -304,14 +311,42 @@ class Episode:
         if tool is None:
             step.real = {"error": {"code": "TOOL_NOT_AVAILABLE", "message": f"no tool named {step.call.name!r}"}}
         else:
-            try:
-                step.real = self.executor(tool, step.call.arguments)
-            except Exception as err:  # a failing backend must not take the app down
-                step.real = {"error": {"code": "ENVIRONMENT_FAILURE", "message": str(err) or type(err).__name__}}
-                step.error = f"the environment failed: {step.real['error']['message']}"
+            step.real, step.error = self._call_tool(tool, step.call.arguments)
         step.execute_seconds = round(time.monotonic() - started, 3)
         if step.rehearsed is not None and not _rehearsal_failed(step.rehearsed):
             step.fidelity = fidelity(step.rehearsed, step.real)
+
+    def _call_tool(self, tool: Tool, arguments: dict) -> tuple[Any, str | None]:
+        """(real response, step error). The call runs on a worker thread so that a tool that
+        hangs costs at most ``tool_seconds`` (or what is left of the episode), and Stop works
+        meanwhile. A call given up on may still finish later on its thread."""
+        assert self.executor is not None
+        box: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                box["result"] = self.executor(tool, arguments)  # type: ignore[misc]
+            except Exception as err:  # a failing backend must not take the app down
+                box["error"] = err
+
+        worker = threading.Thread(target=work, name="envace-execute", daemon=True)
+        worker.start()
+        limit = time.monotonic() + self.config.tool_seconds
+        while worker.is_alive():
+            worker.join(_STREAM_INTERVAL_S)
+            if worker.is_alive() and (self.cancel.is_set() or time.monotonic() > min(limit, self._deadline)):
+                break
+        if "result" in box:
+            return box["result"], None
+        if "error" in box:
+            message = str(box["error"]) or type(box["error"]).__name__
+            return _failure("ENVIRONMENT_FAILURE", message), f"the environment failed: {message}"
+        if self.cancel.is_set():
+            return _failure("CANCELLED", "stopped while the tool was running"), "stopped during the real call"
+        if time.monotonic() > self._deadline:
+            return _failure("TIME_LIMIT", "the episode's time ran out during the call"), "time limit during the real call"
+        message = f"no response within {self.config.tool_seconds:g} s"
+        return _failure("TOOL_TIMEOUT", message), f"the environment did not answer: {message}"
 
     # ---- generation with streaming, cancellation and the wall-clock limit ----------------------
 
@@ -346,10 +381,14 @@ class Episode:
         worker = threading.Thread(target=work, name="envace-generate", daemon=True)
         worker.start()
         latest: dict[int, str] = {}
+        halted_at: float | None = None
         while worker.is_alive():
             worker.join(_STREAM_INTERVAL_S)
             if self.cancel.is_set() or time.monotonic() > self._deadline:
                 self._halt.set()
+                halted_at = halted_at or time.monotonic()
+                if time.monotonic() - halted_at > _HALT_GRACE_S:
+                    break  # the backend ignores its switch: give up on it, keep what was shown
             while not updates.empty():
                 row, text = updates.get_nowait()
                 latest[row] = text
@@ -360,6 +399,8 @@ class Episode:
             err = box["error"]
             raise _Stop(f"model_error: {err}") from err
         self._check_limits()
+        if "result" not in box:  # abandoned above
+            raise _Stop("cancelled" if self.cancel.is_set() else "time_limit")
         gens: list[Generation] = box["result"]
         if any(g.finish_reason == "cancelled" for g in gens):
             raise _Stop("cancelled" if self.cancel.is_set() else "time_limit")
@@ -370,6 +411,10 @@ class Episode:
             raise _Stop("cancelled")
         if time.monotonic() > self._deadline:
             raise _Stop("time_limit")
+
+
+def _failure(code: str, message: str) -> dict:
+    return {"error": {"code": code, "message": message}}
 
 
 def _rehearsal_failed(value: Any) -> bool:

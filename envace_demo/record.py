@@ -7,8 +7,12 @@ is the documented export format (see README, "Trajectory record").
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field, fields
+from functools import lru_cache
 from typing import Any
+
+from envace_demo.errors import EnvaceError
 
 JSON = Any  # a value that json.dumps accepts
 
@@ -230,3 +234,127 @@ class Trajectory:
 
 def _is_error(result: Any) -> bool:
     return isinstance(result, dict) and ("error" in result or "error_tool_call" in result)
+
+
+# ---- loading a record that came from outside (a file, an upload) --------------------------
+
+
+class TrajectoryError(EnvaceError):
+    """A trajectory record is not one: the message names the location and the problem."""
+
+
+MAX_RECORD_BYTES = 64_000_000
+
+_STR, _INT, _NUM, _BOOL = {"type": "string"}, {"type": "integer"}, {"type": "number"}, {"type": "boolean"}
+
+
+def _opt(schema: dict) -> dict:
+    return {"anyOf": [{"type": "null"}, schema]}
+
+
+def _record_schema() -> dict:
+    """What ``from_dict`` relies on: every field it reads, typed; other keys pass."""
+    call = {"type": "object", "required": ["name"], "properties": {"name": _STR, "arguments": _opt({"type": "object"})}}
+    action = {
+        "type": "object",
+        "properties": {
+            "text": _STR,
+            "thinking": _STR,
+            "content": _STR,
+            "calls": {"type": "array", "items": call},
+            "error": _opt(_STR),
+            "error_message": _opt(_STR),
+        },
+    }
+    counts = {k: _INT for k in ("index", "call_index", "act_tokens", "rehearse_tokens", "prompt_tokens")}
+    timings = {k: _NUM for k in ("act_seconds", "rehearse_seconds", "execute_seconds")}
+    step = {
+        "type": "object",
+        "required": ["index", "action"],
+        "properties": {
+            **counts,
+            **timings,
+            "action": action,
+            "call": _opt(call),
+            "valid": _opt(_BOOL),
+            "validation_errors": {"type": "array", "items": _STR},
+            "rehearsal_text": _opt(_STR),
+            "fidelity": _opt(_NUM),
+            "error": _opt(_STR),
+            "prompts": {"type": "object", "additionalProperties": _STR},
+        },
+    }
+    steps = {"type": "array", "items": step}
+    rehearsal = {
+        "type": "object",
+        "required": ["index"],
+        "properties": {"index": _INT, "steps": steps, "final_answer": _opt(_STR), "ended": _STR},
+    }
+    return {
+        "type": "object",
+        "required": ["mode", "model", "tools", "prompt"],
+        "properties": {
+            "version": {"const": 1},
+            "mode": _STR,
+            "model": {"type": "object"},
+            "tools": {"type": "array", "items": {"type": "object"}},
+            "prompt": _STR,
+            "environment": _opt(_STR),
+            "task": _opt(_STR),
+            "n": _INT,
+            "seed": _opt(_INT),
+            "sampling": {"type": "object"},
+            "rehearsals": {"type": "array", "items": rehearsal},
+            "memory": _opt({"type": "object"}),
+            "steps": steps,
+            "final_answer": _opt(_STR),
+            "success": _opt(_BOOL),
+            "check_reasons": {"type": "array", "items": _STR},
+            "ended": _STR,
+            "fidelity": _opt(_NUM),
+            "seconds": _NUM,
+            "final_state": _opt({"type": "object"}),
+        },
+    }
+
+
+@lru_cache(maxsize=1)
+def _record_validator():
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(_record_schema())
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def load_trajectory(source: str | bytes | dict, max_bytes: int = MAX_RECORD_BYTES) -> Trajectory:
+    """A ``Trajectory`` from an exported record (JSON text or its parsed dict).
+
+    Unlike ``Trajectory.from_dict`` (for records this program just made), anything
+    wrong raises ``TrajectoryError`` naming where, e.g. ``record.steps[0].call.name:
+    3 is not of type 'string'``. NaN and Infinity are refused: the export is strict JSON.
+    """
+    from jsonschema.exceptions import best_match
+
+    data: Any = source
+    if isinstance(source, (str, bytes)):
+        if len(source) > max_bytes:
+            raise TrajectoryError(f"record: {len(source)} bytes, at most {max_bytes}")
+        try:
+            data = json.loads(source, parse_constant=_no_constant)
+        except (ValueError, UnicodeDecodeError) as err:
+            raise TrajectoryError(f"record: not JSON ({err})") from None
+        except RecursionError:
+            raise TrajectoryError("record: nested too deeply") from None
+    elif not isinstance(source, dict):
+        raise TrajectoryError(f"record: expected JSON text or an object, got {type(source).__name__}")
+    try:
+        error = best_match(_record_validator().iter_errors(data))
+    except RecursionError:
+        raise TrajectoryError("record: nested too deeply") from None
+    if error is not None:
+        where = "record" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+        raise TrajectoryError(f"{where}: {error.message}")
+    return Trajectory.from_dict(data)

@@ -53,6 +53,13 @@ class Settings:
     public: bool = field(
         default=False, metadata={"env": "ENVACE_PUBLIC", "help": "public mode (caps, no outbound); default on inside a Space"}
     )
+    max_input_bytes: int = field(
+        default=65_536,
+        metadata={"env": "ENVACE_MAX_INPUT_BYTES", "help": "public mode: largest pasted schema, in bytes"},
+    )
+    max_tools: int = field(
+        default=32, metadata={"env": "ENVACE_MAX_TOOLS", "help": "public mode: most tools in one pasted schema"}
+    )
     backend: str = field(
         default="transformers",
         metadata={"env": "ENVACE_BACKEND", "help": "transformers (a local model) or openai (a chat-completions server)"},
@@ -116,6 +123,8 @@ class Settings:
             raise ConfigError("backend=openai needs the server's URL: set ENVACE_BASE_URL (flag --base-url)")
         if self.base_url is not None and not self.base_url.startswith(("http://", "https://")):
             raise ConfigError(f"base_url={self.base_url!r}: expected an http(s) URL such as http://127.0.0.1:8000/v1")
+        if self.max_input_bytes < 1 or self.max_tools < 1:
+            raise ConfigError("max_input_bytes and max_tools must be positive")
         if self.mcp_timeout <= 0:
             raise ConfigError(f"mcp_timeout={self.mcp_timeout!r}: must be positive")
         return self

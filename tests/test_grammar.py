@@ -10,6 +10,7 @@ import jsonschema
 import pytest
 
 from envace_demo.calls import parse_action, parse_execution_result
+from envace_demo.errors import ModelError
 from envace_demo.models.base import Constraint, Sampling
 from envace_demo.models.embedded import ensure_embedded_model
 from envace_demo.models.grammar import GrammarCache, bound_schema, call_schema, result_schema
@@ -103,7 +104,9 @@ def test_call_schema_is_one_any_of_with_the_name_first():
 
 
 def test_result_schema_allows_the_contract_errors():
-    error = {"error_tool_call": {"code": "INVALID_PARAMETERS", "message": "bad", "details": {"errors": ["unit"]}}}
+    error = {
+        "error_tool_call": {"code": "INVALID_PARAMETERS", "message": "bad", "details": {"errors": ["unit"]}}
+    }
     jsonschema.validate(error, result_schema(None))
     jsonschema.validate(error, result_schema(WEATHER.response))
     jsonschema.validate({"temperature": 3, "condition": "rain"}, result_schema(WEATHER.response))
@@ -164,6 +167,13 @@ def test_actor_grammar_rejects(grammars, text):
     assert not accepts(grammars, ACTOR, text)
 
 
+def test_actor_without_tools_may_only_answer(grammars):
+    assert accepts(grammars, Constraint(role="actor"), "Hello!")
+    assert not accepts(grammars, Constraint(role="actor"), call("set_alarm", {"hour": 7}))
+    with pytest.raises(ModelError, match="tools is empty"):
+        grammars.compile(Constraint(role="actor", require_call=True))
+
+
 def test_max_calls_bounds_the_calls_of_a_turn(grammars, tokenizer):
     one_call = GrammarCache(tokenizer, len(tokenizer), grammars.stop_token_ids, max_calls=1)
     two = call("set_alarm", {"hour": 7}) + "\n" + call("set_alarm", {"hour": 8})
@@ -194,6 +204,7 @@ def test_rehearser_grammar_accepts_bounded_results(grammars, value):
     "value",
     [
         {},  # empty
+        {"": 1},  # an empty key
         {"a": {"b": {"c": {"d": 1}}}},  # too deep
         {str(i): i for i in range(7)},  # too many keys
         {"text": "x" * 61},  # string past the cap
@@ -209,7 +220,11 @@ def test_rehearser_grammar_follows_a_declared_response(grammars):
     assert accepts(grammars, REHEARSER_WEATHER, result({"temperature": 21.5, "condition": "sunny"}))
     assert not accepts(grammars, REHEARSER_WEATHER, result({"temperature": 21.5}))
     assert not accepts(grammars, REHEARSER_WEATHER, result({"temp": 21.5, "condition": "sunny"}))
-    assert accepts(grammars, REHEARSER_WEATHER, result({"error_tool_call": {"code": "INVALID_PARAMETERS", "message": "m"}}))
+    assert accepts(
+        grammars,
+        REHEARSER_WEATHER,
+        result({"error_tool_call": {"code": "INVALID_PARAMETERS", "message": "m"}}),
+    )
 
 
 def test_grammar_cache_hit(grammars):
@@ -248,11 +263,15 @@ def test_embedded_actor_makes_valid_calls(embedded_backend, question, tool):
     assert gen.finish_reason == "stop"
 
 
+@pytest.mark.slow  # four sampled results of up to 200 tokens: ~10 s on an idle 2-core machine
 def test_embedded_rehearser_results_parse(embedded_backend):
     prompt = embedded_backend.render(
         [
             {"role": "system", "content": "You simulate tools. Answer with the tool's JSON result."},
-            {"role": "user", "content": 'Current tool to simulate:\n- name: get_weather\n- arguments: {"city": "Paris"}\n\n/think'},
+            {
+                "role": "user",
+                "content": 'Current tool to simulate:\n- name: get_weather\n- arguments: {"city": "Paris"}\n\n/think',
+            },
         ]
     )
     free, declared = (

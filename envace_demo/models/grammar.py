@@ -3,7 +3,7 @@
 Shapes (method doc §2, §3), written the way the Qwen3 template writes them:
 
     actor:     [<think>\\n…</think>\\n\\n] <tool_call>\\n{"name": …, "arguments": {…}}\\n</tool_call>
-               (\\n<tool_call>…</tool_call>)*   |   a free answer (unless require_call)
+               (\\n<tool_call>…</tool_call>){0, max_calls-1}   |   a free answer (unless require_call)
     rehearser: [<think>\\n…</think>\\n\\n] <execution_result>\\n{JSON}\\n</execution_result>
 
 then the stop token. Lessons from the stack notes, applied here: one grammar for
@@ -71,7 +71,7 @@ def _flat_array(max_string: int, max_items: int) -> dict:
 def _flat_object(max_string: int, max_items: int, max_keys: int) -> dict:
     return {
         "type": "object",
-        "propertyNames": {"maxLength": MAX_KEY},
+        "propertyNames": {"minLength": 1, "maxLength": MAX_KEY},
         "additionalProperties": {"anyOf": [_scalar(max_string), _flat_array(max_string, max_items)]},
         "maxProperties": max_keys,
     }
@@ -106,7 +106,7 @@ def generic_result_schema() -> dict:
         "anyOf": [
             {
                 "type": "object",
-                "propertyNames": {"maxLength": MAX_KEY},
+                "propertyNames": {"minLength": 1, "maxLength": MAX_KEY},
                 "additionalProperties": value,
                 "minProperties": 1,
                 "maxProperties": MAX_RESULT_KEYS,
@@ -177,7 +177,7 @@ def _bound(node: Any, max_string: int, max_items: int) -> Any:
         if extra is not False:  # a free dict: bounded keys and values
             node["additionalProperties"] = _bound(extra, max_string, max_items)
             node.setdefault("maxProperties", MAX_RESULT_KEYS)
-            node.setdefault("propertyNames", {"maxLength": MAX_KEY})
+            node.setdefault("propertyNames", {"minLength": 1, "maxLength": MAX_KEY})
     return node
 
 
@@ -221,36 +221,54 @@ def structural_tag(
         try:
             grammar = xgr.Grammar.from_json_schema(schema, any_whitespace=False)
         except RuntimeError as err:
-            raise ModelError(f"{constraint.role} constraint: xgrammar cannot compile the schema: {err}") from err
+            raise ModelError(
+                f"{constraint.role} constraint: xgrammar cannot compile the schema: {err}"
+            ) from err
         return {"type": "grammar", "grammar": str(grammar)}
 
     # A plain EBNF repetition compiles in milliseconds; xgrammar's "tag" format with a
     # bounded any_text, or a "\n" before "</think>", took seconds (ambiguous ends).
     think = {
         "type": "optional",
-        "content": {"type": "grammar", "grammar": f'root ::= "<think>\\n" [^<]{{0,{max_think_chars}}} "</think>\\n\\n"'},
+        "content": {
+            "type": "grammar",
+            "grammar": f'root ::= "<think>\\n" [^<]{{0,{max_think_chars}}} "</think>\\n\\n"',
+        },
     }
-    if constraint.role == "actor":
-        call = {"type": "sequence", "elements": [const(CALL_OPEN), json_part(call_schema(constraint.tools)), const(CALL_CLOSE)]}
+    answer = {"type": "grammar", "grammar": "root ::= [^<]+"}  # non-empty, no tags
+    if constraint.role == "actor" and not constraint.tools:
+        if constraint.require_call:
+            raise ModelError("actor constraint: a call is required but Constraint.tools is empty")
+        body: dict = answer
+    elif constraint.role == "actor":
+        call = {
+            "type": "sequence",
+            "elements": [const(CALL_OPEN), json_part(call_schema(constraint.tools)), const(CALL_CLOSE)],
+        }
         more = {"type": "sequence", "elements": [const("\n"), call]}
-        body: dict = call
+        body = call
         if max_calls > 1:
             repeat = {"type": "repeat", "min": 0, "max": max_calls - 1, "content": more}
             body = {"type": "sequence", "elements": [call, repeat]}
         if not constraint.require_call:
-            answer = {"type": "grammar", "grammar": "root ::= [^<]+"}  # non-empty, no tags
             body = {"type": "or", "elements": [body, answer]}
     elif constraint.role == "rehearser":
         body = {
             "type": "sequence",
-            "elements": [const(RESULT_OPEN), json_part(result_schema(constraint.response_schema)), const(RESULT_CLOSE)],
+            "elements": [
+                const(RESULT_OPEN),
+                json_part(result_schema(constraint.response_schema)),
+                const(RESULT_CLOSE),
+            ],
         }
     else:
         raise ModelError(f"Constraint.role: {constraint.role!r} is not 'actor' or 'rehearser'")
     return {"type": "structural_tag", "format": {"type": "sequence", "elements": [think, body]}}
 
 
-def constraint_key(constraint: Constraint, max_think_chars: int = MAX_THINK_CHARS, max_calls: int = MAX_CALLS) -> str:
+def constraint_key(
+    constraint: Constraint, max_think_chars: int = MAX_THINK_CHARS, max_calls: int = MAX_CALLS
+) -> str:
     """Everything the grammar depends on (tool descriptions do not matter; key order
     does: it fixes the order of properties in the output)."""
     return json.dumps(
@@ -258,7 +276,9 @@ def constraint_key(constraint: Constraint, max_think_chars: int = MAX_THINK_CHAR
             constraint.role,
             constraint.require_call,
             constraint.response_schema,
-            [[tool.name, tool.parameters] for tool in constraint.tools] if constraint.role == "actor" else None,
+            [[tool.name, tool.parameters] for tool in constraint.tools]
+            if constraint.role == "actor"
+            else None,
             max_think_chars,
             max_calls,
         ],
@@ -290,11 +310,15 @@ class GrammarCache:
     ):
         import xgrammar as xgr
 
-        info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids)
+        info = xgr.TokenizerInfo.from_huggingface(
+            tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids
+        )
         self._compiler = xgr.GrammarCompiler(info)
         self.stop_token_ids = list(stop_token_ids)
         if max_calls < 1 or max_think_chars < 0:
-            raise ModelError(f"grammar: max_calls must be ≥ 1 and max_think_chars ≥ 0, got {max_calls}, {max_think_chars}")
+            raise ModelError(
+                f"grammar: max_calls must be ≥ 1 and max_think_chars ≥ 0, got {max_calls}, {max_think_chars}"
+            )
         self.max_think_chars = max_think_chars
         self.max_calls = max_calls
         self.max_entries = max_entries
@@ -303,7 +327,7 @@ class GrammarCache:
         self.hits = 0
         self.misses = 0
 
-    def compile(self, constraint: Constraint) -> "xgrammar.CompiledGrammar":
+    def compile(self, constraint: Constraint) -> xgrammar.CompiledGrammar:
         key = constraint_key(constraint, self.max_think_chars, self.max_calls)
         with self._lock:
             if key in self._entries:

@@ -69,7 +69,9 @@ def load_configured(settings: Settings) -> Backend:
     if settings.backend == "openai":
         from envace_demo.models.openai_backend import OpenAIBackend
 
-        return OpenAIBackend(settings.base_url, settings.model, api_key=settings.api_key, extras=settings.openai_extras)
+        return OpenAIBackend(
+            settings.base_url, settings.model, api_key=settings.api_key, extras=settings.openai_extras
+        )
     if settings.threads:
         import torch
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
-from typing import Iterator
 from urllib.parse import urlparse
 
 from envace_demo.errors import ConfigError, ModelError
@@ -80,7 +80,7 @@ class TransformersBackend(Backend):
         model_id: str | None = None,
         max_think_chars: int = MAX_THINK_CHARS,
         max_calls: int = MAX_CALLS,
-    ) -> "TransformersBackend":
+    ) -> TransformersBackend:
         """Load ``model`` (a hub id or a local folder).
 
         ``dtype="auto"``: bfloat16 on CUDA, ``CPU_AUTO_DTYPE`` on CPU.
@@ -115,7 +115,9 @@ class TransformersBackend(Backend):
         if chat_template is not None:
             tokenizer.chat_template = chat_template
         if not tokenizer.chat_template:
-            raise ModelError(f"model {model!r}: its tokenizer has no chat template; pass one (chat_template=)")
+            raise ModelError(
+                f"model {model!r}: its tokenizer has no chat template; pass one (chat_template=)"
+            )
         return cls(
             lm,
             tokenizer,
@@ -143,7 +145,9 @@ class TransformersBackend(Backend):
             extra={"engine": "transformers", "constrained": self.supports_constraints},
         )
 
-    def render(self, messages: list[dict], tools: list[dict] | None = None, enable_thinking: bool = True) -> str:
+    def render(
+        self, messages: list[dict], tools: list[dict] | None = None, enable_thinking: bool = True
+    ) -> str:
         from jinja2 import TemplateError
 
         try:
@@ -155,7 +159,9 @@ class TransformersBackend(Backend):
                 tokenize=False,
             )
         except (TemplateError, ValueError, TypeError) as err:
-            raise ModelError(f"chat template of {self.model_id}: cannot render these messages: {err}") from err
+            raise ModelError(
+                f"chat template of {self.model_id}: cannot render these messages: {err}"
+            ) from err
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer.encode(text, add_special_tokens=False))
@@ -250,15 +256,19 @@ class TransformersBackend(Backend):
         cache.batch_repeat_interleave(rows)
         return cache, input_ids.expand(rows, -1).contiguous()
 
-    def _finish(self, ids: list[int], prompt_len: int, max_new: int, seconds: float, cancelled: bool) -> Generation:
+    def _finish(
+        self, ids: list[int], prompt_len: int, max_new: int, seconds: float, cancelled: bool
+    ) -> Generation:
         stop = next((i for i, token in enumerate(ids) if token in self.stop_ids), None)
         if stop is not None:
             kept, count, reason = ids[:stop], stop + 1, "stop"
         else:
             kept, count = ids, len(ids)
-            reason = "length" if count >= max_new else ("cancelled" if cancelled else "length")
+            reason = "cancelled" if cancelled and count < max_new else "length"
         text = self.tokenizer.decode(kept, skip_special_tokens=True)
-        return Generation(text=text, new_tokens=count, prompt_tokens=prompt_len, seconds=seconds, finish_reason=reason)
+        return Generation(
+            text=text, new_tokens=count, prompt_tokens=prompt_len, seconds=seconds, finish_reason=reason
+        )
 
 
 # ---------------------------------------------------------------------- generation hooks
@@ -277,7 +287,9 @@ def _cancel_criteria_class():
             self.cancel = cancel
 
         def __call__(self, input_ids, scores, **kwargs):
-            return torch.full((input_ids.shape[0],), self.cancel.is_set(), dtype=torch.bool, device=input_ids.device)
+            return torch.full(
+                (input_ids.shape[0],), self.cancel.is_set(), dtype=torch.bool, device=input_ids.device
+            )
 
     return CancelCriteria
 
@@ -436,4 +448,3 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
             return True
     except OSError:
         return False
-

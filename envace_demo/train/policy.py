@@ -30,6 +30,20 @@ class PolicyBackend(TransformersBackend):
         self._rows: list[list[int]] = []
         self.last_token_ids: list[list[int]] = []
 
+    @classmethod
+    def like(cls, served: TransformersBackend, model, model_id: str) -> "PolicyBackend":
+        """A policy over ``model`` that decodes under the same bounds as ``served``
+        (constraints, reasoning length, calls per turn)."""
+        return cls(
+            model,
+            served.tokenizer,
+            model_id=model_id,
+            quantization=served.quantization,
+            constrained=served.supports_constraints,
+            max_think_chars=served.max_think_chars,
+            max_calls=served.max_calls,
+        )
+
     def forget(self) -> None:
         """Drop cached prefixes (call after the weights change)."""
         self._prefixes.clear()

@@ -90,9 +90,9 @@ class Trainer:
         stop: threading.Event | None = None,
         scorer: Callable[[Task, Rehearsal], Score] = score_rehearsal,
     ):
-        model = getattr(backend, "model", None)
-        tokenizer = getattr(backend, "tokenizer", None)
-        if model is None or tokenizer is None:
+        from envace_demo.models.transformers_backend import TransformersBackend
+
+        if not isinstance(backend, TransformersBackend):
             raise ConfigError(
                 f"training needs a local transformers model; {backend.info.model_id} has no weights here "
                 "(use --model embedded, a hub id or a local folder)"
@@ -113,7 +113,7 @@ class Trainer:
     def _setup(self) -> None:
         import torch
         from accelerate import Accelerator
-        from peft import LoraConfig, get_peft_model
+        from peft import LoraConfig, PeftModel, get_peft_model
 
         from envace_demo.train.policy import PolicyBackend
 
@@ -123,6 +123,8 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         if self.copy_model:
             base = copy.deepcopy(base)
+        if isinstance(base, PeftModel):  # an adapter is applied: train on top of it
+            base = base.merge_and_unload()
         if self.accelerator.num_processes > 1:
             base = base.to(self.accelerator.device)
         layers = base.config.get_text_config().num_hidden_layers
@@ -139,12 +141,7 @@ class Trainer:
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=0.0)
         tokenizer = self.backend.tokenizer  # type: ignore[attr-defined]
-        self.policy = PolicyBackend(
-            self.model,
-            tokenizer,
-            model_id=f"{self.backend.info.model_id} + LoRA (training)",
-            constrained=self.backend.supports_constraints,
-        )
+        self.policy = PolicyBackend.like(self.backend, self.model, f"{self.backend.info.model_id} + LoRA (training)")
         # The token a finished turn ends with (the chat templates close turns with it).
         self.stop_id = tokenizer.get_added_vocab().get("<|im_end|>", self.policy.stop_ids[0])
         self.pad_id = self.policy.pad_id

@@ -6,15 +6,16 @@ browser and ``gradio_client`` get the same checks and the same caps.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from envace_demo.engine import MODES, EpisodeConfig
 from envace_demo.envs.registry import ENVIRONMENTS, tasks_path
-from envace_demo.errors import ConfigError, TaskError
+from envace_demo.errors import ConfigError, SchemaError, TaskError
 from envace_demo.models.base import Backend, Sampling
-from envace_demo.schemas import load_tools
+from envace_demo.schemas import Limits, Tool, load_tools
 from envace_demo.settings import Settings
 from envace_demo.tasks import Task, env_tasks, load_task_file
 from envace_demo.ui.options import UIOptions
@@ -78,6 +79,9 @@ class RunRequest:
     seed: int | None = 0
     constrained: bool = True
     max_steps: int = 6
+    # Set by check() from the app's caps; build_task loads the schema under them.
+    limits: Limits = field(default_factory=Limits, repr=False)
+    allow_regex: bool = field(default=True, repr=False)
 
     @classmethod
     def from_controls(
@@ -125,6 +129,14 @@ class RunRequest:
             raise ConfigError(f"temperature: expected 0 to 2, got {self.temperature}")
         if not 0.0 < self.top_p <= 1.0:
             raise ConfigError(f"top_p: expected more than 0 and at most 1, got {self.top_p}")
+        if not isinstance(self.tools, str) or not isinstance(self.message, str):
+            raise ConfigError("tools and message: expected text")
+        size = len(self.message.encode("utf-8", "surrogatepass"))
+        if size > options.max_message_bytes:
+            raise ConfigError(f"user message: {size:,} bytes, at most {options.max_message_bytes:,}")
+        # The schema's size and tool count are the loader's own checks, located like its other errors.
+        self.limits = Limits(max_bytes=options.max_input_bytes, max_tools=options.max_tools)
+        self.allow_regex = options.allow_regex
         return self
 
 
@@ -139,7 +151,9 @@ def build_task(req: RunRequest) -> Task:
     When the message is one of the chosen environment's example tasks, over that
     environment's own tools, the task keeps its success check.
     """
-    tools = load_tools(req.tools)
+    tools = load_tools(req.tools, req.limits)
+    if not req.allow_regex:
+        _refuse_regex(tools)
     prompt = (req.message or "").strip()
     if not prompt:
         raise TaskError("user message: empty; say what the agent should do")
@@ -152,6 +166,40 @@ def build_task(req: RunRequest) -> Task:
                 name=example.name, prompt=prompt, tools=tools, env=req.environment, check=example.check
             )
     return Task(name="custom", prompt=prompt, tools=tools, env=req.environment)
+
+
+# Where a normalized (Draft 2020-12) schema holds subschemas: a name -> schema map, one, or a list.
+_SUB_MAPS = ("properties", "$defs", "dependentSchemas")
+_SUB_ONE = ("items", "additionalProperties", "propertyNames", "contains", "not", "if", "then", "else",
+            "unevaluatedItems", "unevaluatedProperties", "contentSchema")
+_SUB_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+
+
+def _refuse_regex(tools: list[Tool]) -> None:
+    """SchemaError at the first regular expression ("pattern", "patternProperties") in the
+    normalized schemas; a parameter that is merely *named* "pattern" is fine."""
+
+    def walk(schema: Any, where: str) -> None:
+        if not isinstance(schema, dict):
+            return
+        for keyword in ("pattern", "patternProperties"):
+            if keyword in schema:
+                raise SchemaError(
+                    f"{where}.{keyword}", "regular expressions are not accepted here (public mode); remove it"
+                )
+        for key, value in schema.items():
+            if key in _SUB_MAPS and isinstance(value, dict):
+                for name, sub in value.items():
+                    walk(sub, f"{where}.{key}.{name}")
+            elif key in _SUB_ONE:
+                walk(value, f"{where}.{key}")
+            elif key in _SUB_LISTS and isinstance(value, list):
+                for i, sub in enumerate(value):
+                    walk(sub, f"{where}.{key}[{i}]")
+
+    for i, tool in enumerate(tools):
+        walk(tool.parameters, f"tools[{i}].parameters")
+        walk(tool.response, f"tools[{i}].response")
 
 
 def is_embedded(backend: Backend) -> bool:

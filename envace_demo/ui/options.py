@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
 
-from envace_demo.settings import Settings
+from envace_demo.settings import PROJECT_ROOT, Settings
+
+SERVER_PATH = "<server path>"
+SECRET = "<secret>"
+# Credentials that look like one whoever issued them (Hugging Face, OpenAI-style, bearer headers).
+_TOKEN = re.compile(r"\bhf_[A-Za-z0-9]{16,}|\bsk-[A-Za-z0-9_-]{16,}|(?i:\bbearer\s+)[A-Za-z0-9._~+/-]{8,}=*")
+_MIN_SECRET = 8  # a shorter "secret" (an api_key of "none") would blot out ordinary words
 
 
 @dataclass(frozen=True)
@@ -22,6 +33,18 @@ class UIOptions:
     max_suite_tasks: int = 64
     allow_model_switch: bool = True
     model_wait_seconds: float = 900.0  # how long a request waits for the model to load
+    max_input_bytes: int = 1_000_000  # a pasted schema (the schema loader's own default bound)
+    max_tools: int = 128
+    max_message_bytes: int = 100_000
+    # A visitor's "pattern" runs in Python's backtracking regex engine: "^(a+)+$" against 30
+    # characters takes minutes, and would hold the one model queue for everybody.
+    allow_regex: bool = True
+    allow_training: bool = True
+    public: bool = False
+    # What no visitor may see: (value, placeholder) pairs (api key, model server, MCP servers),
+    # and server folders, each hidden with whatever path follows it.
+    hidden: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    hidden_folders: tuple[str, ...] = field(default=(), repr=False)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "UIOptions":
@@ -34,6 +57,14 @@ class UIOptions:
                 max_steps=settings.max_steps,
                 max_suite_tasks=8,
                 allow_model_switch=False,
+                max_input_bytes=settings.max_input_bytes,
+                max_tools=settings.max_tools,
+                max_message_bytes=4_096,
+                allow_regex=False,
+                allow_training=False,
+                public=True,
+                hidden=_hidden(settings),
+                hidden_folders=_server_folders(settings),
             )
         return cls(
             concurrency=settings.concurrency,
@@ -41,3 +72,41 @@ class UIOptions:
             max_new_tokens=max(2048, settings.max_new_tokens),
             max_steps=max(12, settings.max_steps),
         )
+
+    def redact(self, value: Any) -> Any:
+        """``value`` (a message, or a record: strings inside dicts and lists) as a visitor may
+        see it: in public mode without server folders, secrets or server addresses."""
+        if not self.public:
+            return value
+        if isinstance(value, str):
+            for secret, placeholder in self.hidden:
+                if secret in value:
+                    value = value.replace(secret, placeholder)
+            if self.hidden_folders:
+                value = _folder_pattern(self.hidden_folders).sub(SERVER_PATH, value)
+            return _TOKEN.sub(SECRET, value)
+        if isinstance(value, dict):
+            return {k: self.redact(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.redact(v) for v in value]
+        return value
+
+
+def _hidden(settings: Settings) -> tuple[tuple[str, str], ...]:
+    pairs = [(settings.api_key or "", SECRET), (settings.base_url or "", "<model server>")]
+    pairs += [(spec, "<MCP server>") for spec in settings.mcp_servers]
+    kept = [(value, placeholder) for value, placeholder in pairs if len(value) >= _MIN_SECRET]
+    return tuple(sorted(kept, key=lambda pair: -len(pair[0])))  # a URL before the key inside it
+
+
+def _server_folders(settings: Settings) -> tuple[str, ...]:
+    folders = {str(PROJECT_ROOT), str(settings.cache_dir), sys.prefix, sys.base_prefix, sys.exec_prefix}
+    folders.add(tempfile.gettempdir())
+    return tuple(sorted((f.rstrip("/") for f in folders if f.rstrip("/")), key=len, reverse=True))
+
+
+@lru_cache(maxsize=8)
+def _folder_pattern(folders: tuple[str, ...]) -> re.Pattern:
+    # A folder, not a longer name that starts the same ("/tmpl"), and the rest of its path.
+    alternatives = "|".join(re.escape(f) for f in folders)
+    return re.compile(rf"(?:{alternatives})(?![\w.-])(?:/[^\s'\"<>()\[\],;:]*)?")

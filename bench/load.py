@@ -1,0 +1,327 @@
+"""Load: S concurrent API sessions against the app on 127.0.0.1 for T seconds.
+
+    python -m bench.load --sessions 16 --seconds 120 [--json]
+
+Launches ``python app.py`` on a free loopback port with a cheap configuration (the
+embedded model on CPU, one thread, one actor turn, 96 new tokens, mode ``none``),
+then runs S ``gradio_client`` sessions, each its own client, calling ``/run`` one
+request after another until T seconds have passed; requests still running then are
+awaited (at most ``--drain-seconds``). Bounded: at most 64 sessions, one hour, and
+``--max-requests`` per session if given. Loopback only.
+
+A **leak** is a session seeing calls or state it did not make. Each request carries
+its own reference (``S03R007``) and its own deposit, and its record is checked
+three ways: the prompt is its own; every rendered actor prompt holds its reference
+and no other; replaying its own committed calls on a fresh environment reproduces
+every real response and the final state exactly, so any call another session made
+on the same environment would show.
+
+Reports ``sessions``, ``requests``, ``errors``, ``leaks``, ``p50_s``/``p95_s`` (request
+latency) and ``queue_wait_p50_s``/``queue_wait_p95_s`` (submit until the server starts
+the job); exit status 1 when there was any error or leak.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+MAX_SESSIONS = 64
+MAX_SECONDS = 3600
+LOOPBACK = "127.0.0.1"
+TOKENS = 96
+APP_ENV = {
+    "ENVACE_MODEL": "embedded",
+    "ENVACE_DEVICE": "cpu",
+    "ENVACE_MAX_NEW_TOKENS": str(TOKENS),
+    "ENVACE_MAX_STEPS": "1",
+    "ENVACE_THREADS": "1",
+    "OMP_NUM_THREADS": "1",  # two OpenMP threads fighting other work slow each step many times
+    "ENVACE_CONCURRENCY": "1",
+    "ENVACE_CACHE_DIR": str(ROOT / ".cache"),
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "GRADIO_ANALYTICS_ENABLED": "False",
+}
+REQUEST = {"mode": "none", "n": 1, "max_new_tokens": TOKENS, "max_steps": 1}
+ACCOUNTS = ("ACC-1001", "ACC-1002", "ACC-1003", "ACC-1005")
+REFERENCE = re.compile(r"S\d{2}R\d{3}")
+POLL_S = 0.05
+
+
+def _tools_text() -> str:
+    return (ROOT / "examples" / "bank" / "tools.json").read_text(encoding="utf-8")
+
+
+def request_message(session: int, number: int) -> tuple[str, str]:
+    """(message, reference) of a session's request: its own deposit, its own reference."""
+    reference = f"S{session:02d}R{number:03d}"
+    amount = 10 * (session + 1) + number / 100
+    account = ACCOUNTS[session % len(ACCOUNTS)]
+    return f"Deposit ${amount:.2f} into account {account}. Reference {reference}.", reference
+
+
+def leaks_in(record: dict, message: str, reference: str) -> list[str]:
+    """Why ``record`` shows something its own request did not make (empty: nothing)."""
+    from envace_demo.envs.registry import create
+
+    found: list[str] = []
+    if record.get("prompt") != message:
+        found.append(f"{reference}: the record's prompt is another request's: {record.get('prompt')!r}")
+    for step in record.get("steps", []):
+        seen = set(REFERENCE.findall(step.get("prompts", {}).get("actor", "")))
+        if seen != {reference}:
+            found.append(f"{reference}: step {step.get('index')}'s prompt holds references {sorted(seen)}")
+    # Replay this request's own committed calls on a fresh environment.
+    originals = {t["function"]["name"]: t.get("original_name", t["function"]["name"]) for t in record.get("tools", [])}
+    env = create("bank")
+    for step in record.get("steps", []):
+        call, real = step.get("call"), step.get("real")
+        if call is None or real is None or call["name"] not in originals:
+            continue
+        try:
+            again = env.execute(originals[call["name"]], call["arguments"])
+        except Exception as err:  # the engine records a raising tool as ENVIRONMENT_FAILURE
+            again = {"error": {"code": "ENVIRONMENT_FAILURE", "message": str(err)}}
+        if _json(again) != _json(real):
+            found.append(f"{reference}: step {step.get('index')}'s real response is not what its own call gives")
+    if _json(env.state()) != _json(record.get("final_state")):
+        found.append(f"{reference}: the final state holds changes this request did not make")
+    return found
+
+
+def _json(value: Any) -> Any:
+    return json.loads(json.dumps(value))
+
+
+@dataclass
+class Outcome:
+    session: int
+    reference: str
+    seconds: float = 0.0
+    queue_wait: float | None = None
+    server_seconds: float | None = None
+    real_calls: int = 0
+    error: str | None = None
+    leaks: list[str] = field(default_factory=list)
+
+
+class App:
+    """``python app.py`` on a free loopback port, with the cheap configuration."""
+
+    def __init__(self, queue_size: int, log_dir: Path):
+        with socket.socket() as s:
+            s.bind((LOOPBACK, 0))
+            self.port = s.getsockname()[1]
+        self.url = f"http://{LOOPBACK}:{self.port}/"
+        self.log_path = log_dir / "app.log"
+        env = {
+            **os.environ,
+            **APP_ENV,
+            "ENVACE_QUEUE_SIZE": str(queue_size),
+            "GRADIO_SERVER_NAME": LOOPBACK,
+            "GRADIO_SERVER_PORT": str(self.port),
+        }
+        for var in ("SPACE_ID", "ENVACE_PUBLIC", "ENVACE_BACKEND", "ENVACE_BASE_URL", "ENVACE_MCP"):
+            env.pop(var, None)  # this machine's app, this configuration: nothing remote
+        self._log = open(self.log_path, "w")
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(
+            [sys.executable, "app.py"], cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def log(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def wait_ready(self, timeout: float = 300) -> float:
+        """Seconds until the page serves and the model is loaded."""
+        deadline = self.started + timeout
+        served = False
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"app.py exited with {self.proc.returncode}:\n{self.log()[-3000:]}")
+            if not served:
+                try:
+                    with urllib.request.urlopen(self.url, timeout=2) as response:
+                        served = response.status == 200
+                except OSError:
+                    pass
+            log = self.log()
+            if "model failed to load" in log:
+                raise RuntimeError(log[-3000:])
+            if served and "model ready:" in log:
+                return time.monotonic() - self.started
+            time.sleep(0.25)
+        raise RuntimeError(f"the app was not ready within {timeout} s:\n{self.log()[-3000:]}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self._log.close()
+
+
+def _one_request(client, tools: str, session: int, number: int, give_up_at: float) -> Outcome:
+    from gradio_client.utils import Status
+
+    message, reference = request_message(session, number)
+    out = Outcome(session, reference)
+    started = time.monotonic()
+    job = client.submit(tools, "bank", message, api_name="/run", seed=number, **REQUEST)
+    while not job.done():
+        if out.queue_wait is None and job.status().code in (Status.PROCESSING, Status.ITERATING):
+            out.queue_wait = time.monotonic() - started
+        if time.monotonic() > give_up_at:
+            job.cancel()
+            out.seconds = time.monotonic() - started
+            out.error = f"{reference}: no answer before the drain deadline"
+            return out
+        time.sleep(POLL_S)
+    out.seconds = time.monotonic() - started
+    try:
+        record = job.result()
+    except Exception as err:  # an AppError or a transport failure: the request failed
+        out.error = f"{reference}: {type(err).__name__}: {err}"
+        return out
+    out.server_seconds = record.get("seconds")
+    out.real_calls = record.get("totals", {}).get("real_calls", 0)
+    if out.queue_wait is None and out.server_seconds is not None:
+        out.queue_wait = max(0.0, out.seconds - out.server_seconds)  # finished between two polls
+    out.leaks = leaks_in(record, message, reference)
+    return out
+
+
+def _session(url: str, tools: str, session: int, stop_at: float, give_up_at: float, max_requests: int | None,
+             outcomes: list[Outcome], lock: threading.Lock) -> None:
+    from gradio_client import Client
+
+    try:
+        client = Client(url, verbose=False)
+    except Exception as err:
+        with lock:
+            outcomes.append(Outcome(session, f"S{session:02d}", error=f"connect: {type(err).__name__}: {err}"))
+        return
+    number = 0
+    while time.monotonic() < stop_at and (max_requests is None or number < max_requests):
+        outcome = _one_request(client, tools, session, number, give_up_at)
+        with lock:
+            outcomes.append(outcome)
+        number += 1
+    client.close()
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile; None without values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * q // 100))  # ceil(n * q / 100)
+    return round(ordered[int(rank) - 1], 3)
+
+
+def run_load(sessions: int, seconds: float, max_requests: int | None = None, drain_seconds: float = 300.0) -> dict:
+    if not 1 <= sessions <= MAX_SESSIONS:
+        raise SystemExit(f"--sessions: expected 1 to {MAX_SESSIONS}, got {sessions}")
+    if not 0 < seconds <= MAX_SECONDS:
+        raise SystemExit(f"--seconds: expected more than 0 and at most {MAX_SECONDS}, got {seconds}")
+    os.environ["NO_PROXY"] = os.environ["no_proxy"] = f"{LOOPBACK},localhost"  # loopback, never a proxy
+    tools = _tools_text()
+    with tempfile.TemporaryDirectory(prefix="envace-load-") as tmp:
+        app = App(queue_size=max(16, sessions), log_dir=Path(tmp))
+        try:
+            ready = app.wait_ready()
+            from gradio_client import Client
+
+            warm = Client(app.url, verbose=False)  # first request: grammar compiled, caches filled
+            started = time.monotonic()
+            warm.predict(tools, "bank", request_message(99, 0)[0], api_name="/run", seed=0, **REQUEST)
+            warmup = time.monotonic() - started
+            warm.close()
+            outcomes: list[Outcome] = []
+            lock = threading.Lock()
+            began = time.monotonic()
+            stop_at, give_up_at = began + seconds, began + seconds + drain_seconds
+            threads = [
+                threading.Thread(
+                    target=_session,
+                    args=(app.url, tools, s, stop_at, give_up_at, max_requests, outcomes, lock),
+                    daemon=True,
+                )
+                for s in range(sessions)
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(max(0.0, give_up_at - time.monotonic()) + 30)
+            wall = time.monotonic() - began
+            server_log = app.log()
+        finally:
+            app.stop()
+    done = [o for o in outcomes if o.error is None]
+    errors = [o.error for o in outcomes if o.error is not None]
+    leaks = [leak for o in outcomes for leak in o.leaks]
+    waits = [o.queue_wait for o in done if o.queue_wait is not None]
+    return {
+        "sessions": sessions,
+        "seconds": seconds,
+        "requests": len(outcomes),
+        "completed": len(done),
+        "errors": len(errors),
+        "leaks": len(leaks),
+        "p50_s": percentile([o.seconds for o in done], 50),
+        "p95_s": percentile([o.seconds for o in done], 95),
+        "max_s": percentile([o.seconds for o in done], 100),
+        "queue_wait_p50_s": percentile(waits, 50),
+        "queue_wait_p95_s": percentile(waits, 95),
+        "episode_p50_s": percentile([o.server_seconds for o in done if o.server_seconds is not None], 50),
+        "real_calls": sum(o.real_calls for o in done),
+        "requests_per_session": {s: sum(1 for o in outcomes if o.session == s) for s in range(sessions)},
+        "wall_s": round(wall, 1),
+        "startup_s": round(ready, 1),
+        "warmup_s": round(warmup, 1),
+        "error_samples": errors[:5],
+        "leak_samples": leaks[:5],
+        "server_tracebacks": server_log.count("Traceback"),
+        "config": {"app_env": {k: v for k, v in APP_ENV.items() if k != "ENVACE_CACHE_DIR"},
+                   "queue_size": max(16, sessions), "request": REQUEST, "endpoint": "/run", "environment": "bank"},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.load", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, default=16, help=f"concurrent sessions (1 to {MAX_SESSIONS})")
+    parser.add_argument("--seconds", type=float, default=120.0, help="how long sessions keep sending requests")
+    parser.add_argument("--max-requests", type=int, default=None, help="at most this many requests per session")
+    parser.add_argument("--drain-seconds", type=float, default=300.0, help="wait this long for requests in flight")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    report = run_load(args.sessions, args.seconds, args.max_requests, args.drain_seconds)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        for key, value in report.items():
+            print(f"{key:>22}: {value}")
+    return 0 if report["errors"] == 0 and report["leaks"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
