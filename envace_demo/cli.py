@@ -122,8 +122,7 @@ def load_model(settings: Settings):
 def episode_config(args: argparse.Namespace, settings: Settings, backend: Any) -> EpisodeConfig:
     first_call = args.first_call
     if first_call == "auto":
-        # The loader names it "embedded (SmolLM2-135M-Instruct)".
-        first_call = "required" if backend.info.model_id.startswith("embedded") else "optional"
+        first_call = "required" if backend.requires_first_call else "optional"
     return EpisodeConfig(
         mode=args.mode,
         n=args.n,

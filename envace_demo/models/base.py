@@ -79,6 +79,9 @@ class Backend(ABC):
 
     #: Whether constrained decoding is available in this backend.
     supports_constraints: bool = False
+    #: Whether the first actor turn must call a tool: a small model that was never
+    #: trained on the contract answers in prose unless made to call.
+    requires_first_call: bool = False
 
     @property
     @abstractmethod

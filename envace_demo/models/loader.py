@@ -45,7 +45,7 @@ def load_backend(
         from envace_demo.models.embedded import ensure_embedded_model
 
         folder = ensure_embedded_model(Path(cache_dir))
-        return TransformersBackend.load(
+        backend = TransformersBackend.load(
             str(folder),
             quantization=quantization,
             dtype=dtype,
@@ -54,6 +54,8 @@ def load_backend(
             model_id=EMBEDDED_ID,
             max_calls=EMBEDDED_MAX_CALLS,
         )
+        backend.requires_first_call = True
+        return backend
     return TransformersBackend.load(
         model,
         quantization=quantization,

@@ -202,10 +202,6 @@ def _refuse_regex(tools: list[Tool]) -> None:
         walk(tool.response, f"tools[{i}].response")
 
 
-def is_embedded(backend: Backend) -> bool:
-    return backend.info.model_id.startswith("embedded")
-
-
 def build_config(
     req: RunRequest, settings: Settings, backend: Backend, mode: str | None = None
 ) -> EpisodeConfig:
@@ -223,8 +219,7 @@ def build_config(
         max_steps=req.max_steps,
         episode_seconds=settings.episode_seconds,
         constrained=req.constrained and backend.supports_constraints,
-        # The small embedded model answers in prose unless its first turn must call a tool.
-        require_first_call=is_embedded(backend),
+        require_first_call=backend.requires_first_call,
     )
 
 

@@ -1,0 +1,320 @@
+"""Public mode (a Space): every visitor is untrusted, every input hostile.
+
+One test per cap and per refusal: pasted input size, number of tools, N, steps,
+tokens, regular expressions; no visitor-supplied code runs and no visitor-chosen
+connection is made (servers and engines come only from the operator's settings);
+training and model switching are off; what a visitor is shown never holds server
+paths, environment values or secrets.
+
+Caps are checked twice: on ``RunRequest`` (what both the UI and the API go through)
+and on the real app over ``gradio_client``, which bypasses every slider.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from conftest import call_text
+from envace_demo.engine import run_episode
+from envace_demo.errors import ConfigError, SchemaError
+from envace_demo.settings import PROJECT_ROOT, Settings
+from envace_demo.ui.inputs import RunRequest, build_config, build_task
+from envace_demo.ui.options import SECRET, SERVER_PATH, UIOptions
+from test_faults import RuleBackend, serve
+
+ROOT = Path(__file__).resolve().parents[1]
+BANK_TOOLS = (ROOT / "examples" / "bank" / "tools.json").read_text(encoding="utf-8")
+PROMPT = "What is the current balance of account ACC-1003?"
+API_KEY = "sk-operator-0123456789abcdefSECRET"
+BASE_URL = "http://10.20.30.40:8000/v1"
+MCP = "python /srv/operator/private_server.py --token s3cr3t-value"
+PUBLIC = Settings(
+    public=True, max_new_tokens=128, max_steps=3, max_input_bytes=20_000, max_tools=8, api_key=API_KEY,
+    mcp_servers=(MCP,),
+)
+OPTIONS = UIOptions.from_settings(PUBLIC)
+
+
+def _tool(name: str, params: dict | None = None) -> dict:
+    return {"name": name, "description": "d", "parameters": params or {"type": "object", "properties": {}}}
+
+
+def _request(**changes) -> RunRequest:
+    values = {"tools": BANK_TOOLS, "environment": "bank", "message": PROMPT, "mode": "parallel", "n": 1,
+              "max_new_tokens": 64, "max_steps": 1}
+    return RunRequest(**{**values, **changes})
+
+
+def _task(**changes):
+    return build_task(_request(**changes).check(OPTIONS))
+
+
+# ---- the setting -----------------------------------------------------------------------------
+
+
+def test_public_mode_is_on_in_a_space_off_locally_and_a_setting_either_way():
+    assert Settings.from_env({}).public is False
+    assert Settings.from_env({"SPACE_ID": "team/demo"}).public is True
+    assert Settings.from_env({"SPACE_ID": "team/demo", "ENVACE_PUBLIC": "0"}).public is False
+    assert Settings.from_env({"ENVACE_PUBLIC": "1"}).public is True
+    s = Settings.from_env({"ENVACE_MAX_INPUT_BYTES": "1000", "ENVACE_MAX_TOOLS": "2"})
+    assert (s.max_input_bytes, s.max_tools) == (1000, 2)
+    with pytest.raises(ConfigError):
+        Settings(max_tools=0).checked()
+
+
+def test_public_options_cap_everything_a_visitor_can_turn_up():
+    o = OPTIONS
+    assert (o.max_n, o.max_new_tokens, o.max_steps, o.max_suite_tasks) == (4, 128, 3, 8)
+    assert (o.max_input_bytes, o.max_tools, o.max_message_bytes) == (20_000, 8, 4_096)
+    assert not o.allow_model_switch and not o.allow_training and not o.allow_regex and o.public
+    local = UIOptions.from_settings(Settings())
+    assert local.allow_model_switch and local.allow_training and local.allow_regex and not local.public
+    assert API_KEY not in repr(o) and MCP not in repr(o)  # options get logged too
+
+
+# ---- each cap ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "field, at_cap, over, message",
+    [
+        ("n", 4, 5, "n: expected an integer from 1 to 4, got 5"),
+        ("max_new_tokens", 128, 129, "max_new_tokens: expected an integer from 16 to 128, got 129"),
+        ("max_steps", 3, 4, "max_steps: expected an integer from 1 to 3, got 4"),
+    ],
+)
+def test_n_tokens_and_steps_are_capped(field, at_cap, over, message):
+    _request(**{field: at_cap}).check(OPTIONS)
+    with pytest.raises(ConfigError) as err:
+        _request(**{field: over}).check(OPTIONS)
+    assert str(err.value) == message
+
+
+def test_the_message_size_is_capped():
+    _request(message="x" * 4_096).check(OPTIONS)
+    with pytest.raises(ConfigError, match="user message: 4,097 bytes, at most 4,096"):
+        _request(message="x" * 4_097).check(OPTIONS)
+    with pytest.raises(ConfigError, match="user message: 4,098 bytes"):
+        _request(message="é" * 2_049).check(OPTIONS)  # bytes, not characters
+
+
+def test_the_pasted_schema_size_is_capped():
+    padded = json.dumps([_tool("f")]) + " " * (20_000 - len(json.dumps([_tool("f")])))
+    assert _task(tools=padded, environment="none").tools[0].name == "f"
+    with pytest.raises(SchemaError) as err:
+        _task(tools=padded + " ", environment="none")
+    assert (err.value.location, err.value.problem) == ("input", "too large: 20,001 bytes, at most 20,000")
+
+
+def test_the_number_of_tools_is_capped():
+    assert len(_task(tools=json.dumps([_tool(f"f{i}") for i in range(8)]), environment="none").tools) == 8
+    with pytest.raises(SchemaError, match=r"^tools: 9 tools given, at most 8$"):
+        _task(tools=json.dumps([_tool(f"f{i}") for i in range(9)]), environment="none")
+
+
+def test_regular_expressions_from_visitors_are_refused_but_a_parameter_may_be_named_pattern():
+    evil = _tool("f", {"type": "object", "properties": {"s": {"anyOf": [{"type": "string", "pattern": "^(a+)+$"}]}}})
+    with pytest.raises(SchemaError) as err:
+        _task(tools=json.dumps([evil]), environment="none")
+    assert err.value.location == "tools[0].parameters.properties.s.anyOf[0].pattern"
+    keyed = _tool("g", {"type": "object", "patternProperties": {"^x": {"type": "string"}}})
+    with pytest.raises(SchemaError, match=r"tools\[0\]\.parameters\.patternProperties"):
+        _task(tools=json.dumps([keyed]), environment="none")
+    named = _tool("grep", {"type": "object", "properties": {"pattern": {"type": "string", "default": "a+"}}})
+    assert _task(tools=json.dumps([named]), environment="none").tools[0].name == "grep"
+    # Locally the operator's own schemas may use them.
+    local = build_task(_request(tools=json.dumps([evil]), environment="none").check(UIOptions.from_settings(Settings())))
+    assert local.tools[0].parameters["properties"]["s"]["anyOf"][0]["pattern"] == "^(a+)+$"
+
+
+# ---- no visitor-chosen connection, no visitor-supplied code ---------------------------------------
+
+
+@pytest.mark.parametrize("where", [MCP, "http://127.0.0.1:8765/mcp", "python examples/mcp_server.py", "../bank"])
+def test_an_environment_is_a_built_in_name_never_a_server_a_visitor_names(where):
+    with pytest.raises(ConfigError) as err:
+        _request(environment=where).check(OPTIONS)
+    assert str(err.value).startswith("environment: expected one of bank, files, library, none")
+
+
+@pytest.fixture
+def listener():
+    """A loopback socket that records whether anything connected to it."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.settimeout(0.5)
+    yield server
+    server.close()
+
+
+class Audit:
+    """Python audit events seen while ``active``: code compiled or run, processes, connections."""
+
+    WATCHED = ("exec", "compile", "os.system", "os.exec", "os.posix_spawn", "subprocess.Popen", "socket.connect",
+               "urllib.Request", "open")
+
+    def __init__(self):
+        self.active = False
+        self.events: list[tuple[str, str]] = []
+        sys.addaudithook(self._hook)  # cannot be removed: it records only while active
+
+    def _hook(self, event, args):
+        if self.active and event.startswith(self.WATCHED) and threading.current_thread() is self.thread:
+            self.events.append((event, repr(args)[:200]))
+
+    def __enter__(self):
+        self.thread = threading.current_thread()
+        self.active = True
+        return self
+
+    def __exit__(self, *exc):
+        self.active = False
+
+
+_AUDIT = Audit()
+
+
+def test_hostile_schemas_and_model_output_run_no_code_and_open_nothing(scripted, listener):
+    host, port = listener.getsockname()
+    hostile = [
+        {
+            "name": "os.system",
+            "description": "__import__('os').system('touch /tmp/envace-pwned')",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "cmd": {"type": "string", "default": "{{ ''.__class__.__mro__[1].__subclasses__() }}"},
+                    "remote": {"$ref": f"http://{host}:{port}/schema.json"},
+                    "file": {"$ref": "file:///etc/passwd"},
+                },
+            },
+        }
+    ]
+    with pytest.raises(SchemaError):  # a $ref is resolved inside the paste only; nothing is fetched
+        _task(tools=json.dumps(hostile), environment="none")
+    del hostile[0]["parameters"]["properties"]["remote"], hostile[0]["parameters"]["properties"]["file"]
+    request = _request(tools=json.dumps(hostile), environment="none", mode="imagine", max_steps=1).check(OPTIONS)
+    output = call_text("os_system", {"cmd": "__import__('os').system('id')"}, thinking="eval(input())")
+    reply = '<execution_result>{"out": "{{7*7}} $(id) `id`"}</execution_result>'
+
+    def episode():
+        backend = scripted(actor=[output], rehearser=[reply])
+        task = build_task(request)
+        return run_episode(backend, task, build_config(request, PUBLIC, backend))
+
+    episode()  # once unwatched: lazy imports compile code legitimately
+    with _AUDIT as audit:
+        traj = episode()
+    assert audit.events == []  # no code compiled or run, no process, no connection, no file opened
+    step = traj.rehearsals[0].steps[0]
+    assert step.call.arguments == {"cmd": "__import__('os').system('id')"}  # data, kept as data
+    assert step.rehearsed == {"out": "{{7*7}} $(id) `id`"}
+    assert not Path("/tmp/envace-pwned").exists()
+    with pytest.raises(OSError):  # nobody connected to the address the schema named
+        listener.accept()
+
+
+# ---- what visitors are shown -------------------------------------------------------------------------
+
+
+def test_redact_hides_server_folders_secrets_and_operator_servers_in_public_mode_only():
+    leaky = (
+        f"OSError: {PROJECT_ROOT}/.cache/embedded/model.safetensors: cannot open; "
+        f"key {API_KEY} refused by {BASE_URL.replace('10.20.30.40', 'x')}; "
+        f"{MCP} exited; token hf_abcdefghijklmnopqrstuvwx; {sys.prefix}/lib/python3.11/site-packages/torch/nn.py"
+    )
+    shown = OPTIONS.redact(leaky)
+    for secret in (str(PROJECT_ROOT), API_KEY, MCP, "hf_abcdefghijklmnopqrstuvwx", sys.prefix, "s3cr3t"):
+        assert secret not in shown
+    assert shown.startswith(f"OSError: {SERVER_PATH}: cannot open; key {SECRET} refused by")
+    assert "<MCP server> exited" in shown
+    with_url = UIOptions.from_settings(PUBLIC.replace(base_url=BASE_URL))
+    assert with_url.redact(f"connection to {BASE_URL}/chat/completions failed") == "connection to <model server>/chat/completions failed"
+    record = {"ended": f"model_error: {API_KEY}", "steps": [{"error": f"{PROJECT_ROOT}/x"}], "n": 1}
+    assert OPTIONS.redact(record) == {"ended": f"model_error: {SECRET}", "steps": [{"error": SERVER_PATH}], "n": 1}
+    # What the visitor wrote stays as written: a files-environment path, a short word.
+    assert OPTIONS.redact("/notes/todo.txt none /tmpfile") == "/notes/todo.txt none /tmpfile"
+    assert UIOptions.from_settings(Settings(api_key=API_KEY)).redact(API_KEY) == API_KEY  # not public: unchanged
+
+
+def test_schema_errors_speak_of_the_paste_only():
+    bad = BANK_TOOLS.replace('"type": "string"', '"type": "strng"', 1)
+    with pytest.raises(SchemaError) as err:
+        _task(tools=bad)
+    assert str(PROJECT_ROOT) not in str(err.value) and "strng" in str(err.value)
+
+
+# ---- the real app, public, over gradio_client ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def public_app():
+    from gradio_client import Client
+
+    settings = PUBLIC.replace(model="rules", episode_seconds=5.0)
+    backend = RuleBackend(secret_message=f"reading {PROJECT_ROOT}/.cache/weights with key {API_KEY}")
+    with serve(settings, backend) as url:
+        client = Client(url, verbose=False)
+        yield client
+        client.close()
+
+
+def _refused(client, *args, api_name="/run", **kwargs) -> str:
+    from gradio_client.exceptions import AppError
+
+    with pytest.raises(AppError) as err:
+        client.predict(*args, api_name=api_name, **kwargs)
+    return str(err.value)
+
+
+def test_the_api_offers_no_way_to_name_a_server_a_model_or_code(public_app):
+    api = public_app.view_api(return_format="dict", print_info=False)["named_endpoints"]
+    assert set(api) == {"/run", "/compare"}  # no model loading, no training, no upload of code
+    expected = ["tools", "environment", "message", "n", "temperature", "top_p", "top_k", "max_new_tokens",
+                "seed", "constrained", "max_steps"]
+    assert [p["parameter_name"] for p in api["/run"]["parameters"]] == expected[:3] + ["mode"] + expected[3:]
+    assert [p["parameter_name"] for p in api["/compare"]["parameters"]] == expected[:3] + ["rehearsal_mode"] + expected[3:]
+
+
+def test_the_app_enforces_every_cap_whatever_the_client_sends(public_app):
+    run = (BANK_TOOLS, "bank", PROMPT)
+    assert "n: expected an integer from 1 to 4, got 5" in _refused(public_app, *run, "parallel", 5)
+    assert "n: expected an integer from 1 to 4" in _refused(public_app, *run, "parallel", 9, api_name="/compare")
+    assert "max_new_tokens: expected an integer from 16 to 128" in _refused(public_app, *run, "none", max_new_tokens=4096)
+    assert "max_steps: expected an integer from 1 to 3" in _refused(public_app, *run, "none", max_steps=50)
+    assert "user message: 5,000 bytes, at most 4,096" in _refused(public_app, BANK_TOOLS, "bank", "x" * 5000, "none")
+    too_many = json.dumps([_tool(f"f{i}") for i in range(9)])
+    assert "tools: 9 tools given, at most 8" in _refused(public_app, too_many, "none", PROMPT, "none")
+    assert "input: too large" in _refused(public_app, " " * 20_001 + "[]", "none", PROMPT, "none")
+    regex = json.dumps([_tool("f", {"type": "object", "properties": {"s": {"type": "string", "pattern": "(a+)+$"}}})])
+    assert "regular expressions are not accepted" in _refused(public_app, regex, "none", PROMPT, "none")
+    assert "environment: expected one of" in _refused(public_app, BANK_TOOLS, "http://127.0.0.1:9/mcp", PROMPT, "none")
+    record = public_app.predict(*run, "none", api_name="/run")  # within the caps it runs
+    assert record["ended"] == "answer" and record["success"] is True
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="wire ctx.options.redact into ui/api.py (the record and gr.Error text) and the tabs' status messages",
+)
+def test_a_model_error_shown_to_a_visitor_holds_no_server_path_or_secret(public_app):
+    record = public_app.predict(BANK_TOOLS, "bank", "EXPLODE now", "none", api_name="/run")
+    assert record["ended"].startswith("model_error: the model crashed")
+    shown = json.dumps(record)
+    assert str(PROJECT_ROOT) not in shown and API_KEY not in shown
+
+
+@pytest.mark.xfail(strict=True, reason="launch_options should set show_error=False in public mode")
+def test_unexpected_exceptions_are_not_shown_verbatim_in_public_mode():
+    from envace_demo.ui import launch_options
+
+    assert launch_options(PUBLIC)["show_error"] is False
+    assert launch_options(Settings())["show_error"] is True
