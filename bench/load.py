@@ -87,7 +87,9 @@ def leaks_in(record: dict, message: str, reference: str) -> list[str]:
         if seen != {reference}:
             found.append(f"{reference}: step {step.get('index')}'s prompt holds references {sorted(seen)}")
     # Replay this request's own committed calls on a fresh environment.
-    originals = {t["function"]["name"]: t.get("original_name", t["function"]["name"]) for t in record.get("tools", [])}
+    originals = {
+        t["function"]["name"]: t.get("original_name", t["function"]["name"]) for t in record.get("tools", [])
+    }
     env = create("bank")
     for step in record.get("steps", []):
         call, real = step.get("call"), step.get("real")
@@ -98,7 +100,9 @@ def leaks_in(record: dict, message: str, reference: str) -> list[str]:
         except Exception as err:  # the engine records a raising tool as ENVIRONMENT_FAILURE
             again = {"error": {"code": "ENVIRONMENT_FAILURE", "message": str(err)}}
         if _json(again) != _json(real):
-            found.append(f"{reference}: step {step.get('index')}'s real response is not what its own call gives")
+            found.append(
+                f"{reference}: step {step.get('index')}'s real response is not what its own call gives"
+            )
     if _json(env.state()) != _json(record.get("final_state")):
         found.append(f"{reference}: the final state holds changes this request did not make")
     return found
@@ -141,7 +145,11 @@ class App:
         self._log = open(self.log_path, "w")
         self.started = time.monotonic()
         self.proc = subprocess.Popen(
-            [sys.executable, "app.py"], cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+            [sys.executable, "app.py"],
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
 
@@ -210,15 +218,25 @@ def _one_request(client, tools: str, session: int, number: int, give_up_at: floa
     return out
 
 
-def _session(url: str, tools: str, session: int, stop_at: float, give_up_at: float, max_requests: int | None,
-             outcomes: list[Outcome], lock: threading.Lock) -> None:
+def _session(
+    url: str,
+    tools: str,
+    session: int,
+    stop_at: float,
+    give_up_at: float,
+    max_requests: int | None,
+    outcomes: list[Outcome],
+    lock: threading.Lock,
+) -> None:
     from gradio_client import Client
 
     try:
         client = Client(url, verbose=False)
     except Exception as err:
         with lock:
-            outcomes.append(Outcome(session, f"S{session:02d}", error=f"connect: {type(err).__name__}: {err}"))
+            outcomes.append(
+                Outcome(session, f"S{session:02d}", error=f"connect: {type(err).__name__}: {err}")
+            )
         return
     number = 0
     while time.monotonic() < stop_at and (max_requests is None or number < max_requests):
@@ -238,7 +256,9 @@ def percentile(values: list[float], q: float) -> float | None:
     return round(ordered[int(rank) - 1], 3)
 
 
-def run_load(sessions: int, seconds: float, max_requests: int | None = None, drain_seconds: float = 300.0) -> dict:
+def run_load(
+    sessions: int, seconds: float, max_requests: int | None = None, drain_seconds: float = 600.0
+) -> dict:
     if not 1 <= sessions <= MAX_SESSIONS:
         raise SystemExit(f"--sessions: expected 1 to {MAX_SESSIONS}, got {sessions}")
     if not 0 < seconds <= MAX_SECONDS:
@@ -301,17 +321,28 @@ def run_load(sessions: int, seconds: float, max_requests: int | None = None, dra
         "error_samples": errors[:5],
         "leak_samples": leaks[:5],
         "server_tracebacks": server_log.count("Traceback"),
-        "config": {"app_env": {k: v for k, v in APP_ENV.items() if k != "ENVACE_CACHE_DIR"},
-                   "queue_size": max(16, sessions), "request": REQUEST, "endpoint": "/run", "environment": "bank"},
+        "config": {
+            "app_env": {k: v for k, v in APP_ENV.items() if k != "ENVACE_CACHE_DIR"},
+            "queue_size": max(16, sessions),
+            "request": REQUEST,
+            "endpoint": "/run",
+            "environment": "bank",
+        },
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.load", description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=16, help=f"concurrent sessions (1 to {MAX_SESSIONS})")
-    parser.add_argument("--seconds", type=float, default=120.0, help="how long sessions keep sending requests")
-    parser.add_argument("--max-requests", type=int, default=None, help="at most this many requests per session")
-    parser.add_argument("--drain-seconds", type=float, default=300.0, help="wait this long for requests in flight")
+    parser.add_argument(
+        "--seconds", type=float, default=120.0, help="how long sessions keep sending requests"
+    )
+    parser.add_argument(
+        "--max-requests", type=int, default=None, help="at most this many requests per session"
+    )
+    parser.add_argument(
+        "--drain-seconds", type=float, default=600.0, help="wait this long for requests in flight"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     report = run_load(args.sessions, args.seconds, args.max_requests, args.drain_seconds)

@@ -4,8 +4,9 @@
 the last one carries the finished ``Trajectory``. Modes:
 
 - ``none``: act, execute for real, act ... final answer.
-- ``parallel`` N: N imagined trajectories from the same start (the first actor
-  turn of all N is one batched generation), then one committed execution.
+- ``parallel`` N: N imagined trajectories from the same start, advanced in
+  lockstep (each round, the waiting generations of one role are one batched
+  call), then one committed execution.
 - ``sequential`` N: attempt k sees the memory of attempts 1..k-1, then commit.
 - ``imagine``: N imagined trajectories and nothing real (schemas with no backend).
 
@@ -62,6 +63,9 @@ class EpisodeConfig:
     constrained: bool = True
     # The first actor turn must call a tool: small models otherwise answer in prose.
     require_first_call: bool = False
+    # Turns an exception's text into what the record may show (public mode hides server paths
+    # and secrets); None shows it as is.
+    redact: Callable[[str], str] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -84,6 +88,22 @@ class _Outcome:
     steps: list[Step]
     final_answer: str | None
     ended: str
+
+
+@dataclass
+class _Request:
+    """A generation a trajectory waits for; it is sent back the ``n`` Generations."""
+
+    prompt: str
+    n: int
+    constraint: Constraint | None
+    role: str
+    where: str
+    rindex: int | None
+
+
+# A trajectory: yields events and requests, is sent each request's Generations.
+_Run = Generator["Event | _Request", "list[Generation] | None", _Outcome]
 
 
 class Episode:
@@ -137,8 +157,8 @@ class Episode:
                 traj.ended = last.ended if last else "no_rehearsal"
             else:
                 conversation = Conversation(self.task.prompt, memory=(traj.memory or {}).get("text") or None)
-                outcome = yield from self._trajectory(
-                    conversation, where="commit", rindex=None, steps=traj.steps, commit=True
+                outcome = yield from self._drive(
+                    self._trajectory(conversation, where="commit", rindex=None, steps=traj.steps, commit=True)
                 )
                 traj.final_answer, traj.ended = outcome.final_answer, outcome.ended
         except _Stop as stop:
@@ -157,34 +177,92 @@ class Episode:
 
     def _rehearse_all(self, traj: Trajectory) -> Generator[Event, None, None]:
         cfg = self.config
-        first: list[Generation] = []
-        if cfg.mode in ("parallel", "imagine") and cfg.n > 1:
-            # All N imagined trajectories start from the same prompt: one batched call.
-            first = yield from self._act(
-                Conversation(self.task.prompt), "rehearsal", 0, n=cfg.n, require=cfg.require_first_call
-            )
-        for k in range(cfg.n):
-            rehearsal = Rehearsal(index=k)
-            traj.rehearsals.append(rehearsal)
-            mem = memory_mod.summarize(traj.rehearsals[:-1]) if cfg.mode == "sequential" else None
-            conversation = Conversation(self.task.prompt, memory=(mem or {}).get("text") or None)
-            try:
-                outcome = yield from self._trajectory(
-                    conversation,
-                    where="rehearsal",
-                    rindex=k,
-                    steps=rehearsal.steps,
-                    commit=False,
-                    first=first[k] if first else None,
-                )
-                rehearsal.final_answer, rehearsal.ended = outcome.final_answer, outcome.ended
-            except _Stop as stop:
-                rehearsal.ended = stop.reason
+        if cfg.mode == "sequential":  # attempt k needs the memory of 1..k-1: one at a time
+            for k in range(cfg.n):
+                rehearsal = Rehearsal(index=k)
+                traj.rehearsals.append(rehearsal)
+                mem = memory_mod.summarize(traj.rehearsals[:-1])
+                conversation = Conversation(self.task.prompt, memory=(mem or {}).get("text") or None)
+                try:
+                    outcome = yield from self._drive(
+                        self._trajectory(conversation, where="rehearsal", rindex=k, steps=rehearsal.steps, commit=False)
+                    )
+                    rehearsal.final_answer, rehearsal.ended = outcome.final_answer, outcome.ended
+                except _Stop as stop:
+                    rehearsal.ended = stop.reason
+                    yield RehearsalFinished(rehearsal)
+                    raise
                 yield RehearsalFinished(rehearsal)
-                raise
-            yield RehearsalFinished(rehearsal)
+        else:
+            yield from self._lockstep(traj)
         traj.memory = memory_mod.summarize(traj.rehearsals)
         yield MemoryReady(traj.memory)
+
+    def _lockstep(self, traj: Trajectory) -> Generator[Event, None, None]:
+        """The N independent imagined trajectories advance together: each runs until it
+        waits for a generation, then the waiting requests of one role go to the backend
+        as one batch (the first actor turn, the same prompt N times, shares one prefill).
+        N trajectories then cost about one, as long as batching is cheap."""
+        runs: dict[int, tuple[Rehearsal, _Run]] = {}
+        for k in range(self.config.n):
+            rehearsal = Rehearsal(index=k)
+            traj.rehearsals.append(rehearsal)
+            run = self._trajectory(
+                Conversation(self.task.prompt), where="rehearsal", rindex=k, steps=rehearsal.steps, commit=False
+            )
+            runs[k] = (rehearsal, run)
+        waiting: dict[int, _Request] = {}
+        try:
+            for k in list(runs):
+                yield from self._advance(k, runs, waiting, None)
+            while waiting:
+                batch = _next_batch(waiting)
+                replies = yield from self._run_batch([waiting.pop(k) for k in batch])
+                for k, gens in zip(batch, replies):
+                    yield from self._advance(k, runs, waiting, gens)
+        except _Stop as stop:
+            for rehearsal, run in runs.values():  # the ones still running end with the episode
+                run.close()
+                rehearsal.ended = stop.reason
+                yield RehearsalFinished(rehearsal)
+            raise
+
+    def _advance(
+        self, k: int, runs: dict, waiting: dict[int, _Request], reply: list[Generation] | None
+    ) -> Generator[Event, None, None]:
+        """Run trajectory ``k`` (sent ``reply``) until it waits for a generation or ends."""
+        rehearsal, run = runs[k]
+        while True:
+            try:
+                item = run.send(reply)
+            except StopIteration as done:
+                outcome: _Outcome = done.value
+                rehearsal.final_answer, rehearsal.ended = outcome.final_answer, outcome.ended
+                del runs[k]
+                yield RehearsalFinished(rehearsal)
+                return
+            reply = None
+            if isinstance(item, _Request):
+                waiting[k] = item
+                return
+            yield item
+
+    def _drive(self, run: _Run) -> Generator[Event, None, _Outcome]:
+        """Run one trajectory on its own: each generation it waits for is one backend call."""
+        reply: list[Generation] | None = None
+        try:
+            while True:
+                try:
+                    item = run.send(reply)
+                except StopIteration as done:
+                    return done.value
+                reply = None
+                if isinstance(item, _Request):
+                    (reply,) = yield from self._run_batch([item])
+                else:
+                    yield item
+        finally:
+            run.close()
 
     # ---- one trajectory (imagined or committed) -----------------------------------------
 
@@ -195,18 +273,14 @@ class Episode:
         rindex: int | None,
         steps: list[Step],
         commit: bool,
-        first: Generation | None = None,
-    ) -> Generator[Event, None, _Outcome]:
+    ) -> _Run:
         cfg = self.config
         real_results: list[tuple[ToolCall, Any]] = []  # few-shot entries for the rehearser
         rehearse = cfg.mode != "none"
         for turn_index in range(cfg.max_steps):
             require = cfg.require_first_call and turn_index == 0
             prompt = actor_prompt(self.backend, conversation, self.task.tools)
-            if turn_index == 0 and first is not None:
-                gen = first
-            else:
-                (gen,) = yield from self._act(conversation, where, rindex, require=require, prompt=prompt)
+            (gen,) = yield from self._act(conversation, where, rindex, require=require, prompt=prompt)
             action = parse_action(gen.text, self._tool_names, require_call=require)
             step = self._new_step(steps, action, gen, prompt)
             if action.error:
@@ -267,12 +341,12 @@ class Episode:
         n: int = 1,
         require: bool = False,
         prompt: str | None = None,
-    ) -> Generator[Event, None, list[Generation]]:
+    ) -> Generator[_Request, list[Generation], list[Generation]]:
         prompt = prompt or actor_prompt(self.backend, conversation, self.task.tools)
         constraint = (
             Constraint(role="actor", tools=tuple(self.task.tools), require_call=require) if self._constrained else None
         )
-        return (yield from self._generate(prompt, n, constraint, "actor", where, rindex))
+        return (yield _Request(prompt, n, constraint, "actor", where, rindex))
 
     def _rehearse_step(
         self,
@@ -282,7 +356,7 @@ class Episode:
         real_results: list[tuple[ToolCall, Any]],
         where: str,
         rindex: int | None,
-    ) -> Generator[Event, None, None]:
+    ) -> Generator[_Request, list[Generation], None]:
         assert step.call is not None
         messages = rehearser_messages(
             self.task.tools, real_results, conversation, step.action.text, step.call, tool
@@ -294,7 +368,7 @@ class Episode:
             if self._constrained
             else None
         )
-        (gen,) = yield from self._generate(prompt, 1, constraint, "rehearser", where, rindex)
+        (gen,) = yield _Request(prompt, 1, constraint, "rehearser", where, rindex)
         step.rehearsal_text = gen.text
         step.rehearse_seconds = round(gen.seconds, 3)
         step.rehearse_tokens = gen.new_tokens
@@ -339,7 +413,7 @@ class Episode:
         if "result" in box:
             return box["result"], None
         if "error" in box:
-            message = str(box["error"]) or type(box["error"]).__name__
+            message = self._shown(str(box["error"]) or type(box["error"]).__name__)
             return _failure("ENVIRONMENT_FAILURE", message), f"the environment failed: {message}"
         if self.cancel.is_set():
             return _failure("CANCELLED", "stopped while the tool was running"), "stopped during the real call"
@@ -347,6 +421,9 @@ class Episode:
             return _failure("TIME_LIMIT", "the episode's time ran out during the call"), "time limit during the real call"
         message = f"no response within {self.config.tool_seconds:g} s"
         return _failure("TOOL_TIMEOUT", message), f"the environment did not answer: {message}"
+
+    def _shown(self, text: str) -> str:
+        return self.config.redact(text) if self.config.redact is not None else text
 
     # ---- generation with streaming, cancellation and the wall-clock limit ----------------------
 
@@ -357,24 +434,34 @@ class Episode:
         self._seed_offset += 1  # distinct yet reproducible seeds for each generation
         return replace(s, seed=s.seed + self._seed_offset - 1)
 
-    def _generate(
-        self, prompt: str, n: int, constraint: Constraint | None, role: str, where: str, rindex: int | None
-    ) -> Generator[Event, None, list[Generation]]:
+    def _run_batch(self, requests: list[_Request]) -> Generator[Event, None, list[list[Generation]]]:
+        """One backend call for ``requests``, streaming as it goes; each request's Generations.
+
+        One request, or the same prompt and constraint every time: ``generate`` with n rows
+        (one shared prefill). Different prompts: ``generate_many``, one row each."""
         self._check_limits()
         sampling = self._sampling()
         updates: queue.Queue = queue.Queue()
         box: dict[str, Any] = {}
+        rows = [(i, j) for i, request in enumerate(requests) for j in range(request.n)]
+        head = requests[0]
+        shared = all(r.prompt == head.prompt and r.constraint == head.constraint for r in requests)
 
         def work() -> None:
+            on_token = lambda row, text: updates.put((row, text))  # noqa: E731
             try:
-                box["result"] = self.backend.generate(
-                    prompt,
-                    sampling,
-                    n=n,
-                    constraint=constraint,
-                    on_token=lambda row, text: updates.put((row, text)),
-                    cancel=self._halt,
-                )
+                if shared:
+                    box["result"] = self.backend.generate(
+                        head.prompt, sampling, n=len(rows), constraint=head.constraint, on_token=on_token, cancel=self._halt
+                    )
+                else:
+                    box["result"] = self.backend.generate_many(
+                        [requests[i].prompt for i, _ in rows],
+                        sampling,
+                        [requests[i].constraint for i, _ in rows],
+                        on_token=on_token,
+                        cancel=self._halt,
+                    )
             except BaseException as err:  # surfaced below, in the engine's thread
                 box["error"] = err
 
@@ -393,24 +480,43 @@ class Episode:
                 row, text = updates.get_nowait()
                 latest[row] = text
             for row, text in latest.items():
-                yield Generating(role, where, rindex, row, text)  # type: ignore[arg-type]
+                if row < len(rows):
+                    request, sample = requests[rows[row][0]], rows[row][1]
+                    yield Generating(request.role, request.where, request.rindex, sample, text)  # type: ignore[arg-type]
             latest.clear()
         if "error" in box:
             err = box["error"]
-            raise _Stop(f"model_error: {err}") from err
+            raise _Stop(f"model_error: {self._shown(str(err))}") from err
         self._check_limits()
         if "result" not in box:  # abandoned above
             raise _Stop("cancelled" if self.cancel.is_set() else "time_limit")
         gens: list[Generation] = box["result"]
         if any(g.finish_reason == "cancelled" for g in gens):
             raise _Stop("cancelled" if self.cancel.is_set() else "time_limit")
-        return gens
+        if len(gens) != len(rows):
+            raise _Stop(f"model_error: the backend returned {len(gens)} generations for {len(rows)} rows")
+        replies: list[list[Generation]] = [[] for _ in requests]
+        for (i, _), gen in zip(rows, gens):
+            replies[i].append(gen)
+        return replies
 
     def _check_limits(self) -> None:
         if self.cancel.is_set():
             raise _Stop("cancelled")
         if time.monotonic() > self._deadline:
             raise _Stop("time_limit")
+
+
+def _next_batch(waiting: dict[int, _Request]) -> list[int]:
+    """The trajectories to serve next: those waiting for the role most of them wait for
+    (ties: the role of the lowest index). Serving the larger group first lets the rest
+    catch up, so the groups keep merging back into full batches."""
+    counts: dict[str, int] = {}
+    for request in waiting.values():
+        counts[request.role] = counts.get(request.role, 0) + 1
+    first = waiting[min(waiting)].role
+    role = max(counts, key=lambda r: (counts[r], r == first))
+    return sorted(k for k, request in waiting.items() if request.role == role)
 
 
 def _failure(code: str, message: str) -> dict:

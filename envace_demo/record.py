@@ -254,7 +254,11 @@ def _opt(schema: dict) -> dict:
 
 def _record_schema() -> dict:
     """What ``from_dict`` relies on: every field it reads, typed; other keys pass."""
-    call = {"type": "object", "required": ["name"], "properties": {"name": _STR, "arguments": _opt({"type": "object"})}}
+    call = {
+        "type": "object",
+        "required": ["name"],
+        "properties": {"name": _STR, "arguments": _opt({"type": "object"})},
+    }
     action = {
         "type": "object",
         "properties": {

@@ -33,7 +33,7 @@ from envace_demo import engine
 from envace_demo.engine import Episode, EpisodeConfig, run_episode
 from envace_demo.envs.registry import create
 from envace_demo.errors import ConfigError, EnvaceError
-from envace_demo.events import EpisodeFinished, Generating, StepUpdated
+from envace_demo.events import Generating, StepUpdated
 from envace_demo.models.base import Backend, Generation, ModelInfo, Sampling
 from envace_demo.prompts import CURRENT_TOOL
 from envace_demo.tasks import find_task
@@ -124,7 +124,9 @@ def test_stop_during_a_hanging_tool_ends_the_episode_at_once(scripted):
 
     started = time.monotonic()
     try:
-        events = _events(scripted(actor=[BALANCE]), EpisodeConfig(mode="none"), _env_with(hang), cancel=cancel)
+        events = _events(
+            scripted(actor=[BALANCE]), EpisodeConfig(mode="none"), _env_with(hang), cancel=cancel
+        )
     finally:
         release.set()
     assert time.monotonic() - started < 3
@@ -159,7 +161,7 @@ def test_tool_seconds_must_be_positive():
 
 GARBAGE = [
     "\x00\x01\x02\ufffd" * 50,
-    "<tool_call>\n{\"name\": \"get_account\", \"arguments\": {\"account_id\": \"ACC-10",  # cut off mid-call
+    '<tool_call>\n{"name": "get_account", "arguments": {"account_id": "ACC-10',  # cut off mid-call
     "<tool_call>\n<tool_call>\n</tool_call></tool_call>",
     '<tool_call>\n{"name": "drop_tables", "arguments": {}}\n</tool_call>',
     "<tool_call>\n" + "[" * 10_000 + "\n</tool_call>",
@@ -175,19 +177,28 @@ def test_an_actor_emitting_garbage_gets_a_contract_error_step(scripted, text):
     assert traj.ended == "parse_error"
     (step,) = traj.steps
     assert step.call is None and step.action.text == text
-    assert step.error.split(":")[0] in {"JSON_DECODE_ERROR", "INVALID_TOOL_NAME", "NO_TOOL_CALL_FOUND", "NO_ARGUMENTS"}
+    assert step.error.split(":")[0] in {
+        "JSON_DECODE_ERROR",
+        "INVALID_TOOL_NAME",
+        "NO_TOOL_CALL_FOUND",
+        "NO_ARGUMENTS",
+    }
     assert env.state() == before and traj.totals()["real_calls"] == 0  # nothing was executed
     _assert_nothing_lost(events)
 
 
 def test_an_actor_emitting_nothing(scripted):
-    required = run_episode(scripted(actor=[""]), _task(), EpisodeConfig(mode="none", require_first_call=True), create("bank"))
+    required = run_episode(
+        scripted(actor=[""]), _task(), EpisodeConfig(mode="none", require_first_call=True), create("bank")
+    )
     assert required.ended == "parse_error" and required.steps[0].error.startswith("NO_TOOL_CALL_FOUND")
     free = run_episode(scripted(actor=[""]), _task(), EpisodeConfig(mode="none"), create("bank"))
     assert free.ended == "answer" and free.final_answer == "" and free.success is False
 
 
-@pytest.mark.parametrize("text", ["", "\ufffd" * 100, "<execution_result>{not json</execution_result>", "<think>" * 1000])
+@pytest.mark.parametrize(
+    "text", ["", "\ufffd" * 100, "<execution_result>{not json</execution_result>", "<think>" * 1000]
+)
 def test_a_rehearser_emitting_garbage_or_nothing_still_lets_the_real_call_run(scripted, text):
     backend = scripted(actor=[BALANCE, ANSWER], rehearser=[text])
     events = _events(backend, EpisodeConfig(mode="parallel", n=1, max_steps=1), create("bank"))
@@ -226,7 +237,11 @@ class EndlessBackend(Backend):
 
 def test_a_model_that_never_stops_is_ended_by_the_time_limit_and_its_stream_was_shown():
     started = time.monotonic()
-    events = list(Episode(EndlessBackend(), _task(), EpisodeConfig(mode="none", episode_seconds=0.5), create("bank")).run())
+    events = list(
+        Episode(
+            EndlessBackend(), _task(), EpisodeConfig(mode="none", episode_seconds=0.5), create("bank")
+        ).run()
+    )
     assert time.monotonic() - started < 3
     assert events[-1].trajectory.ended == "time_limit"
     streamed = [e.text for e in events if isinstance(e, Generating)]
@@ -238,7 +253,9 @@ def test_a_model_that_ignores_stop_is_abandoned_after_a_grace_period(monkeypatch
     cancel = threading.Event()
     threading.Timer(0.3, cancel.set).start()
     started = time.monotonic()
-    traj = run_episode(EndlessBackend(deaf=True), _task(), EpisodeConfig(mode="none"), create("bank"), cancel=cancel)
+    traj = run_episode(
+        EndlessBackend(deaf=True), _task(), EpisodeConfig(mode="none"), create("bank"), cancel=cancel
+    )
     assert traj.ended == "cancelled"
     assert time.monotonic() - started < 3  # Stop at 0.3 s, then the grace
 
@@ -318,7 +335,8 @@ def _fill(disk: Path) -> None:
 @pytest.mark.xfail(
     strict=True,
     raises=OSError,
-    reason="train/trainer.py saves with a bare save_pretrained: wrap it to raise ModelError naming the adapter",
+    reason="train/trainer.py saves with a bare save_pretrained: "
+    "wrap it to raise ModelError naming the adapter",
 )
 def test_a_full_disk_when_saving_the_adapter_is_a_clear_typed_error(tiny_disk):
     import torch
@@ -333,11 +351,18 @@ def test_a_full_disk_when_saving_the_adapter_is_a_clear_typed_error(tiny_disk):
     torch.manual_seed(0)
     tokenizer = tiny_tokenizer()
     config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, eos_token_id=tokenizer.eos_token_id,
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
-    backend = TransformersBackend(LlamaForCausalLM(config), tokenizer, model_id="tiny-random", constrained=True)
+    backend = TransformersBackend(
+        LlamaForCausalLM(config), tokenizer, model_id="tiny-random", constrained=True
+    )
     run = TrainConfig(steps=1, group_size=2, prompts_per_step=1, max_new_tokens=8, eval_rehearsals=0)
     trainer = Trainer(backend, TRAIN, [], run, tiny_disk / "run")
     seen = []

@@ -35,7 +35,12 @@ API_KEY = "sk-operator-0123456789abcdefSECRET"
 BASE_URL = "http://10.20.30.40:8000/v1"
 MCP = "python /srv/operator/private_server.py --token s3cr3t-value"
 PUBLIC = Settings(
-    public=True, max_new_tokens=128, max_steps=3, max_input_bytes=20_000, max_tools=8, api_key=API_KEY,
+    public=True,
+    max_new_tokens=128,
+    max_steps=3,
+    max_input_bytes=20_000,
+    max_tools=8,
+    api_key=API_KEY,
     mcp_servers=(MCP,),
 )
 OPTIONS = UIOptions.from_settings(PUBLIC)
@@ -46,8 +51,15 @@ def _tool(name: str, params: dict | None = None) -> dict:
 
 
 def _request(**changes) -> RunRequest:
-    values = {"tools": BANK_TOOLS, "environment": "bank", "message": PROMPT, "mode": "parallel", "n": 1,
-              "max_new_tokens": 64, "max_steps": 1}
+    values = {
+        "tools": BANK_TOOLS,
+        "environment": "bank",
+        "message": PROMPT,
+        "mode": "parallel",
+        "n": 1,
+        "max_new_tokens": 64,
+        "max_steps": 1,
+    }
     return RunRequest(**{**values, **changes})
 
 
@@ -120,7 +132,9 @@ def test_the_number_of_tools_is_capped():
 
 
 def test_regular_expressions_from_visitors_are_refused_but_a_parameter_may_be_named_pattern():
-    evil = _tool("f", {"type": "object", "properties": {"s": {"anyOf": [{"type": "string", "pattern": "^(a+)+$"}]}}})
+    evil = _tool(
+        "f", {"type": "object", "properties": {"s": {"anyOf": [{"type": "string", "pattern": "^(a+)+$"}]}}}
+    )
     with pytest.raises(SchemaError) as err:
         _task(tools=json.dumps([evil]), environment="none")
     assert err.value.location == "tools[0].parameters.properties.s.anyOf[0].pattern"
@@ -130,14 +144,18 @@ def test_regular_expressions_from_visitors_are_refused_but_a_parameter_may_be_na
     named = _tool("grep", {"type": "object", "properties": {"pattern": {"type": "string", "default": "a+"}}})
     assert _task(tools=json.dumps([named]), environment="none").tools[0].name == "grep"
     # Locally the operator's own schemas may use them.
-    local = build_task(_request(tools=json.dumps([evil]), environment="none").check(UIOptions.from_settings(Settings())))
+    local = build_task(
+        _request(tools=json.dumps([evil]), environment="none").check(UIOptions.from_settings(Settings()))
+    )
     assert local.tools[0].parameters["properties"]["s"]["anyOf"][0]["pattern"] == "^(a+)+$"
 
 
 # ---- no visitor-chosen connection, no visitor-supplied code ---------------------------------------
 
 
-@pytest.mark.parametrize("where", [MCP, "http://127.0.0.1:8765/mcp", "python examples/mcp_server.py", "../bank"])
+@pytest.mark.parametrize(
+    "where", [MCP, "http://127.0.0.1:8765/mcp", "python examples/mcp_server.py", "../bank"]
+)
 def test_an_environment_is_a_built_in_name_never_a_server_a_visitor_names(where):
     with pytest.raises(ConfigError) as err:
         _request(environment=where).check(OPTIONS)
@@ -158,8 +176,17 @@ def listener():
 class Audit:
     """Python audit events seen while ``active``: code compiled or run, processes, connections."""
 
-    WATCHED = ("exec", "compile", "os.system", "os.exec", "os.posix_spawn", "subprocess.Popen", "socket.connect",
-               "urllib.Request", "open")
+    WATCHED = (
+        "exec",
+        "compile",
+        "os.system",
+        "os.exec",
+        "os.posix_spawn",
+        "subprocess.Popen",
+        "socket.connect",
+        "urllib.Request",
+        "open",
+    )
 
     def __init__(self):
         self.active = False
@@ -167,11 +194,11 @@ class Audit:
         sys.addaudithook(self._hook)  # cannot be removed: it records only while active
 
     def _hook(self, event, args):
-        if self.active and event.startswith(self.WATCHED) and threading.current_thread() is self.thread:
-            self.events.append((event, repr(args)[:200]))
+        if self.active and event.startswith(self.WATCHED):
+            self.events.append((event, threading.current_thread().name, repr(args)[:200]))
 
     def __enter__(self):
-        self.thread = threading.current_thread()
+        self.events = []
         self.active = True
         return self
 
@@ -201,7 +228,9 @@ def test_hostile_schemas_and_model_output_run_no_code_and_open_nothing(scripted,
     with pytest.raises(SchemaError):  # a $ref is resolved inside the paste only; nothing is fetched
         _task(tools=json.dumps(hostile), environment="none")
     del hostile[0]["parameters"]["properties"]["remote"], hostile[0]["parameters"]["properties"]["file"]
-    request = _request(tools=json.dumps(hostile), environment="none", mode="imagine", max_steps=1).check(OPTIONS)
+    request = _request(tools=json.dumps(hostile), environment="none", mode="imagine", max_steps=1).check(
+        OPTIONS
+    )
     output = call_text("os_system", {"cmd": "__import__('os').system('id')"}, thinking="eval(input())")
     reply = '<execution_result>{"out": "{{7*7}} $(id) `id`"}</execution_result>'
 
@@ -211,6 +240,9 @@ def test_hostile_schemas_and_model_output_run_no_code_and_open_nothing(scripted,
         return run_episode(backend, task, build_config(request, PUBLIC, backend))
 
     episode()  # once unwatched: lazy imports compile code legitimately
+    with _AUDIT as audit:
+        eval("1 + 1")  # the watch works: this is seen
+    assert [e[0] for e in audit.events] == ["compile", "exec"]
     with _AUDIT as audit:
         traj = episode()
     assert audit.events == []  # no code compiled or run, no process, no connection, no file opened
@@ -229,7 +261,8 @@ def test_redact_hides_server_folders_secrets_and_operator_servers_in_public_mode
     leaky = (
         f"OSError: {PROJECT_ROOT}/.cache/embedded/model.safetensors: cannot open; "
         f"key {API_KEY} refused by {BASE_URL.replace('10.20.30.40', 'x')}; "
-        f"{MCP} exited; token hf_abcdefghijklmnopqrstuvwx; {sys.prefix}/lib/python3.11/site-packages/torch/nn.py"
+        f"{MCP} exited; token hf_abcdefghijklmnopqrstuvwx; "
+        f"{sys.prefix}/lib/python3.11/site-packages/torch/nn.py"
     )
     shown = OPTIONS.redact(leaky)
     for secret in (str(PROJECT_ROOT), API_KEY, MCP, "hf_abcdefghijklmnopqrstuvwx", sys.prefix, "s3cr3t"):
@@ -237,12 +270,21 @@ def test_redact_hides_server_folders_secrets_and_operator_servers_in_public_mode
     assert shown.startswith(f"OSError: {SERVER_PATH}: cannot open; key {SECRET} refused by")
     assert "<MCP server> exited" in shown
     with_url = UIOptions.from_settings(PUBLIC.replace(base_url=BASE_URL))
-    assert with_url.redact(f"connection to {BASE_URL}/chat/completions failed") == "connection to <model server>/chat/completions failed"
+    assert (
+        with_url.redact(f"connection to {BASE_URL}/chat/completions failed")
+        == "connection to <model server>/chat/completions failed"
+    )
     record = {"ended": f"model_error: {API_KEY}", "steps": [{"error": f"{PROJECT_ROOT}/x"}], "n": 1}
-    assert OPTIONS.redact(record) == {"ended": f"model_error: {SECRET}", "steps": [{"error": SERVER_PATH}], "n": 1}
+    assert OPTIONS.redact(record) == {
+        "ended": f"model_error: {SECRET}",
+        "steps": [{"error": SERVER_PATH}],
+        "n": 1,
+    }
     # What the visitor wrote stays as written: a files-environment path, a short word.
     assert OPTIONS.redact("/notes/todo.txt none /tmpfile") == "/notes/todo.txt none /tmpfile"
-    assert UIOptions.from_settings(Settings(api_key=API_KEY)).redact(API_KEY) == API_KEY  # not public: unchanged
+    assert (
+        UIOptions.from_settings(Settings(api_key=API_KEY)).redact(API_KEY) == API_KEY
+    )  # not public: unchanged
 
 
 def test_schema_errors_speak_of_the_paste_only():
@@ -278,38 +320,112 @@ def _refused(client, *args, api_name="/run", **kwargs) -> str:
 def test_the_api_offers_no_way_to_name_a_server_a_model_or_code(public_app):
     api = public_app.view_api(return_format="dict", print_info=False)["named_endpoints"]
     assert set(api) == {"/run", "/compare"}  # no model loading, no training, no upload of code
-    expected = ["tools", "environment", "message", "n", "temperature", "top_p", "top_k", "max_new_tokens",
-                "seed", "constrained", "max_steps"]
+    expected = [
+        "tools",
+        "environment",
+        "message",
+        "n",
+        "temperature",
+        "top_p",
+        "top_k",
+        "max_new_tokens",
+        "seed",
+        "constrained",
+        "max_steps",
+    ]
     assert [p["parameter_name"] for p in api["/run"]["parameters"]] == expected[:3] + ["mode"] + expected[3:]
-    assert [p["parameter_name"] for p in api["/compare"]["parameters"]] == expected[:3] + ["rehearsal_mode"] + expected[3:]
+    assert [p["parameter_name"] for p in api["/compare"]["parameters"]] == expected[:3] + [
+        "rehearsal_mode"
+    ] + expected[3:]
 
 
 def test_the_app_enforces_every_cap_whatever_the_client_sends(public_app):
     run = (BANK_TOOLS, "bank", PROMPT)
     assert "n: expected an integer from 1 to 4, got 5" in _refused(public_app, *run, "parallel", 5)
-    assert "n: expected an integer from 1 to 4" in _refused(public_app, *run, "parallel", 9, api_name="/compare")
-    assert "max_new_tokens: expected an integer from 16 to 128" in _refused(public_app, *run, "none", max_new_tokens=4096)
+    assert "n: expected an integer from 1 to 4" in _refused(
+        public_app, *run, "parallel", 9, api_name="/compare"
+    )
+    assert "max_new_tokens: expected an integer from 16 to 128" in _refused(
+        public_app, *run, "none", max_new_tokens=4096
+    )
     assert "max_steps: expected an integer from 1 to 3" in _refused(public_app, *run, "none", max_steps=50)
-    assert "user message: 5,000 bytes, at most 4,096" in _refused(public_app, BANK_TOOLS, "bank", "x" * 5000, "none")
+    assert "user message: 5,000 bytes, at most 4,096" in _refused(
+        public_app, BANK_TOOLS, "bank", "x" * 5000, "none"
+    )
     too_many = json.dumps([_tool(f"f{i}") for i in range(9)])
     assert "tools: 9 tools given, at most 8" in _refused(public_app, too_many, "none", PROMPT, "none")
     assert "input: too large" in _refused(public_app, " " * 20_001 + "[]", "none", PROMPT, "none")
-    regex = json.dumps([_tool("f", {"type": "object", "properties": {"s": {"type": "string", "pattern": "(a+)+$"}}})])
+    regex = json.dumps(
+        [_tool("f", {"type": "object", "properties": {"s": {"type": "string", "pattern": "(a+)+$"}}})]
+    )
     assert "regular expressions are not accepted" in _refused(public_app, regex, "none", PROMPT, "none")
-    assert "environment: expected one of" in _refused(public_app, BANK_TOOLS, "http://127.0.0.1:9/mcp", PROMPT, "none")
+    assert "environment: expected one of" in _refused(
+        public_app, BANK_TOOLS, "http://127.0.0.1:9/mcp", PROMPT, "none"
+    )
     record = public_app.predict(*run, "none", api_name="/run")  # within the caps it runs
     assert record["ended"] == "answer" and record["success"] is True
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="wire ctx.options.redact into ui/api.py (the record and gr.Error text) and the tabs' status messages",
-)
 def test_a_model_error_shown_to_a_visitor_holds_no_server_path_or_secret(public_app):
     record = public_app.predict(BANK_TOOLS, "bank", "EXPLODE now", "none", api_name="/run")
-    assert record["ended"].startswith("model_error: the model crashed")
+    assert record["ended"] == f"model_error: the model crashed reading {SERVER_PATH} with key {SECRET}"
     shown = json.dumps(record)
     assert str(PROJECT_ROOT) not in shown and API_KEY not in shown
+
+
+def test_a_failing_tool_shown_to_a_visitor_holds_no_server_path_or_secret(scripted):
+    from envace_demo.envs.registry import create
+
+    request = _request(mode="none", max_steps=1).check(OPTIONS)
+    backend = scripted(actor=[call_text("get_account", {"account_id": "ACC-1003"})])
+    env = create("bank")
+
+    def broken(name, args):
+        raise OSError(f"{PROJECT_ROOT}/data/bank.db: locked (auth {API_KEY})")
+
+    env.execute = broken
+    traj = run_episode(backend, build_task(request), build_config(request, PUBLIC, backend), env)
+    message = f"{SERVER_PATH}: locked (auth {SECRET})"
+    assert traj.steps[0].real["error"]["message"] == message and traj.steps[0].error.endswith(message)
+    local = _request(mode="none", max_steps=1).check(UIOptions.from_settings(Settings()))
+    assert build_config(local, Settings(), backend).redact is None  # locally the operator sees it all
+
+
+@pytest.fixture
+def broken_model_app():
+    """A public app whose model failed to load, with a server path and the key in the error."""
+    from gradio_client import Client
+
+    from envace_demo.ui import build_app
+    from envace_demo.ui.holder import ModelHolder
+    from test_faults import free_port
+
+    def fail(settings):
+        raise OSError(f"{PROJECT_ROOT}/.cache/weights.safetensors: unreadable (token {API_KEY})")
+
+    settings = PUBLIC.replace(model="rules")
+    holder = ModelHolder(settings, loader=fail)
+    holder.start()
+    demo = build_app(settings, holder=holder)
+    port = free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+    try:
+        yield client
+    finally:
+        client.close()
+        demo.close()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="ui/api.py raises gr.Error(str(err)): make it gr.Error(ctx.options.redact(str(err))); "
+    "likewise the tabs' status messages and the model banner",
+)
+def test_a_model_load_failure_shown_to_a_visitor_holds_no_server_path_or_secret(broken_model_app):
+    message = _refused(broken_model_app, BANK_TOOLS, "bank", PROMPT, "none")
+    assert "unreadable" in message
+    assert str(PROJECT_ROOT) not in message and API_KEY not in message
 
 
 @pytest.mark.xfail(strict=True, reason="launch_options should set show_error=False in public mode")

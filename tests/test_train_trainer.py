@@ -317,3 +317,40 @@ def test_policy_backend_reports_the_sampled_token_ids(tiny_backend):
         assert tiny_backend.tokenizer.decode(ids) == gen.text
     greedy = policy.generate(prompt, Sampling(temperature=0, max_new_tokens=40), n=2)
     assert len(greedy) == 2 and policy.last_token_ids[0] == policy.last_token_ids[1]
+
+
+# ---- the background job the UI drives --------------------------------------------------
+
+
+def test_training_job_runs_in_the_background_one_at_a_time(tiny_backend, tmp_path):
+    from envace_demo.errors import ConfigError
+    from envace_demo.train.job import TrainingSlot
+
+    seen = []
+    slot = TrainingSlot()
+    config = TrainConfig(steps=1, group_size=2, prompts_per_step=1, max_new_tokens=40, eval_rehearsals=0)
+    job = slot.start(tiny_backend, TRAIN, HELDOUT, config, tmp_path, on_event=seen.append)
+    if job.running:  # a second job while the first runs is refused
+        with pytest.raises(ConfigError, match="already running"):
+            slot.start(tiny_backend, TRAIN, HELDOUT, config, tmp_path / "other")
+    result = job.wait(timeout=120)
+    assert job.error is None and not job.running
+    assert result is not None and result.steps_done == 1 and result.adapter_dir.is_dir()
+    assert len(job.metrics) == 1 and "reward/actor" in job.metrics[0]
+    assert job.before is not None and job.after is not None and job.progress is not None
+    assert isinstance(seen[-1], TrainFinished)
+    # Finished: the slot takes the next job.
+    slot.start(tiny_backend, TRAIN, HELDOUT, config, tmp_path / "next").wait(timeout=120)
+
+
+def test_training_job_reports_a_failure_instead_of_dying_silently(tiny_backend, tmp_path, monkeypatch):
+    from envace_demo.train import trainer as trainer_mod
+    from envace_demo.train.job import TrainingJob
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("rollout exploded")
+
+    monkeypatch.setattr(trainer_mod, "rollout_group", broken)
+    job = TrainingJob(tiny_backend, TRAIN, HELDOUT, TrainConfig(steps=1, eval_rehearsals=0, max_new_tokens=8), tmp_path)
+    job.start().wait(timeout=120)
+    assert isinstance(job.error, RuntimeError) and job.result is None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Literal
 
 if TYPE_CHECKING:
@@ -110,6 +110,34 @@ class Backend(ABC):
         cancel: threading.Event | None = None,
     ) -> list[Generation]:
         """``n`` samples continuing ``prompt``, in one batch where the engine can."""
+
+    def generate_many(
+        self,
+        prompts: list[str],
+        sampling: Sampling,
+        constraints: list[Constraint | None] | None = None,
+        on_token: StreamCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> list[Generation]:
+        """One sample for each of ``prompts`` (row i: ``prompts[i]`` under
+        ``constraints[i]``); ``on_token`` gets the row index. Engines that can decode
+        different prompts together override this; the default calls ``generate`` once
+        per prompt (a seeded call gives row i its own seed)."""
+        constraints = constraints if constraints is not None else [None] * len(prompts)
+        if len(constraints) != len(prompts):
+            raise ValueError(f"generate_many: {len(prompts)} prompts but {len(constraints)} constraints")
+        out: list[Generation] = []
+        for row, (prompt, constraint) in enumerate(zip(prompts, constraints)):
+            if cancel is not None and cancel.is_set():
+                out.append(Generation("", 0, 0, 0.0, "cancelled"))
+                continue
+            seed = None if sampling.seed is None else sampling.seed + 1_000_003 * row
+            stream = (lambda _, text, row=row: on_token(row, text)) if on_token is not None else None
+            gens = self.generate(
+                prompt, replace(sampling, seed=seed), n=1, constraint=constraint, on_token=stream, cancel=cancel
+            )
+            out.append(gens[0])
+        return out
 
     def count_tokens(self, text: str) -> int:
         return len(text) // 4

@@ -2,6 +2,8 @@
 
 The ``n`` samples of one call share one prefill: the prompt's KV cache is computed
 once and repeated ``n`` times, then one batched ``generate`` decodes all rows.
+``generate_many`` decodes different prompts together the same way: their common
+token prefix is prefilled once, each row's remainder is padded in after it.
 Seeds are applied to a forked torch RNG, so a seeded call is reproducible and
 leaves the process's global random state untouched.
 """
@@ -176,7 +178,7 @@ class TransformersBackend(Backend):
         cancel: threading.Event | None = None,
     ) -> list[Generation]:
         import torch
-        from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
+        from transformers import LogitsProcessorList, StoppingCriteriaList
 
         if n < 1:
             raise ModelError(f"generate: n must be at least 1, got {n}")
@@ -200,17 +202,7 @@ class TransformersBackend(Backend):
             if on_token is not None:
                 fanout = n if greedy else 1
                 streamer = _RowStreamer(self.tokenizer, rows, self.stop_ids, on_token, fanout)
-            config = GenerationConfig(
-                max_new_tokens=sampling.max_new_tokens,
-                do_sample=not greedy,
-                eos_token_id=self.stop_ids,
-                pad_token_id=self.pad_id,
-                # Greedy gets the neutral values: unset ones are filled from the model's
-                # generation config (sampling defaults) and draw a warning.
-                temperature=1.0 if greedy else sampling.temperature,
-                top_p=1.0 if greedy else sampling.top_p,
-                top_k=50 if greedy else sampling.top_k,
-            )
+            config = self._generation_config(sampling)
             with torch.inference_mode(), _seeded(sampling.seed, self.model.device):
                 cache, batch_ids = self._shared_prefill(input_ids, rows)
                 output = self.model.generate(
@@ -232,7 +224,103 @@ class TransformersBackend(Backend):
             results = [Generation(**vars(results[0])) for _ in range(n)]
         return results
 
+    def generate_many(
+        self,
+        prompts: list[str],
+        sampling: Sampling,
+        constraints: list[Constraint | None] | None = None,
+        on_token: StreamCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> list[Generation]:
+        """One sample per prompt, all rows in one batched ``generate``; row i follows
+        ``constraints[i]`` (None: free). The prompts' common prefix is prefilled once."""
+        import torch
+        from transformers import LogitsProcessorList, StoppingCriteriaList
+
+        constraints = list(constraints) if constraints is not None else [None] * len(prompts)
+        if len(constraints) != len(prompts):
+            raise ModelError(f"generate_many: {len(prompts)} prompts but {len(constraints)} constraints")
+        if len(prompts) < 2:
+            return super().generate_many(prompts, sampling, constraints, on_token, cancel)
+        if sampling.max_new_tokens < 1:
+            raise ModelError(f"generate: max_new_tokens must be at least 1, got {sampling.max_new_tokens}")
+        with self._lock:
+            start = time.perf_counter()
+            encoded = [self.tokenizer(p, add_special_tokens=False).input_ids for p in prompts]
+            if cancel is not None and cancel.is_set():
+                return [Generation("", 0, len(ids), 0.0, "cancelled") for ids in encoded]
+            processors = LogitsProcessorList()
+            if self.supports_constraints and any(c is not None for c in constraints):
+                cache_ = self._grammar_cache()
+                compiled = [cache_.compile(c) if c is not None else None for c in constraints]
+                processors.append(_row_grammars_class()(compiled))
+            criteria = StoppingCriteriaList([_cancel_criteria_class()(cancel)] if cancel is not None else [])
+            streamer = _RowStreamer(self.tokenizer, len(prompts), self.stop_ids, on_token) if on_token else None
+            with torch.inference_mode(), _seeded(sampling.seed, self.model.device):
+                cache, ids, mask = self._prefix_prefill(encoded)
+                output = self.model.generate(
+                    ids,
+                    attention_mask=mask,
+                    cache=cache,
+                    generation_config=self._generation_config(sampling),
+                    logits_processor=processors,
+                    stopping_criteria=criteria,
+                    streamer=streamer,
+                )
+            seconds = time.perf_counter() - start
+            cancelled = cancel is not None and cancel.is_set()
+            return [
+                self._finish(row, len(encoded[r]), sampling.max_new_tokens, seconds, cancelled)
+                for r, row in enumerate(output[:, ids.shape[1] :].tolist())
+            ]
+
     # ------------------------------------------------------------------ helpers
+
+    def _generation_config(self, sampling: Sampling):
+        from transformers import GenerationConfig
+
+        greedy = sampling.temperature <= 0
+        return GenerationConfig(
+            max_new_tokens=sampling.max_new_tokens,
+            do_sample=not greedy,
+            eos_token_id=self.stop_ids,
+            pad_token_id=self.pad_id,
+            # Greedy gets the neutral values: unset ones are filled from the model's
+            # generation config (sampling defaults) and draw a warning.
+            temperature=1.0 if greedy else sampling.temperature,
+            top_p=1.0 if greedy else sampling.top_p,
+            top_k=50 if greedy else sampling.top_k,
+        )
+
+    def _prefix_prefill(self, encoded: list[list[int]]):
+        """(cache, ids, attention mask) for rows of different prompts.
+
+        Layout of row r: the common prefix, pads, then the rest of prompt r. The prefix's
+        KV cache is computed once and repeated; ``generate`` prefills only the rests.
+        Masked pads are skipped by the position ids (``generate`` derives them from the
+        mask), so every row sees its own prompt at its own positions. At least one token
+        per row is left to ``generate``: it needs one to start from."""
+        import torch
+
+        rows = len(encoded)
+        shared = min(_common_prefix(encoded), min(len(ids) for ids in encoded) - 1)
+        rests = [ids[shared:] for ids in encoded]
+        width = shared + max(len(rest) for rest in rests)
+        ids = torch.full((rows, width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((rows, width), dtype=torch.long)
+        ids[:, :shared] = torch.tensor(encoded[0][:shared], dtype=torch.long)
+        mask[:, :shared] = 1
+        for r, rest in enumerate(rests):
+            ids[r, width - len(rest) :] = torch.tensor(rest, dtype=torch.long)
+            mask[r, width - len(rest) :] = 1
+        ids, mask = ids.to(self.model.device), mask.to(self.model.device)
+        if shared < 1:
+            return None, ids, mask
+        cache = self.model(ids[:1, :shared], use_cache=True, logits_to_keep=1).cache
+        if not hasattr(cache, "batch_repeat_interleave"):  # an engine without it: prefill whole rows
+            return None, ids, mask
+        cache.batch_repeat_interleave(rows)
+        return cache, ids, mask
 
     def _grammar_cache(self) -> GrammarCache:
         if self._grammars is None:
@@ -250,7 +338,7 @@ class TransformersBackend(Backend):
         and repeated, so ``generate`` only runs the last prompt token per row."""
         if rows == 1 or input_ids.shape[1] < 2:
             return None, input_ids.expand(rows, -1).contiguous()
-        cache = self.model(input_ids[:, :-1], use_cache=True).cache
+        cache = self.model(input_ids[:, :-1], use_cache=True, logits_to_keep=1).cache
         if not hasattr(cache, "batch_repeat_interleave"):  # an engine without it: prefill per row
             return None, input_ids.expand(rows, -1).contiguous()
         cache.batch_repeat_interleave(rows)
@@ -292,6 +380,50 @@ def _cancel_criteria_class():
             )
 
     return CancelCriteria
+
+
+@cache
+def _row_grammars_class():
+    """Defined on first use, like the criteria above."""
+    import xgrammar as xgr
+    from transformers import LogitsProcessor
+
+    class RowGrammars(LogitsProcessor):
+        """A grammar per batch row (None: that row is free); one instance per ``generate``.
+        xgrammar's own HF processor takes per-row grammars too, but not free rows."""
+
+        def __init__(self, compiled: list):
+            self.matchers = [xgr.GrammarMatcher(c) if c is not None else None for c in compiled]
+            vocab = next(c for c in compiled if c is not None).tokenizer_info.vocab_size
+            self.bitmask = xgr.allocate_token_bitmask(len(compiled), vocab)
+            self.started = False
+
+        def __call__(self, input_ids, scores):
+            live = []
+            last = input_ids[:, -1].tolist() if self.started else None
+            for row, matcher in enumerate(self.matchers):
+                if matcher is None or matcher.is_terminated():
+                    continue  # free, or finished (generate pads finished rows)
+                if last is not None and not matcher.accept_token(last[row]):
+                    raise ModelError(f"constrained decoding: row {row} sampled token {last[row]} its grammar forbids")
+                if not matcher.is_terminated():
+                    matcher.fill_next_token_bitmask(self.bitmask, row)
+                    live.append(row)
+            self.started = True
+            if live:
+                xgr.apply_token_bitmask_inplace(scores, self.bitmask.to(scores.device), indices=live)
+            return scores
+
+    return RowGrammars
+
+
+def _common_prefix(seqs: list[list[int]]) -> int:
+    """Length of the longest common prefix of ``seqs``."""
+    shortest = min(seqs, key=len)
+    for i, token in enumerate(shortest):
+        if any(seq[i] != token for seq in seqs):
+            return i
+    return len(shortest)
 
 
 class _RowStreamer:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 from envace_demo.errors import TaskError
@@ -62,6 +62,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     g.add_argument("--dtype", choices=["auto", "bfloat16", "float32"])
     g.add_argument("--device", choices=["auto", "cpu", "cuda"])
     g.add_argument("--constrained", action=argparse.BooleanOptionalAction, default=None, help="constrained decoding")
+    g.add_argument("--threads", type=int, help="CPU threads for torch (env ENVACE_THREADS); 1 is fastest on a busy CPU")
     p.set_defaults(handler=cmd_train)
     return p
 
@@ -124,6 +125,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     config = config_from(args)
     train_tasks, heldout = split(load_tasks(args))
     settings = settings_from(args)
+    if args.threads:
+        settings = replace(settings, threads=args.threads)
     backend = load_model(settings)
     if args.constrained is None and not backend.supports_constraints:
         config = TrainConfig(**{**config.to_dict(), "constrained": False})

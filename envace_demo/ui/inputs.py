@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from envace_demo.engine import MODES, EpisodeConfig
 from envace_demo.envs.registry import ENVIRONMENTS, tasks_path
@@ -82,6 +82,7 @@ class RunRequest:
     # Set by check() from the app's caps; build_task loads the schema under them.
     limits: Limits = field(default_factory=Limits, repr=False)
     allow_regex: bool = field(default=True, repr=False)
+    redact: Callable[[str], str] | None = field(default=None, repr=False)
 
     @classmethod
     def from_controls(
@@ -137,6 +138,7 @@ class RunRequest:
         # The schema's size and tool count are the loader's own checks, located like its other errors.
         self.limits = Limits(max_bytes=options.max_input_bytes, max_tools=options.max_tools)
         self.allow_regex = options.allow_regex
+        self.redact = options.redact if options.public else None
         return self
 
 
@@ -220,6 +222,7 @@ def build_config(
         episode_seconds=settings.episode_seconds,
         constrained=req.constrained and backend.supports_constraints,
         require_first_call=backend.requires_first_call,
+        redact=req.redact,
     )
 
 

@@ -1,0 +1,225 @@
+"""``python -m bench [--quick] [--json] [--only SECTION ...]``
+
+Measures the demo on this machine against the goals of ``bench/report.py`` and
+writes ``bench/results.json`` and ``bench/RESULTS.md``. ``--quick`` (fewer repeats,
+shorter runs) stays under 10 minutes on 2 idle CPU cores; ``--json`` prints the
+result object on stdout (progress goes to stderr). Sections: startup, decode,
+dtype, parallel, grpo, gpu (only with CUDA).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+from bench import report
+
+ROOT = Path(__file__).resolve().parents[1]
+SECTIONS = ("startup", "decode", "dtype", "parallel", "grpo", "gpu")
+
+
+def log(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def machine_info() -> dict:
+    import platform
+
+    import torch
+
+    return {
+        "cpus": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "load_before": round(os.getloadavg()[0], 2),
+        "when": datetime.datetime.now().isoformat(timespec="seconds"),
+    }
+
+
+def _bfcl_tasks(limit: int):
+    from bench.dtype import BFCL_SIMPLE
+    from envace_demo.tasks import load_task_file
+
+    return load_task_file(BFCL_SIMPLE, limit=limit)
+
+
+def _actor_prompt(backend, task) -> str:
+    from envace_demo.prompts import Conversation, actor_prompt
+
+    return actor_prompt(backend, Conversation(task.prompt), task.tools)
+
+
+class Bench:
+    def __init__(self, quick: bool, cache_dir: Path):
+        self.quick = quick
+        self.cache_dir = cache_dir
+        self.figures: dict = {}
+        self.details: dict = {}
+        self.notes: dict = {}
+        self._backends: dict = {}
+
+    def backend(self, dtype: str = "auto"):
+        if dtype not in self._backends:
+            from envace_demo.models.loader import load_backend
+
+            start = time.perf_counter()
+            self._backends[dtype] = load_backend("embedded", dtype=dtype, device="cpu", cache_dir=self.cache_dir)
+            log(f"loaded the embedded model ({dtype}) in {time.perf_counter() - start:.1f} s")
+        return self._backends[dtype]
+
+    # ---- sections ----------------------------------------------------------------
+
+    def startup(self) -> None:
+        from bench.startup import measure_startup
+
+        warm_runs = 2 if self.quick else 3
+        warm = []
+        for i in range(warm_runs):
+            result = measure_startup(self.cache_dir, memory_run=i == 0)
+            log(f"warm start {i + 1}: {result}")
+            if result.error:
+                raise RuntimeError(result.error)
+            warm.append(result)
+        with tempfile.TemporaryDirectory(prefix="envace-bench-cold-") as empty:
+            cold = measure_startup(Path(empty))
+        log(f"cold start: {cold}")
+        self.figures["page_served_s"] = round(statistics.median(r.page_served_s for r in warm), 2)
+        self.figures["model_ready_s"] = round(statistics.median(r.model_ready_s for r in warm), 2)
+        self.figures["cold_model_ready_s"] = round(cold.model_ready_s, 2) if cold.model_ready_s else None
+        if cold.error:
+            self.notes["cold_model_ready_s"] = cold.error
+        first = warm[0]
+        self.figures["peak_rss_mb"] = {"idle": first.idle_rss_mb, "parallel_n4": first.run_peak_rss_mb}
+        self.details["startup"] = {
+            "warm": [vars(r) for r in warm],
+            "cold": vars(cold),
+            "cold_page_served_s": cold.page_served_s,
+        }
+
+    def decode(self) -> None:
+        from bench.decode import constrained_ratio, decode_tok_s, roofline_fraction, roofline_tok_s, weight_bytes
+        from bench.memory_bw import measure_bandwidth
+        from envace_demo.models.base import Constraint
+
+        bandwidth = measure_bandwidth(size_mb=512, repeats=5 if self.quick else 11)
+        log(f"memory bandwidth: {bandwidth}")
+        backend = self.backend()
+        task = _bfcl_tasks(1)[0]
+        prompt = _actor_prompt(backend, task)
+        tokens, repeats = (48, 3) if self.quick else (96, 5)
+        runs = decode_tok_s(backend, prompt, tokens, repeats)
+        tok_s = statistics.median(r.tok_s for r in runs)
+        nbytes = weight_bytes(backend.model)
+        fraction = roofline_fraction(tok_s, bandwidth.best_gbs, nbytes)
+        log(f"decode {tok_s:.1f} tok/s, roofline {roofline_tok_s(bandwidth.best_gbs, nbytes):.1f} tok/s ({fraction:.2f})")
+        constraint = Constraint(role="actor", tools=tuple(task.tools), require_call=True)
+        constrained = constrained_ratio(backend, prompt, constraint, 96, 3 if self.quick else 5)
+        log(f"constrained: {constrained}")
+        self.figures["decode_roofline_fraction"] = round(fraction, 3)
+        self.figures["constrained_speed_ratio"] = round(constrained["ratio"], 3)
+        self.details["decode"] = {
+            "dtype": backend.info.dtype,
+            "tok_s": round(tok_s, 2),
+            "mean_step_tok_s": round(statistics.median(1 / r.mean_step_s for r in runs), 2),
+            "weight_mb": round(nbytes / 2**20, 1),
+            "roofline_tok_s": round(roofline_tok_s(bandwidth.best_gbs, nbytes), 2),
+            "bandwidth": bandwidth.to_dict(),
+            "prompt_tokens": backend.count_tokens(prompt),
+            "tokens": tokens,
+            "runs": [vars(r) for r in runs],
+            "constrained": constrained,
+        }
+
+    def dtype(self) -> None:
+        from bench.dtype import compare_dtype
+        from envace_demo.tasks import find_task
+
+        tasks = _bfcl_tasks(6 if self.quick else 10)
+        bank = find_task("bank", "check-balance")
+        out = {}
+        for dtype in ("float32", "bfloat16"):
+            backend = self.backend(dtype)
+            long_prompt = _actor_prompt(backend, bank)  # the bank's ~1k-token prompt: prefill cost
+            out[dtype] = compare_dtype(backend, _actor_prompt(backend, tasks[0]), long_prompt, tasks,
+                                       48 if self.quick else 96, 3 if self.quick else 5)
+            log(f"{dtype}: {({k: v for k, v in out[dtype].items() if k != 'validity'})}, "
+                f"valid {out[dtype]['validity']['valid_calls']}/{out[dtype]['validity']['calls']}, "
+                f"correct {out[dtype]['validity']['bfcl_correct']}/{len(tasks)}")
+        self.details["dtype"] = out
+
+    def parallel(self) -> None:
+        from bench.parallel import parallel_ratio
+        from envace_demo.tasks import find_task
+
+        seeds = (0, 1, 2) if self.quick else (0, 1, 2, 3, 4)
+        figures = parallel_ratio(self.backend(), find_task("bank", "check-balance"), n=4, seeds=seeds)
+        log(f"parallel: N=4 {figures.many_s:.1f} s, N=1 {figures.one_s:.1f} s, ratio {figures.ratio:.2f}")
+        self.figures["parallel_rehearsal_ratio"] = round(figures.ratio, 3)
+        self.details["parallel"] = vars(figures)
+
+    def grpo(self) -> None:
+        from bench.training import grpo_step_seconds
+
+        figures = grpo_step_seconds(self.backend(), steps=2 if self.quick else 3)
+        log(f"grpo: {figures}")
+        self.figures["grpo_step_s"] = round(figures["seconds"], 2)
+        self.details["grpo"] = figures
+
+    def gpu(self) -> None:
+        from bench import gpu
+        from envace_demo.tasks import find_task
+
+        if not gpu.available():
+            self.details["gpu"] = None
+            return
+        task = find_task("bank", "check-balance")
+        self.details["gpu"] = gpu.gpu_section(self.quick, (lambda b: _actor_prompt(b, task), task))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[1])
+    parser.add_argument("--quick", action="store_true", help="fewer repeats and shorter runs (< 10 min on 2 cores)")
+    parser.add_argument("--json", action="store_true", help="print the result object as JSON on stdout")
+    parser.add_argument("--only", nargs="+", choices=SECTIONS, help="run only these sections")
+    parser.add_argument("--cache-dir", type=Path, default=ROOT / ".cache", help="the warm model cache")
+    parser.add_argument("--out", type=Path, default=report.HERE, help="where results.json and RESULTS.md go")
+    args = parser.parse_args(argv)
+
+    started = time.perf_counter()
+    bench = Bench(args.quick, args.cache_dir)
+    machine = machine_info()
+    log(f"machine: {machine}")
+    for name in args.only or SECTIONS:
+        log(f"section {name} …")
+        try:
+            getattr(bench, name)()
+        except Exception as err:  # one broken section must not lose the others' figures
+            traceback.print_exc(file=sys.stderr)
+            bench.notes[name] = f"section failed: {type(err).__name__}: {err}"
+    for key in report.KEYS:
+        if bench.figures.get(key) is None and key not in bench.notes:
+            bench.notes[key] = "not measured: its section was not run or failed (see the section's note)"
+    machine["load_after"] = round(os.getloadavg()[0], 2)
+    machine["seconds"] = round(time.perf_counter() - started, 1)
+    result = report.build(bench.figures, bench.details, machine, args.quick, bench.notes)
+    js, md = report.write(result, args.out)
+    log(f"wrote {js} and {md} in {machine['seconds']:.0f} s")
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False, default=str))
+    else:
+        print(report.markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

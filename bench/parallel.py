@@ -1,0 +1,77 @@
+"""parallel_rehearsal_ratio: N imagined trajectories ÷ one, same task, same seeds.
+
+Times the rehearsal phase of a ``parallel`` episode (start to ``MemoryReady``) with
+N rehearsals and with one; the committed run is not part of the figure. Sampling
+varies trajectory lengths, so each side is the median over seeds, and the ratio is
+of the medians.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+
+from envace_demo.engine import Episode, EpisodeConfig
+from envace_demo.envs.registry import create
+from envace_demo.events import MemoryReady, RehearsalFinished
+from envace_demo.models.base import Sampling
+from envace_demo.tasks import Task
+
+
+@dataclass
+class RehearsalTiming:
+    n: int
+    seconds: float
+    steps: int  # imagined steps over all N trajectories
+    tokens: int  # generated tokens over all N trajectories
+
+
+@dataclass
+class ParallelFigures:
+    n: int
+    ratio: float
+    one_s: float  # median seconds of one rehearsal
+    many_s: float  # median seconds of N rehearsals
+    runs: list[dict] = field(default_factory=list)
+
+
+def time_rehearsals(backend, task: Task, n: int, seed: int, max_steps: int, max_new_tokens: int,
+                    require_first_call: bool) -> RehearsalTiming:
+    """Seconds from the start of a ``parallel`` episode until its rehearsal memory is ready."""
+    config = EpisodeConfig(
+        mode="parallel",
+        n=n,
+        sampling=Sampling(seed=seed, max_new_tokens=max_new_tokens),
+        max_steps=max_steps,
+        constrained=backend.supports_constraints,
+        require_first_call=require_first_call,
+    )
+    episode = Episode(backend, task, config, create(task.env) if task.env else None)
+    events = episode.run()
+    finished = []
+    start = time.perf_counter()
+    for event in events:
+        if isinstance(event, RehearsalFinished):
+            finished.append(event.rehearsal)
+        if isinstance(event, MemoryReady):
+            break
+    seconds = time.perf_counter() - start
+    events.close()  # the committed run is not measured
+    steps = sum(len(r.steps) for r in finished)
+    tokens = sum((s.act_tokens or 0) + (s.rehearse_tokens or 0) for r in finished for s in r.steps)
+    return RehearsalTiming(n, seconds, steps, tokens)
+
+
+def parallel_ratio(backend, task: Task, n: int = 4, seeds: tuple[int, ...] = (0, 1, 2), max_steps: int = 2,
+                   max_new_tokens: int = 96, require_first_call: bool = True) -> ParallelFigures:
+    time_rehearsals(backend, task, 1, 999, 1, 8, require_first_call)  # warm-up: grammar compilation
+    one, many, runs = [], [], []
+    for seed in seeds:  # interleaved, so drifts of a shared machine hit both sides
+        a = time_rehearsals(backend, task, 1, seed, max_steps, max_new_tokens, require_first_call)
+        b = time_rehearsals(backend, task, n, seed, max_steps, max_new_tokens, require_first_call)
+        one.append(a.seconds)
+        many.append(b.seconds)
+        runs.append({"seed": seed, "one": vars(a), "many": vars(b)})
+    one_s, many_s = statistics.median(one), statistics.median(many)
+    return ParallelFigures(n=n, ratio=many_s / one_s, one_s=one_s, many_s=many_s, runs=runs)

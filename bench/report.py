@@ -1,0 +1,123 @@
+"""Goals, the JSON object ``--json`` prints, ``bench/results.json`` and ``bench/RESULTS.md``."""
+
+from __future__ import annotations
+
+import json
+import operator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Goal:
+    text: str  # how the README states it, e.g. "≤ 1.6"
+    check: Callable[[float], bool] | None  # None: reported, no goal
+
+
+def _at_most(limit: float) -> Goal:
+    return Goal(f"≤ {limit:g}", lambda v: operator.le(v, limit))
+
+
+def _at_least(limit: float) -> Goal:
+    return Goal(f"≥ {limit:g}", lambda v: operator.ge(v, limit))
+
+
+REPORT = Goal("report", None)
+
+# The issue's table, in its order. peak_rss_mb is an object: {"idle": MB, "parallel_n4": MB}.
+GOALS: dict[str, Goal] = {
+    "parallel_rehearsal_ratio": _at_most(1.6),
+    "decode_roofline_fraction": _at_least(0.7),
+    "constrained_speed_ratio": _at_least(0.85),
+    "page_served_s": _at_most(8),
+    "model_ready_s": _at_most(15),
+    "cold_model_ready_s": REPORT,
+    "grpo_step_s": _at_most(5),
+    "peak_rss_mb": REPORT,
+}
+KEYS = tuple(GOALS)
+
+
+def goal_status(key: str, value: Any) -> dict:
+    """``{"goal": text, "met": True | False | None}`` (None: no goal, or no figure)."""
+    goal = GOALS[key]
+    met = None
+    if goal.check is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
+        met = bool(goal.check(value))
+    return {"goal": goal.text, "met": met}
+
+
+def build(figures: dict[str, Any], details: dict[str, Any], machine: dict[str, Any], quick: bool,
+          notes: dict[str, str] | None = None) -> dict:
+    """The one JSON object: every key of the table (None with a note when not measured),
+    the goals and whether each is met, then the details behind the figures."""
+    unknown = set(figures) - set(KEYS)
+    if unknown:
+        raise KeyError(f"bench report: unknown figure(s) {sorted(unknown)}; known: {', '.join(KEYS)}")
+    result: dict[str, Any] = {key: figures.get(key) for key in KEYS}
+    result["goals"] = {key: goal_status(key, result[key]) for key in KEYS}
+    result["all_goals_met"] = all(g["met"] is not False for g in result["goals"].values()) and all(
+        result[k] is not None for k, g in GOALS.items() if g.check is not None
+    )
+    result["notes"] = dict(notes or {})
+    result["quick"] = quick
+    result["machine"] = machine
+    result["details"] = details
+    return result
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_fmt(v)}" for k, v in value.items())
+    return str(value)
+
+
+def markdown(result: dict) -> str:
+    """A table of the figures against their goals, then the machine and the run's notes."""
+    machine = result.get("machine", {})
+    lines = [
+        "# Benchmark results",
+        "",
+        f"`python -m bench{' --quick' if result.get('quick') else ''}` on {_fmt(machine.get('cpus'))} CPU core(s), "
+        f"torch threads {_fmt(machine.get('torch_threads'))}, load average "
+        f"{_fmt(machine.get('load_before'))} before / {_fmt(machine.get('load_after'))} after, "
+        f"{machine.get('when', '')}. Each figure is a median of repeats within this run.",
+        "",
+        "| key | value | goal | met |",
+        "|---|---|---|---|",
+    ]
+    mark = {True: "yes", False: "**no**", None: "—"}
+    for key in KEYS:
+        status = result["goals"][key]
+        lines.append(f"| `{key}` | {_fmt(result.get(key))} | {status['goal']} | {mark[status['met']]} |")
+    notes = result.get("notes") or {}
+    if notes:
+        lines += ["", "Notes:", ""] + [f"- `{k}`: {v}" for k, v in notes.items()]
+    dtype = result.get("details", {}).get("dtype")
+    if dtype:
+        lines += ["", "## fp32 vs bf16 on CPU (embedded model)", "",
+                  "| dtype | decode tok/s | prefill s (tokens) | valid calls | BFCL correct |", "|---|---|---|---|---|"]
+        for row in dtype.values():
+            v = row["validity"]
+            lines.append(f"| {row['dtype']} | {_fmt(row['decode_tok_s'])} | {_fmt(row['prefill_s'])} "
+                         f"({row['prefill_tokens']}) | {v['valid_calls']}/{v['calls']} | {v['bfcl_correct']}/{v['tasks']} |")
+    gpu = result.get("details", {}).get("gpu")
+    if gpu:
+        lines += ["", "## GPU", "", "```json", json.dumps(gpu, indent=2), "```"]
+    lines += ["", "Details (bandwidth, per-run timings): `bench/results.json`.", ""]
+    return "\n".join(lines)
+
+
+def write(result: dict, directory: Path = HERE) -> tuple[Path, Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    js, md = directory / "results.json", directory / "RESULTS.md"
+    js.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    md.write_text(markdown(result), encoding="utf-8")
+    return js, md

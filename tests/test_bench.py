@@ -1,0 +1,259 @@
+"""The benchmark's mechanics and the batching it drives.
+
+Structure only, never wall-clock limits: the report writer and its goals, the
+roofline arithmetic on a tiny random model, the per-step decode clock, and the
+lockstep batching of imagined trajectories (the scheduler and
+``TransformersBackend.generate_many``)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from bench import report
+from bench.decode import decode_once, roofline_fraction, roofline_tok_s, weight_bytes
+from bench.memory_bw import measure_bandwidth
+from conftest import ScriptedBackend, call_text, result_text
+from envace_demo.engine import Episode, EpisodeConfig
+from envace_demo.envs.registry import create
+from envace_demo.events import EpisodeFinished, Generating, RehearsalFinished
+from envace_demo.models.base import Constraint, Sampling
+from envace_demo.prompts import CURRENT_TOOL
+from envace_demo.schemas import load_tools
+from envace_demo.tasks import find_task
+
+BALANCE = call_text("get_account", {"account_id": "ACC-1003"})
+ANSWER = "<think>done</think>\nThe balance of ACC-1003 is 310.25 USD."
+PICK = load_tools([{"name": "pick", "parameters": {"type": "object", "properties": {"choice": {"enum": ["a", "b"]}},
+                                                   "required": ["choice"]}}])
+
+
+# ---- report ------------------------------------------------------------------------------
+
+
+def test_report_has_every_key_its_goal_and_whether_it_is_met(tmp_path):
+    figures = {"parallel_rehearsal_ratio": 1.3, "decode_roofline_fraction": 0.5, "page_served_s": 4.0,
+               "peak_rss_mb": {"idle": 600.0, "parallel_n4": 900.0}}
+    result = report.build(figures, {"decode": {"tok_s": 20}}, {"cpus": 2}, quick=True, notes={"grpo_step_s": "why"})
+    assert set(report.KEYS) <= set(result)
+    assert result["goals"]["parallel_rehearsal_ratio"] == {"goal": "≤ 1.6", "met": True}
+    assert result["goals"]["decode_roofline_fraction"] == {"goal": "≥ 0.7", "met": False}
+    assert result["goals"]["grpo_step_s"]["met"] is None and result["grpo_step_s"] is None
+    assert result["goals"]["peak_rss_mb"] == {"goal": "report", "met": None}
+    assert result["all_goals_met"] is False
+    json_path, md_path = report.write(result, tmp_path)
+    assert json.loads(json_path.read_text())["notes"] == {"grpo_step_s": "why"}
+    table = md_path.read_text()
+    for key in report.KEYS:
+        assert f"| `{key}` |" in table
+    assert "| `decode_roofline_fraction` | 0.5 | ≥ 0.7 | **no** |" in table
+
+
+def test_all_goals_met_needs_every_goal_figure():
+    met = {"parallel_rehearsal_ratio": 1.0, "decode_roofline_fraction": 0.9, "constrained_speed_ratio": 0.95,
+           "page_served_s": 3.0, "model_ready_s": 9.0, "grpo_step_s": 2.0}
+    assert report.build(met, {}, {}, quick=False)["all_goals_met"] is True
+    assert report.build({**met, "grpo_step_s": None}, {}, {}, quick=False)["all_goals_met"] is False
+    with pytest.raises(KeyError, match="tok_per_s"):
+        report.build({"tok_per_s": 3}, {}, {}, quick=False)
+
+
+# ---- roofline arithmetic on a tiny random model ------------------------------------------------
+
+
+def _tokenizer():
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from envace_demo.models.embedded import qwen3_chat_template
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    corpus = ['<tool_call>\n{"name": "pick", "arguments": {"choice": "a"}}\n</tool_call>', "<execution_result>"] * 20
+    trainer = trainers.BpeTrainer(vocab_size=320, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(corpus, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    fast.chat_template = qwen3_chat_template()
+    return fast
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from envace_demo.models.transformers_backend import TransformersBackend
+
+    torch.manual_seed(0)
+    tokenizer = _tokenizer()
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
+                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    return TransformersBackend(LlamaForCausalLM(config), tokenizer, model_id="tiny-random", constrained=True)
+
+
+def test_weight_bytes_counts_tied_embeddings_once(tiny):
+    params = list(tiny.model.parameters())
+    assert tiny.model.lm_head.weight.data_ptr() == tiny.model.model.embed_tokens.weight.data_ptr()
+    assert weight_bytes(tiny.model) == 4 * sum(p.numel() for p in params)  # parameters() yields a tied one once
+    untied = sum(p.numel() for p in tiny.model.state_dict().values() if p.is_floating_point()) * 4
+    assert weight_bytes(tiny.model) < untied  # the state dict lists the tied matrix twice
+
+
+def test_roofline_arithmetic():
+    assert roofline_tok_s(10.0, 500_000_000) == pytest.approx(20.0)
+    assert roofline_fraction(15.0, 10.0, 500_000_000) == pytest.approx(0.75)
+    with pytest.raises(ValueError, match="positive"):
+        roofline_tok_s(0.0, 100)
+
+
+def test_decode_clock_times_each_step(tiny):
+    run = decode_once(tiny, "<|im_start|>user\npick one<|im_end|>\n", max_new_tokens=6, min_new_tokens=6)
+    assert run.tokens == 6 and run.step_s > 0 and run.mean_step_s > 0
+    prompt = tiny.render([{"role": "user", "content": "pick"}], tools=[t.to_openai() for t in PICK])
+    constrained = decode_once(tiny, prompt, 40, Constraint(role="actor", tools=tuple(PICK), require_call=True))
+    assert 1 < constrained.tokens <= 40
+
+
+def test_bandwidth_probe_reports_both_medians():
+    bw = measure_bandwidth(size_mb=8, repeats=3)
+    assert bw.read_gbs > 0 and bw.copy_gbs > 0 and bw.best_gbs == max(bw.read_gbs, bw.copy_gbs)
+    assert set(bw.to_dict()) == {"read_gbs", "copy_gbs", "size_mb", "repeats", "best_gbs"}
+
+
+# ---- generate_many -------------------------------------------------------------------------
+
+
+def _prompts(tiny):
+    messages = ["pick a", "please pick one of the two choices now", "b?"]
+    return [tiny.render([{"role": "user", "content": m}], tools=[t.to_openai() for t in PICK]) for m in messages]
+
+
+def test_generate_many_matches_one_generate_per_prompt_greedy(tiny):
+    prompts = _prompts(tiny)
+    greedy = Sampling(temperature=0.0, max_new_tokens=12)
+    constraints = [Constraint(role="actor", tools=tuple(PICK), require_call=True), None, None]
+    alone = [tiny.generate(p, greedy, constraint=c)[0] for p, c in zip(prompts, constraints)]
+    streamed: dict[int, str] = {}
+    together = tiny.generate_many(prompts, greedy, constraints, on_token=lambda row, text: streamed.__setitem__(row, text))
+    assert [g.text for g in together] == [g.text for g in alone]
+    assert [g.prompt_tokens for g in together] == [g.prompt_tokens for g in alone]
+    assert {row: text for row, text in streamed.items() if text} == {i: g.text for i, g in enumerate(together) if g.text}
+
+
+def test_generate_many_constrains_each_row_by_its_own_grammar(tiny):
+    sampling = Sampling(temperature=1.0, max_new_tokens=60, seed=3)
+    constraints = [Constraint(role="actor", tools=tuple(PICK), require_call=True),
+                   Constraint(role="rehearser", response_schema={"type": "object", "properties": {"ok": {"type": "boolean"}},
+                                                                 "required": ["ok"]})]
+    prompts = _prompts(tiny)[:2]
+    gens = tiny.generate_many(prompts, sampling, constraints)
+    assert gens[0].text.lstrip().startswith(("<think>", "<tool_call>")) and "<execution_result>" not in gens[0].text
+    assert gens[1].text.lstrip().startswith(("<think>", "<execution_result>")) and "<tool_call>" not in gens[1].text
+
+
+def test_generate_many_honours_a_set_cancel_switch(tiny):
+    cancel = threading.Event()
+    cancel.set()
+    gens = tiny.generate_many(_prompts(tiny), Sampling(max_new_tokens=4), cancel=cancel)
+    assert [g.finish_reason for g in gens] == ["cancelled"] * 3
+
+
+def test_default_generate_many_loops_over_generate_with_a_seed_per_row():
+    seen = []
+
+    class Recording(ScriptedBackend):
+        def generate(self, prompt, sampling, n=1, constraint=None, on_token=None, cancel=None):
+            seen.append((prompt, sampling.seed, constraint))
+            return super().generate(prompt, sampling, n, constraint, on_token, cancel)
+
+    backend = Recording(actor=["x", "y"])
+    rows = []
+    gens = backend.generate_many(["p1", "p2"], Sampling(seed=5), [None, None], on_token=lambda r, t: rows.append(r))
+    assert [g.text for g in gens] == ["x", "y"] and rows == [0, 1]
+    assert [s[1] for s in seen] == [5, 5 + 1_000_003]
+
+
+# ---- the lockstep scheduler ------------------------------------------------------------------
+
+
+class Batching(ScriptedBackend):
+    """A scripted backend that records each backend call: ("generate", n) or ("many", roles).
+    ``linger``: seconds each generation stays running after streaming its text (so the
+    engine, which polls, sees the stream)."""
+
+    def __init__(self, *args, linger: float = 0.0, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.calls: list[tuple] = []
+        self.linger = linger
+
+    def generate(self, prompt, sampling, n=1, constraint=None, on_token=None, cancel=None):
+        if not getattr(self, "_inside_many", False):
+            self.calls.append(("generate", n))
+        gens = super().generate(prompt, sampling, n, constraint, on_token, cancel)
+        time.sleep(self.linger)
+        return gens
+
+    def generate_many(self, prompts, sampling, constraints=None, on_token=None, cancel=None):
+        self.calls.append(("many", ["rehearser" if CURRENT_TOOL in p else "actor" for p in prompts]))
+        self._inside_many = True
+        try:
+            return super().generate_many(prompts, sampling, constraints, on_token, cancel)
+        finally:
+            self._inside_many = False
+
+
+def test_parallel_trajectories_advance_in_lockstep_one_batch_per_role_and_round():
+    # Trajectory 2 answers at once; 0 and 1 call (differently), are rehearsed, then answer.
+    other = call_text("get_account", {"account_id": "ACC-1003"}, thinking="look it up")
+    backend = Batching(actor=[BALANCE, other, ANSWER, ANSWER, ANSWER, BALANCE, ANSWER],
+                       rehearser=[lambda p: result_text({"balance": 1.0})] * 3, linger=0.15)
+    events = list(Episode(backend, find_task("bank", "check-balance"), EpisodeConfig(mode="parallel", n=3),
+                          create("bank")).run())
+    traj = events[-1].trajectory
+    assert isinstance(events[-1], EpisodeFinished)
+    assert [len(r.steps) for r in traj.rehearsals] == [2, 2, 1]
+    assert [r.ended for r in traj.rehearsals] == ["answer"] * 3
+    assert backend.calls[:3] == [
+        ("generate", 3),  # the first turn: the same prompt 3 times, one shared prefill
+        ("many", ["rehearser", "rehearser"]),  # the two calls of trajectories 0 and 1, together
+        ("many", ["actor", "actor"]),  # their second turns, together
+    ]
+    # Then the committed run, one generation at a time.
+    assert all(call == ("generate", 1) for call in backend.calls[3:])
+    # The same prompts (the same call text) share one n-row call instead.
+    same = Batching(actor=[BALANCE, BALANCE, ANSWER, ANSWER, BALANCE, ANSWER], rehearser=[result_text({})] * 3)
+    list(Episode(same, find_task("bank", "check-balance"), EpisodeConfig(mode="parallel", n=2), create("bank")).run())
+    assert same.calls[:3] == [("generate", 2)] * 3
+    finished = [e.rehearsal.index for e in events if isinstance(e, RehearsalFinished)]
+    assert sorted(finished) == [0, 1, 2] and finished[0] == 2  # the short one finished first
+    streamed = {(e.rehearsal, e.row) for e in events if isinstance(e, Generating) and e.where == "rehearsal"}
+    assert streamed == {(0, 0), (1, 0), (2, 0)}  # each trajectory streams under its own index
+
+
+def test_stop_during_lockstep_ends_every_running_trajectory():
+    cancel = threading.Event()
+
+    def stop_now(prompt):
+        cancel.set()
+        return result_text({"balance": 1.0})
+
+    backend = Batching(actor=[BALANCE, BALANCE], rehearser=[stop_now, lambda p: result_text({})], delay=0.02)
+    events = list(Episode(backend, find_task("bank", "check-balance"), EpisodeConfig(mode="parallel", n=2),
+                          create("bank"), cancel=cancel).run())
+    traj = events[-1].trajectory
+    assert traj.ended == "cancelled" and traj.steps == [] and traj.memory is None
+    assert [r.ended for r in traj.rehearsals] == ["cancelled", "cancelled"]
+    assert sum(isinstance(e, RehearsalFinished) for e in events) == 2
+
+
+def test_sequential_mode_stays_one_generation_at_a_time():
+    backend = Batching(actor=[BALANCE, ANSWER, BALANCE, ANSWER, BALANCE, ANSWER],
+                       rehearser=[result_text({"balance": 1.0})] * 3)
+    list(Episode(backend, find_task("bank", "check-balance"), EpisodeConfig(mode="sequential", n=2), create("bank")).run())
+    assert backend.calls and all(call == ("generate", 1) for call in backend.calls)
