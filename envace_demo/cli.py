@@ -318,6 +318,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         backend = load_model(settings)
         config = episode_config(args, settings, backend)
+        if args.manual:  # a person answers: give them the manual environment's own, longer limit
+            config.tool_seconds = environment.timeout + 5
         traj = _run_task(backend, task, config, out=None if args.json else out, environment=environment, shown=shown)
     finally:
         if hasattr(environment, "close"):

@@ -417,18 +417,12 @@ def broken_model_app():
         demo.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ui/api.py raises gr.Error(str(err)): make it gr.Error(ctx.options.redact(str(err))); "
-    "likewise the tabs' status messages and the model banner",
-)
 def test_a_model_load_failure_shown_to_a_visitor_holds_no_server_path_or_secret(broken_model_app):
     message = _refused(broken_model_app, BANK_TOOLS, "bank", PROMPT, "none")
     assert "unreadable" in message
     assert str(PROJECT_ROOT) not in message and API_KEY not in message
 
 
-@pytest.mark.xfail(strict=True, reason="launch_options should set show_error=False in public mode")
 def test_unexpected_exceptions_are_not_shown_verbatim_in_public_mode():
     from envace_demo.ui import launch_options
 

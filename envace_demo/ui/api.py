@@ -64,7 +64,7 @@ def make_endpoints(ctx: AppContext) -> dict[str, Callable[..., dict]]:
             task, backend = prepare(req)
             return runner.run_to_end(task, build_config(req, ctx.settings, backend)).to_dict()
         except EnvaceError as err:
-            raise gr.Error(str(err)) from None
+            raise gr.Error(ctx.options.redact(str(err))) from None
 
     def compare(
         tools: str,
@@ -106,7 +106,7 @@ def make_endpoints(ctx: AppContext) -> dict[str, Callable[..., dict]]:
                 m: runner.run_to_end(task, build_config(req, ctx.settings, backend, mode=m)) for m in modes
             }
         except EnvaceError as err:
-            raise gr.Error(str(err)) from None
+            raise gr.Error(ctx.options.redact(str(err))) from None
         return {
             "metrics": {m: runner.metrics(t) for m, t in trajs.items()},
             "trajectories": {m: t.to_dict() for m, t in trajs.items()},

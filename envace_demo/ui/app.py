@@ -40,7 +40,8 @@ def build_app(
 
     def model_banner() -> tuple[str, dict, gr.Timer]:
         st = holder.status()
-        html = render.model_status_html(st.state, st.model, st.seconds, st.error, st.info)
+        redact = ctx.options.redact
+        html = render.model_status_html(st.state, st.model, st.seconds, redact(st.error), redact(st.info))
         return html, model_info(ctx), gr.Timer(active=st.state == "loading")
 
     with gr.Blocks(title=TITLE, analytics_enabled=False) as demo:
@@ -74,4 +75,5 @@ def _close(session: Session | None) -> None:
 def launch_options(settings: Settings) -> dict[str, Any]:
     """Keyword arguments for ``demo.launch``. Host and port are left to Gradio, which
     reads GRADIO_SERVER_NAME / GRADIO_SERVER_PORT (and is set up for Spaces)."""
-    return {"theme": theme(), "css": CSS, "show_error": True, "footer_links": ["api", "gradio"]}
+    # A public Space shows only the project's own (redacted) messages, never a raw exception.
+    return {"theme": theme(), "css": CSS, "show_error": not settings.public, "footer_links": ["api", "gradio"]}

@@ -120,7 +120,7 @@ def build_compare(ctx: AppContext, state: gr.State) -> None:
             task = build_task(req)
             modes = compare_modes(mode_name)
         except EnvaceError as err:
-            yield {status: render.status_html(str(err), "error")}
+            yield {status: render.status_html(ctx.options.redact(str(err)), "error")}
             return
         yield {
             left_steps: "",
@@ -135,7 +135,7 @@ def build_compare(ctx: AppContext, state: gr.State) -> None:
             backend = yield from await_model(ctx.holder, ctx.options, lambda html: {status: html})
             configs = {m: build_config(req, ctx.settings, backend, mode=m) for m in modes}
         except EnvaceError as err:
-            yield {status: render.status_html(str(err), "error")}
+            yield {status: render.status_html(ctx.options.redact(str(err)), "error")}
             return
         cancel = session.begin()
         views = {m: render.LiveView() for m in modes}
@@ -212,7 +212,7 @@ def build_compare(ctx: AppContext, state: gr.State) -> None:
             backend = yield from await_model(ctx.holder, ctx.options, lambda html: {suite_status: html})
             configs = {m: build_config(req, ctx.settings, backend, mode=m) for m in modes}
         except EnvaceError as err:
-            yield {suite_status: render.status_html(str(err), "error")}
+            yield {suite_status: render.status_html(ctx.options.redact(str(err)), "error")}
             return
         cancel = session.begin()
         session.suite = []

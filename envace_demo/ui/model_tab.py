@@ -72,7 +72,7 @@ def model_info(ctx: AppContext) -> dict:
     info.update({"state": st.state, "requested": st.model, "load_seconds": round(st.seconds, 1)})
     if st.error:
         info["error"] = st.error
-    return info
+    return ctx.options.redact(info)
 
 
 def build_model_tab(ctx: AppContext, banner: gr.HTML, timer: gr.Timer) -> gr.JSON:
@@ -110,7 +110,7 @@ def build_model_tab(ctx: AppContext, banner: gr.HTML, timer: gr.Timer) -> gr.JSO
             )
             ctx.holder.start(settings)
         except EnvaceError as err:
-            yield {load_status: render.status_html(str(err), "error")}
+            yield {load_status: render.status_html(ctx.options.redact(str(err)), "error")}
             return
         started = time.monotonic()
         while ctx.holder.status().state == "loading":
@@ -120,7 +120,8 @@ def build_model_tab(ctx: AppContext, banner: gr.HTML, timer: gr.Timer) -> gr.JSO
             yield {load_status: text, banner: text, timer: gr.Timer(active=True)}
             time.sleep(0.5)
         st = ctx.holder.status()
-        html = render.model_status_html(st.state, st.model, st.seconds, st.error, st.info)
+        redact = ctx.options.redact
+        html = render.model_status_html(st.state, st.model, st.seconds, redact(st.error), redact(st.info))
         yield {load_status: html, banner: html, info: model_info(ctx)}
 
     load.click(

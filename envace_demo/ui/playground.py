@@ -159,7 +159,7 @@ def build_playground(ctx: AppContext, state: gr.State) -> Playground:
             }
             return
         except EnvaceError as err:
-            yield {status: render.status_html(str(err), "error")}
+            yield {status: render.status_html(ctx.options.redact(str(err)), "error")}
             return
         yield {
             schema_box: render.schema_ok_html(task.tools),
@@ -174,7 +174,7 @@ def build_playground(ctx: AppContext, state: gr.State) -> Playground:
             backend = yield from await_model(ctx.holder, ctx.options, lambda html: {status: html})
             config = build_config(req, ctx.settings, backend)
         except EnvaceError as err:
-            yield {status: render.status_html(str(err), "error")}
+            yield {status: render.status_html(ctx.options.redact(str(err)), "error")}
             return
         cancel = session.begin()
         view = render.LiveView()
