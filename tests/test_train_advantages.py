@@ -27,7 +27,10 @@ def test_actor_and_rehearser_rows_of_one_group_get_their_own_role_mean():
     ]
     assign_advantages(rows)
     actor_mean, rehearser_mean = 2 / 3, 1 / 3
-    assert baselines(rows) == {(0, "actor"): pytest.approx(actor_mean), (0, "rehearser"): pytest.approx(rehearser_mean)}
+    assert baselines(rows) == {
+        (0, "actor"): pytest.approx(actor_mean),
+        (0, "rehearser"): pytest.approx(rehearser_mean),
+    }
     for r in rows:
         expected = r.reward - (actor_mean if r.role == "actor" else rehearser_mean)
         assert r.advantage == pytest.approx(expected)

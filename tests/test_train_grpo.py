@@ -75,7 +75,12 @@ def tiny_lm():
 
     torch.manual_seed(0)
     config = LlamaConfig(
-        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
     )
     return LlamaForCausalLM(config).eval()
 
@@ -104,7 +109,9 @@ def test_shared_prefix_logprobs_equal_a_plain_forward(tiny_lm, micro_batch):
             for b, i in enumerate(batch.indices):
                 n = len(COMPLETIONS[i])
                 assert batch.mask[b].tolist() == [1.0] * n + [0.0] * (batch.mask.shape[1] - n)
-                assert torch.allclose(batch.logp[b, :n], plain_logprobs(tiny_lm, PROMPTS[i], COMPLETIONS[i]), atol=1e-5)
+                assert torch.allclose(
+                    batch.logp[b, :n], plain_logprobs(tiny_lm, PROMPTS[i], COMPLETIONS[i]), atol=1e-5
+                )
                 seen.append(i)
     assert sorted(seen) == [0, 1, 2, 3]
 

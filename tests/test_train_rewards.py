@@ -8,7 +8,14 @@ import pytest
 
 from envace_demo.record import Action, Rehearsal, Step, ToolCall
 from envace_demo.tasks import find_task
-from envace_demo.train.rewards import checklist, replay_state, row_reward, score_episode, score_rehearsal, trainable
+from envace_demo.train.rewards import (
+    checklist,
+    replay_state,
+    row_reward,
+    score_episode,
+    score_rehearsal,
+    trainable,
+)
 from envace_demo.train.rollout import is_empty
 
 DEPOSIT = find_task("bank", "deposit-cash")  # state: ACC-1003 balance 810.25 after +500
@@ -21,7 +28,9 @@ def rehearsal(*calls: ToolCall, answer: str | None = None) -> Rehearsal:
 
 def test_state_check_is_judged_by_replaying_the_imagined_calls():
     good = score_rehearsal(DEPOSIT, rehearsal(ToolCall("deposit", {"account_id": "ACC-1003", "amount": 500})))
-    wrong_amount = score_rehearsal(DEPOSIT, rehearsal(ToolCall("deposit", {"account_id": "ACC-1003", "amount": 50})))
+    wrong_amount = score_rehearsal(
+        DEPOSIT, rehearsal(ToolCall("deposit", {"account_id": "ACC-1003", "amount": 50}))
+    )
     nothing = score_rehearsal(DEPOSIT, rehearsal())
     assert (good.value, good.success, good.parts) == (1.0, True, {"state": 1.0})
     assert (wrong_amount.value, wrong_amount.success) == (0.0, False)
@@ -42,12 +51,20 @@ def test_replay_runs_calls_in_order_and_ignores_unknown_tools():
 def test_includes_calls_items_score_separately():
     task = replace(
         DEPOSIT,
-        check={"includes_calls": [{"get_account": {"account_id": ["ACC-1001"]}}, {"get_account": {"account_id": ["ACC-1002"]}}]},
+        check={
+            "includes_calls": [
+                {"get_account": {"account_id": ["ACC-1001"]}},
+                {"get_account": {"account_id": ["ACC-1002"]}},
+            ]
+        },
     )
     one = score_episode(task, [ToolCall("get_account", {"account_id": "ACC-1001"})], None, None)
     both = score_episode(
         task,
-        [ToolCall("get_account", {"account_id": "ACC-1002"}), ToolCall("get_account", {"account_id": "ACC-1001"})],
+        [
+            ToolCall("get_account", {"account_id": "ACC-1002"}),
+            ToolCall("get_account", {"account_id": "ACC-1001"}),
+        ],
         None,
         None,
     )

@@ -13,7 +13,6 @@ import argparse
 import copy
 import json
 import threading
-from pathlib import Path
 
 import pytest
 import torch
@@ -58,7 +57,14 @@ def task(name: str, letter: str, split: str = "train") -> Task:
 TRAIN = [task("t-a", "a"), task("t-b", "b")]
 HELDOUT = [task("h-a", "a", "heldout")]
 CONFIG = TrainConfig(
-    steps=2, group_size=4, prompts_per_step=2, lr=5e-2, max_new_tokens=40, micro_batch=4, eval_samples=1, eval_rehearsals=1
+    steps=2,
+    group_size=4,
+    prompts_per_step=2,
+    lr=5e-2,
+    max_new_tokens=40,
+    micro_batch=4,
+    eval_samples=1,
+    eval_rehearsals=1,
 )
 
 
@@ -71,7 +77,10 @@ def tiny_tokenizer():
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    corpus = ['<tool_call>\n{"name": "pick", "arguments": {"choice": "a"}}\n</tool_call>', "<execution_result>"] * 20
+    corpus = [
+        '<tool_call>\n{"name": "pick", "arguments": {"choice": "a"}}\n</tool_call>',
+        "<execution_result>",
+    ] * 20
     trainer = trainers.BpeTrainer(
         vocab_size=320,
         special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
@@ -93,7 +102,12 @@ def teach_format(model, tokenizer, backend) -> None:
         text = f'<tool_call>\n{{"name": "pick", "arguments": {{"choice": "{letter}"}}}}\n</tool_call>'
         examples.append((prompt, text))
         messages = rehearser_messages(t.tools, [], Conversation(t.prompt), text, call, t.tools[0])
-        examples.append((rehearser_prompt(backend, messages), f'<execution_result>\n{{"picked": "{letter}"}}\n</execution_result>'))
+        examples.append(
+            (
+                rehearser_prompt(backend, messages),
+                f'<execution_result>\n{{"picked": "{letter}"}}\n</execution_result>',
+            )
+        )
     encoded = []
     for prompt, completion in examples:
         p = tokenizer(prompt, add_special_tokens=False).input_ids
@@ -197,7 +211,14 @@ def test_events_metrics_and_files(finished_run):
     assert {"eval_before", "rollout", "update", "eval_after", "save"} <= stages
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2]
-    for key in ("reward/actor", "reward/rehearser", "advantage_std/actor", "loss/actor", "gen_len/rehearser", "valid_call_rate"):
+    for key in (
+        "reward/actor",
+        "reward/rehearser",
+        "advantage_std/actor",
+        "loss/actor",
+        "gen_len/rehearser",
+        "valid_call_rate",
+    ):
         assert key in rows[0], key
     result = events[-1].result
     assert result.adapter_dir == out / "adapter" and (out / "adapter" / "adapter_config.json").is_file()
@@ -243,23 +264,52 @@ def test_cli_writes_metrics_with_per_role_keys(tiny_backend, tmp_path, monkeypat
     tools = tmp_path / "tools.json"
     tools.write_text(json.dumps(TOOLS_JSON))
     tasks = tmp_path / "tasks.jsonl"
-    tasks.write_text("\n".join(json.dumps({k: v for k, v in t.to_dict().items() if k != "tools"}) for t in TRAIN + HELDOUT))
+    tasks.write_text(
+        "\n".join(json.dumps({k: v for k, v in t.to_dict().items() if k != "tools"}) for t in TRAIN + HELDOUT)
+    )
     from envace_demo.models.transformers_backend import TransformersBackend
 
     # The CLI trains the model it loaded, in place: give it its own copy.
-    own = TransformersBackend(copy.deepcopy(tiny_backend.model), tiny_backend.tokenizer, model_id="tiny", constrained=True)
+    own = TransformersBackend(
+        copy.deepcopy(tiny_backend.model), tiny_backend.tokenizer, model_id="tiny", constrained=True
+    )
     monkeypatch.setattr(main_cli, "load_model", lambda settings: own)
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers(dest="command"))
     out = tmp_path / "run"
     args = parser.parse_args(
-        ["train", "--tools", str(tools), "--tasks", str(tasks), "--steps", "1", "--group-size", "2", "--out", str(out),
-         "--max-new-tokens", "40", "--eval-rehearsals", "0", "--lr", "1e-3", "--lora-rank", "4"]
+        [
+            "train",
+            "--tools",
+            str(tools),
+            "--tasks",
+            str(tasks),
+            "--steps",
+            "1",
+            "--group-size",
+            "2",
+            "--out",
+            str(out),
+            "--max-new-tokens",
+            "40",
+            "--eval-rehearsals",
+            "0",
+            "--lr",
+            "1e-3",
+            "--lora-rank",
+            "4",
+        ]
     )
     assert args.handler(args) == 0
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == 1
-    assert {"reward/actor", "reward/rehearser", "advantage_std/rehearser", "loss/rehearser", "gen_len/actor"} <= set(rows[0])
+    assert {
+        "reward/actor",
+        "reward/rehearser",
+        "advantage_std/rehearser",
+        "loss/rehearser",
+        "gen_len/actor",
+    } <= set(rows[0])
     assert (out / "adapter" / "adapter_config.json").is_file()
     assert json.loads((out / "adapter" / "adapter_config.json").read_text())["r"] == 4
     printed = capsys.readouterr().out
@@ -307,7 +357,9 @@ def test_policy_backend_reports_the_sampled_token_ids(tiny_backend):
 
     policy = PolicyBackend(tiny_backend.model, tiny_backend.tokenizer, model_id="tiny", constrained=True)
     prompt = actor_prompt(tiny_backend, Conversation("pick a"), TOOLS)
-    gens = policy.generate(prompt, Sampling(temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=40, seed=1), n=3)
+    gens = policy.generate(
+        prompt, Sampling(temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=40, seed=1), n=3
+    )
     assert len(policy.last_token_ids) == 3
     for gen, ids in zip(gens, policy.last_token_ids):
         assert len(ids) == gen.new_tokens
@@ -351,6 +403,8 @@ def test_training_job_reports_a_failure_instead_of_dying_silently(tiny_backend, 
         raise RuntimeError("rollout exploded")
 
     monkeypatch.setattr(trainer_mod, "rollout_group", broken)
-    job = TrainingJob(tiny_backend, TRAIN, HELDOUT, TrainConfig(steps=1, eval_rehearsals=0, max_new_tokens=8), tmp_path)
+    job = TrainingJob(
+        tiny_backend, TRAIN, HELDOUT, TrainConfig(steps=1, eval_rehearsals=0, max_new_tokens=8), tmp_path
+    )
     job.start().wait(timeout=120)
     assert isinstance(job.error, RuntimeError) and job.result is None

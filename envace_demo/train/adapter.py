@@ -47,7 +47,9 @@ def apply_adapter(backend: Backend, adapter_dir: Path) -> None:
             backend.model = PeftModel.from_pretrained(model, str(adapter_dir)).eval()  # type: ignore[attr-defined]
         except (OSError, ValueError, RuntimeError) as err:
             backend.model = model  # type: ignore[attr-defined]
-            raise ModelError(f"{adapter_dir}: cannot apply this adapter to {backend.info.model_id}: {err}") from err
+            raise ModelError(
+                f"{adapter_dir}: cannot apply this adapter to {backend.info.model_id}: {err}"
+            ) from err
 
 
 def remove_adapter(backend: Backend) -> None:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from typing import Iterable, Protocol
+from collections.abc import Iterable
+from typing import Protocol
 
 
 class _Scored(Protocol):

@@ -53,16 +53,27 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output folder: metrics.jsonl, adapter/, summary.json")
     for name, kind in _FLAGS.items():
         default = getattr(defaults, name)
-        p.add_argument("--" + name.replace("_", "-"), type=kind, default=default, help=f"{helps[name]} (default {default})")
+        p.add_argument(
+            "--" + name.replace("_", "-"),
+            type=kind,
+            default=default,
+            help=f"{helps[name]} (default {default})",
+        )
     p.add_argument("--scale-std", action="store_true", help=helps["scale_std"])
-    p.add_argument("--first-call", choices=["required", "optional"], default="required", help=helps["require_first_call"])
+    p.add_argument(
+        "--first-call", choices=["required", "optional"], default="required", help=helps["require_first_call"]
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     g = p.add_argument_group("model")
     g.add_argument("--model", help="'embedded', a hub id or a local path (env ENVACE_MODEL)")
     g.add_argument("--dtype", choices=["auto", "bfloat16", "float32"])
     g.add_argument("--device", choices=["auto", "cpu", "cuda"])
-    g.add_argument("--constrained", action=argparse.BooleanOptionalAction, default=None, help="constrained decoding")
-    g.add_argument("--threads", type=int, help="CPU threads for torch (env ENVACE_THREADS); 1 is fastest on a busy CPU")
+    g.add_argument(
+        "--constrained", action=argparse.BooleanOptionalAction, default=None, help="constrained decoding"
+    )
+    g.add_argument(
+        "--threads", type=int, help="CPU threads for torch (env ENVACE_THREADS); 1 is fastest on a busy CPU"
+    )
     p.set_defaults(handler=cmd_train)
     return p
 
@@ -107,9 +118,9 @@ def split(tasks: list) -> tuple[list, list]:
     train = [t for t in tasks if t.split != "heldout"]
     heldout = [t for t in tasks if t.split == "heldout"]
     if not heldout:
-        raise TaskError("no held-out tasks: mark the evaluation tasks with \"split\": \"heldout\"")
+        raise TaskError('no held-out tasks: mark the evaluation tasks with "split": "heldout"')
     if not train:
-        raise TaskError("no training tasks: every task is marked \"split\": \"heldout\"")
+        raise TaskError('no training tasks: every task is marked "split": "heldout"')
     return train, heldout
 
 
@@ -137,17 +148,29 @@ def cmd_train(args: argparse.Namespace) -> int:
         if not trainer.accelerator.is_main_process:
             continue
         if isinstance(event, TrainStarted) and not args.json:
-            print(f"training on {len(event.train_tasks)} task(s), evaluating on {len(event.heldout_tasks)}: "
-                  f"{', '.join(event.heldout_tasks)}", file=out, flush=True)
+            print(
+                f"training on {len(event.train_tasks)} task(s), evaluating on {len(event.heldout_tasks)}: "
+                f"{', '.join(event.heldout_tasks)}",
+                file=out,
+                flush=True,
+            )
         elif isinstance(event, Evaluated) and not args.json:
             r = event.result
-            print(f"held-out {event.phase}: success without rehearsal {_pct(r.success_without)}, "
-                  f"with rehearsal {_pct(r.success_with)} (score {r.score_without} / {r.score_with}; "
-                  f"{r.tasks} tasks x {r.samples})", file=out, flush=True)
+            print(
+                f"held-out {event.phase}: success without rehearsal {_pct(r.success_without)}, "
+                f"with rehearsal {_pct(r.success_with)} (score {r.score_without} / {r.score_with}; "
+                f"{r.tasks} tasks x {r.samples})",
+                file=out,
+                flush=True,
+            )
         elif isinstance(event, StepFinished) and not args.json:
             m = event.metrics
-            print(f"step {event.step}/{event.total}: reward actor {m['reward/actor']} rehearser {m['reward/rehearser']}, "
-                  f"success {m['success']}, valid calls {m['valid_call_rate']}, {m['seconds']}s", file=out, flush=True)
+            print(
+                f"step {event.step}/{event.total}: reward actor {m['reward/actor']} rehearser {m['reward/rehearser']}, "
+                f"success {m['success']}, valid calls {m['valid_call_rate']}, {m['seconds']}s",
+                file=out,
+                flush=True,
+            )
         elif isinstance(event, TrainFinished):
             result = event.result
     if result is None:
@@ -155,6 +178,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_dict(), indent=2), file=out)
     else:
-        print(f"adapter: {result.adapter_dir}; metrics: {Path(args.out) / 'metrics.jsonl'}; {result.seconds:.0f}s", file=out)
+        print(
+            f"adapter: {result.adapter_dir}; metrics: {Path(args.out) / 'metrics.jsonl'}; {result.seconds:.0f}s",
+            file=out,
+        )
     return 0
-

@@ -27,35 +27,63 @@ class TrainConfig:
             "N layers down: a large saving on CPU, still an exact gradient for those weights"
         },
     )
-    beta: float = field(default=0.0, metadata={"help": "k3 KL weight to the base model (adapter off); 0 = no KL"})
+    beta: float = field(
+        default=0.0, metadata={"help": "k3 KL weight to the base model (adapter off); 0 = no KL"}
+    )
     clip_eps: float = field(default=0.2, metadata={"help": "PPO clip range of the ratio"})
     scale_std: bool = field(default=False, metadata={"help": "divide advantages by the group-role std"})
-    empty_penalty: float = field(default=0.1, metadata={"help": "subtracted from the reward of an empty generation"})
+    empty_penalty: float = field(
+        default=0.1, metadata={"help": "subtracted from the reward of an empty generation"}
+    )
     temperature: float = field(default=1.0, metadata={"help": "rollout sampling temperature"})
-    max_new_tokens: int = field(default=64, metadata={"help": "new tokens per generation in rollouts and evaluation"})
+    max_new_tokens: int = field(
+        default=64, metadata={"help": "new tokens per generation in rollouts and evaluation"}
+    )
     max_turns: int = field(default=1, metadata={"help": "actor turns per rollout and per evaluation episode"})
     max_grad_norm: float = field(default=1.0, metadata={"help": "gradient clipping; 0 = off"})
     micro_batch: int = field(default=8, metadata={"help": "rows per forward/backward pass"})
     seed: int = field(default=0, metadata={"help": "seed of task order, rollouts and evaluation"})
-    eval_samples: int = field(default=1, metadata={"help": "episodes per held-out task and mode (same seeds before and after)"})
-    eval_rehearsals: int = field(default=1, metadata={"help": "rehearsals N of the 'with rehearsal' evaluation; 0 = skip it"})
+    eval_samples: int = field(
+        default=1, metadata={"help": "episodes per held-out task and mode (same seeds before and after)"}
+    )
+    eval_rehearsals: int = field(
+        default=1, metadata={"help": "rehearsals N of the 'with rehearsal' evaluation; 0 = skip it"}
+    )
     eval_temperature: float = field(default=0.0, metadata={"help": "evaluation temperature; 0 = greedy"})
     require_first_call: bool = field(
-        default=True, metadata={"help": "the first actor turn must call a tool (the small model answers in prose otherwise)"}
+        default=True,
+        metadata={
+            "help": "the first actor turn must call a tool (the small model answers in prose otherwise)"
+        },
     )
-    constrained: bool = field(default=True, metadata={"help": "constrained decoding where the backend supports it"})
+    constrained: bool = field(
+        default=True, metadata={"help": "constrained decoding where the backend supports it"}
+    )
 
     def __post_init__(self) -> None:
-        positive = ("steps", "group_size", "prompts_per_step", "lora_rank", "max_new_tokens", "max_turns", "micro_batch", "eval_samples")
+        positive = (
+            "steps",
+            "group_size",
+            "prompts_per_step",
+            "lora_rank",
+            "max_new_tokens",
+            "max_turns",
+            "micro_batch",
+            "eval_samples",
+        )
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigError(f"train.{name} must be at least 1, not {getattr(self, name)}")
         if self.group_size < 2:
-            raise ConfigError(f"train.group_size must be at least 2 (a baseline needs two rollouts), not {self.group_size}")
+            raise ConfigError(
+                f"train.group_size must be at least 2 (a baseline needs two rollouts), not {self.group_size}"
+            )
         if not 0 < self.lr < 1:
             raise ConfigError(f"train.lr must be in (0, 1), not {self.lr}; LoRA usually wants 1e-4..1e-3")
         if self.lora_layers is not None and self.lora_layers < 1:
-            raise ConfigError(f"train.lora_layers must be at least 1 or unset (all layers), not {self.lora_layers}")
+            raise ConfigError(
+                f"train.lora_layers must be at least 1 or unset (all layers), not {self.lora_layers}"
+            )
         if self.beta < 0 or self.clip_eps <= 0 or self.empty_penalty < 0 or self.max_grad_norm < 0:
             raise ConfigError("train.beta, empty_penalty and max_grad_norm must be >= 0, clip_eps > 0")
         if self.temperature <= 0:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import statistics
 import threading
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from envace_demo.engine import run_episode
 from envace_demo.models.base import Backend

@@ -82,7 +82,9 @@ class StepFinished:
     step: int  # 1-based
     total: int
     metrics: dict  # the row written to metrics.jsonl
-    groups: list = field(default_factory=list)  # this process's rollout.Group records: trajectories, rows, scores
+    groups: list = field(
+        default_factory=list
+    )  # this process's rollout.Group records: trajectories, rows, scores
 
 
 @dataclass

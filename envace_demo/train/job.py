@@ -13,16 +13,16 @@ The served backend is not modified: the trainer puts LoRA on a copy of its weigh
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from envace_demo.errors import ConfigError
 from envace_demo.models.base import Backend
 from envace_demo.tasks import Task
 from envace_demo.train.config import TrainConfig
 from envace_demo.train.events import (
-    Evaluated,
     EvalResult,
+    Evaluated,
     Progress,
     StepFinished,
     TrainEvent,
@@ -46,7 +46,9 @@ class TrainingJob:
     ):
         self._stop = threading.Event()
         # Built here, so a bad configuration fails in the caller's thread.
-        self._trainer = Trainer(backend, train_tasks, heldout_tasks, config, out_dir, copy_model=True, stop=self._stop)
+        self._trainer = Trainer(
+            backend, train_tasks, heldout_tasks, config, out_dir, copy_model=True, stop=self._stop
+        )
         self._on_event = on_event
         self._thread = threading.Thread(target=self._work, name="envace-train", daemon=True)
         self._lock = threading.Lock()
@@ -56,9 +58,9 @@ class TrainingJob:
         self.before: EvalResult | None = None
         self.after: EvalResult | None = None
         self.result: TrainResult | None = None
-        self.error: BaseException | None = None
+        self.error: Exception | None = None
 
-    def start(self) -> "TrainingJob":
+    def start(self) -> TrainingJob:
         self._thread.start()
         return self
 
@@ -81,7 +83,7 @@ class TrainingJob:
                     self._record(event)
                 if self._on_event is not None:
                     self._on_event(event)
-        except BaseException as err:  # kept for the UI to show; the thread must not die silently
+        except Exception as err:  # noqa: BLE001 - the UI shows it; a thread must not die silently
             self.error = err
 
     def _record(self, event: TrainEvent) -> None:

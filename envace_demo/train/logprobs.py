@@ -10,8 +10,8 @@ get the summed gradient of all rows).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import torch
 
@@ -78,7 +78,9 @@ def completion_logprobs(
             attention[b, shared : shared + len(suffix)] = 1
         cache = None
         if prefix:
-            cache = DynamicCache(ddp_cache_data=[(k.expand(rows, -1, -1, -1), v.expand(rows, -1, -1, -1)) for k, v in prefix])
+            cache = DynamicCache(
+                ddp_cache_data=[(k.expand(rows, -1, -1, -1), v.expand(rows, -1, -1, -1)) for k, v in prefix]
+            )
         # Token j of a completion at offset s is predicted by the logits at suffix position s - 1 + j.
         lo = min(offsets) - 1
         hi = max(s + n for s, n in zip(offsets, lengths)) - 1
@@ -100,5 +102,9 @@ def completion_logprobs(
             targets[b, :n] = torch.tensor(completions[i], device=device)
             mask[b, :n] = 1
         picked = logits[torch.arange(rows, device=device).unsqueeze(1), positions]  # (B, T, V)
-        logp = torch.log_softmax(picked.float() / temperature, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (B, T)
+        logp = (
+            torch.log_softmax(picked.float() / temperature, dim=-1)
+            .gather(-1, targets.unsqueeze(-1))
+            .squeeze(-1)
+        )  # (B, T)
         yield TokenLogprobs(indices=idx, logp=logp * mask, mask=mask)

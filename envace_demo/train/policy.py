@@ -31,7 +31,7 @@ class PolicyBackend(TransformersBackend):
         self.last_token_ids: list[list[int]] = []
 
     @classmethod
-    def like(cls, served: TransformersBackend, model, model_id: str) -> "PolicyBackend":
+    def like(cls, served: TransformersBackend, model, model_id: str) -> PolicyBackend:
         """A policy over ``model`` that decodes under the same bounds as ``served``
         (constraints, reasoning length, calls per turn)."""
         return cls(

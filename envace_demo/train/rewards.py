@@ -87,4 +87,3 @@ def row_reward(score: float, empty: bool, empty_penalty: float) -> float:
 def trainable(task: Task) -> bool:
     """A task gives a reward only if it has a check."""
     return bool(checklist(task))
-

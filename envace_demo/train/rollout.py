@@ -15,8 +15,9 @@ the generation stopped on it, so the policy still learns where to stop.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from envace_demo.engine import Episode, EpisodeConfig
 from envace_demo.events import EpisodeFinished
@@ -78,7 +79,9 @@ class _Recorder(Backend):
         return self.inner.count_tokens(text)
 
     def generate(self, prompt, sampling, n=1, constraint=None, on_token=None, cancel=None):
-        gens = self.inner.generate(prompt, sampling, n=n, constraint=constraint, on_token=on_token, cancel=cancel)
+        gens = self.inner.generate(
+            prompt, sampling, n=n, constraint=constraint, on_token=on_token, cancel=cancel
+        )
         ids = getattr(self.inner, "last_token_ids", None) or [None] * len(gens)
         for gen, row_ids in zip(gens, ids):
             self.seen[(prompt, gen.text)] = (gen, row_ids)
@@ -103,7 +106,9 @@ def episode_config(
     return EpisodeConfig(
         mode=mode,
         n=n,
-        sampling=Sampling(temperature=temperature, top_p=top_p, top_k=top_k, max_new_tokens=config.max_new_tokens, seed=seed),
+        sampling=Sampling(
+            temperature=temperature, top_p=top_p, top_k=top_k, max_new_tokens=config.max_new_tokens, seed=seed
+        ),
         max_steps=config.max_turns,
         constrained=config.constrained,
         require_first_call=config.require_first_call,
@@ -133,14 +138,46 @@ def rollout_group(
     for rehearsal in trajectory.rehearsals:
         for step in rehearsal.steps:
             if step.call_index == 0:  # the calls of one turn share one actor generation
-                group.rows.append(_row(group.index, rehearsal.index, "actor", step.prompts["actor"], step.action.text, recorder, tokenize, stop_id, prompt_ids))
+                group.rows.append(
+                    _row(
+                        group.index,
+                        rehearsal.index,
+                        "actor",
+                        step.prompts["actor"],
+                        step.action.text,
+                        recorder,
+                        tokenize,
+                        stop_id,
+                        prompt_ids,
+                    )
+                )
             if step.rehearsal_text is not None:
-                group.rows.append(_row(group.index, rehearsal.index, "rehearser", step.prompts["rehearser"], step.rehearsal_text, recorder, tokenize, stop_id, prompt_ids))
+                group.rows.append(
+                    _row(
+                        group.index,
+                        rehearsal.index,
+                        "rehearser",
+                        step.prompts["rehearser"],
+                        step.rehearsal_text,
+                        recorder,
+                        tokenize,
+                        stop_id,
+                        prompt_ids,
+                    )
+                )
     return group
 
 
 def _row(
-    group: int, episode: int, role: str, prompt: str, text: str, recorder: _Recorder, tokenize, stop_id, prompt_ids: dict
+    group: int,
+    episode: int,
+    role: str,
+    prompt: str,
+    text: str,
+    recorder: _Recorder,
+    tokenize,
+    stop_id,
+    prompt_ids: dict,
 ) -> Row:
     if prompt not in prompt_ids:
         prompt_ids[prompt] = tokenize(prompt)

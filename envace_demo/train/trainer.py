@@ -37,8 +37,8 @@ import random
 import statistics
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 from envace_demo.errors import ConfigError
 from envace_demo.models.base import Backend
@@ -48,8 +48,8 @@ from envace_demo.train.advantages import assign_advantages
 from envace_demo.train.config import TrainConfig
 from envace_demo.train.evaluate import eval_jobs, run_jobs, summarize
 from envace_demo.train.events import (
-    Evaluated,
     EvalResult,
+    Evaluated,
     Progress,
     StepFinished,
     TrainEvent,
@@ -99,7 +99,9 @@ class Trainer:
             )
         self.train_tasks = [t for t in train_tasks if trainable(t)]
         if not self.train_tasks:
-            raise ConfigError("no training task has a check: a reward needs one (split 'train' with a 'check')")
+            raise ConfigError(
+                "no training task has a check: a reward needs one (split 'train' with a 'check')"
+            )
         self.heldout_tasks = [t for t in heldout_tasks if trainable(t)]
         self.backend = backend
         self.config = config
@@ -141,7 +143,9 @@ class Trainer:
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=0.0)
         tokenizer = self.backend.tokenizer  # type: ignore[attr-defined]
-        self.policy = PolicyBackend.like(self.backend, self.model, f"{self.backend.info.model_id} + LoRA (training)")
+        self.policy = PolicyBackend.like(
+            self.backend, self.model, f"{self.backend.info.model_id} + LoRA (training)"
+        )
         # The token a finished turn ends with (the chat templates close turns with it).
         self.stop_id = tokenizer.get_added_vocab().get("<|im_end|>", self.policy.stop_ids[0])
         self.pad_id = self.policy.pad_id
@@ -157,7 +161,9 @@ class Trainer:
         if main:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             (self.out_dir / METRICS_FILE).write_text("", encoding="utf-8")
-        yield TrainStarted(cfg.to_dict(), [t.name for t in self.train_tasks], [t.name for t in self.heldout_tasks], cfg.steps)
+        yield TrainStarted(
+            cfg.to_dict(), [t.name for t in self.train_tasks], [t.name for t in self.heldout_tasks], cfg.steps
+        )
 
         before = yield from self._evaluate("before", step=0)
         order = random.Random(cfg.seed)
@@ -190,7 +196,9 @@ class Trainer:
             adapter_dir = self.out_dir / ADAPTER_DIR
             self.model.save_pretrained(adapter_dir)
             yield Progress("save", 1, 1, steps_done)
-        result = TrainResult(self.out_dir, adapter_dir, steps_done, stopped, before, after, time.monotonic() - started)
+        result = TrainResult(
+            self.out_dir, adapter_dir, steps_done, stopped, before, after, time.monotonic() - started
+        )
         if main:
             summary = {**result.to_dict(), "config": cfg.to_dict(), "model": self.backend.info.model_id}
             (self.out_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2), encoding="utf-8")
@@ -209,7 +217,9 @@ class Trainer:
         stage = f"eval_{phase}"
         records = []
         yield Progress(stage, 0, len(mine), step)  # type: ignore[arg-type]
-        for done, record in enumerate(run_jobs(self.policy, self.heldout_tasks, mine, self.config, self.stop), 1):
+        for done, record in enumerate(
+            run_jobs(self.policy, self.heldout_tasks, mine, self.config, self.stop), 1
+        ):
             records.append(record)
             yield Progress(stage, done, len(mine), step)  # type: ignore[arg-type]
         if self.stop.is_set():
@@ -261,7 +271,9 @@ class Trainer:
         cfg, acc = self.config, self.accelerator
         total = acc.reduce(torch.tensor(float(len(rows)), device=acc.device), reduction="sum").item()
         self.optimizer.zero_grad(set_to_none=True)
-        stats: dict[str, dict[str, list[float]]] = {role: {"loss": [], "kl": [], "clipped": []} for role in ROLES}
+        stats: dict[str, dict[str, list[float]]] = {
+            role: {"loss": [], "kl": [], "clipped": []} for role in ROLES
+        }
         for role in ROLES:
             # A zero advantage and no KL term give a zero gradient: skip the compute.
             chosen = [r for r in rows if r.role == role and (r.advantage != 0.0 or cfg.beta > 0)]
@@ -270,12 +282,18 @@ class Trainer:
             prompts = [r.prompt_ids for r in chosen]
             completions = [r.completion_ids for r in chosen]
             refs = self._reference(prompts, completions) if cfg.beta > 0 else None
-            for batch in completion_logprobs(self.model, prompts, completions, cfg.micro_batch, self.pad_id, cfg.temperature):
-                advantages = torch.tensor([chosen[i].advantage for i in batch.indices], device=batch.logp.device)
+            for batch in completion_logprobs(
+                self.model, prompts, completions, cfg.micro_batch, self.pad_id, cfg.temperature
+            ):
+                advantages = torch.tensor(
+                    [chosen[i].advantage for i in batch.indices], device=batch.logp.device
+                )
                 ref = None
                 if refs is not None:
                     ref = torch.nn.utils.rnn.pad_sequence([refs[i] for i in batch.indices], batch_first=True)
-                parts = grpo_loss(batch.logp, batch.logp.detach(), advantages, batch.mask, cfg.clip_eps, cfg.beta, ref)
+                parts = grpo_loss(
+                    batch.logp, batch.logp.detach(), advantages, batch.mask, cfg.clip_eps, cfg.beta, ref
+                )
                 acc.backward(parts.per_row.sum() / max(total, 1.0), retain_graph=True)
                 stats[role]["loss"] += parts.per_row.detach().tolist()
                 stats[role]["kl"] += parts.kl.tolist()
@@ -304,7 +322,14 @@ class Trainer:
 
         out: list = [None] * len(prompts)
         with torch.no_grad(), self.model.disable_adapter():
-            for batch in completion_logprobs(self.model, prompts, completions, self.config.micro_batch, self.pad_id, self.config.temperature):
+            for batch in completion_logprobs(
+                self.model,
+                prompts,
+                completions,
+                self.config.micro_batch,
+                self.pad_id,
+                self.config.temperature,
+            ):
                 for b, i in enumerate(batch.indices):
                     out[i] = batch.logp[b, : len(completions[i])]
         return out
@@ -381,7 +406,9 @@ def train(
 ) -> TrainResult:
     """Run to the end (calling ``on_event`` for each event) and return the result."""
     result = None
-    for event in Trainer(backend, train_tasks, heldout_tasks, config, out_dir, copy_model=copy_model, stop=stop).run():
+    for event in Trainer(
+        backend, train_tasks, heldout_tasks, config, out_dir, copy_model=copy_model, stop=stop
+    ).run():
         if on_event is not None:
             on_event(event)
         if isinstance(event, TrainFinished):
