@@ -78,6 +78,9 @@ _ANNOTATIONS = {
     "$comment",
 }
 
+# Where an object can accept names that its "properties" do not list.
+_OPENING = {"patternProperties", "allOf", "anyOf", "oneOf", "if", "then", "else", "dependentSchemas"}
+
 _PARAM_KEYS = ("parameters", "input_schema", "inputSchema")
 _RESPONSE_KEYS = ("response", "returns", "output_schema", "outputSchema")
 
@@ -359,7 +362,7 @@ def _load_tool(item: Any, loc: str, budget: _Budget) -> tuple[Tool, str]:
         raw = fn[key]
         if not isinstance(raw, dict):
             raise SchemaError(ploc, f"must be a JSON Schema object, got {_json_type(raw)}")
-        parameters = _Normalizer(raw, ploc, budget).root()
+        parameters = _Normalizer(raw, ploc, budget, arguments=True).root()
         kind = parameters.get("type", "object")
         if kind != "object":
             raise SchemaError(
@@ -369,6 +372,7 @@ def _load_tool(item: Any, loc: str, budget: _Budget) -> tuple[Tool, str]:
         parameters = {"type": "object", **parameters}
         parameters.setdefault("properties", {})
         _check_schema(parameters, ploc)
+        _check_export_depth(parameters, ploc, 3, budget.limits)  # [{"function": {"parameters": ...}}]
 
     response = None
     for holder, hloc in ((fn, floc), (item, loc)):
@@ -380,10 +384,18 @@ def _load_tool(item: Any, loc: str, budget: _Budget) -> tuple[Tool, str]:
                 raise SchemaError(rloc, f"must be a JSON Schema object, got {_json_type(raw)}")
             response = _Normalizer(raw, rloc, budget).root()
             _check_schema(response, rloc)
+            _check_export_depth(response, rloc, 2, budget.limits)  # [{"response": ...}]
             break
 
     tool = Tool(api_name, name, description, parameters, response)
     return tool, name_loc
+
+
+def _check_export_depth(schema: Any, loc: str, levels_above: int, limits: Limits) -> None:
+    """Refuse what would not load again once exported (Tool.to_dict in a list): the
+    input's depth limit counts the wrappers above the schema, and these may differ."""
+    if levels_above + _height(schema) > limits.max_depth:
+        raise SchemaError(loc, f"nested more than {limits.max_depth} levels deep once exported as a tool list")
 
 
 def _check_schema(schema: dict, loc: str) -> None:
@@ -412,18 +424,25 @@ class _Normalizer:
     ``$ref`` pointers resolve against the document root. Each definition is
     normalized once and copied at each use; cycles, chains and total expansion
     size are bounded so that a small input cannot grow without limit.
+
+    Normalizing the output again must change nothing (an exported tool loads back
+    equal), so each node is normalized for where it ends up: ``root`` says it
+    becomes the document's top object, which is read differently (no null
+    default; for tool arguments, a missing "properties" is the ``{}`` added).
     """
 
-    def __init__(self, doc: dict, loc: str, budget: _Budget):
+    def __init__(self, doc: dict, loc: str, budget: _Budget, arguments: bool = False):
         self.doc, self.loc, self.budget = doc, loc, budget
+        self.arguments = arguments  # the document is a tool's parameters
         self.limits = budget.limits
-        self.memo: dict[str, tuple[Any, int, int]] = {}  # pointer -> (normalized, size, height)
+        # (pointer, root) -> (normalized, size, height)
+        self.memo: dict[tuple[str, bool], tuple[Any, int, int]] = {}
         self.active: list[str] = ["#"]  # refs being expanded; "#" = the root itself
 
     def root(self) -> dict:
-        return self.schema(self.doc, self.loc, 1)
+        return self.schema(self.doc, self.loc, 1, root=True)
 
-    def schema(self, node: Any, loc: str, depth: int) -> Any:
+    def schema(self, node: Any, loc: str, depth: int, root: bool = False) -> Any:
         if isinstance(node, bool):  # true / false are schemas in 2020-12
             return node
         if not isinstance(node, dict):
@@ -433,7 +452,7 @@ class _Normalizer:
                 loc, f"nested more than {self.limits.max_depth} levels deep after inlining $ref"
             )
         if "$ref" in node:
-            return self._ref(node, loc, depth)
+            return self._ref(node, loc, depth, root)
 
         out: dict[str, Any] = {}
         optional_names: set[str] = set()
@@ -482,9 +501,11 @@ class _Normalizer:
             else:  # annotations and validation keywords with plain values
                 out[key] = copy.deepcopy(value)
 
+        if root and self.arguments:
+            out.setdefault("properties", {})  # load_tool adds it anyway; read "required" with it
         if "required" in out:
             out["required"] = self._required(out, optional_names)
-        _fix_bfcl_quirks(out, null_default=depth > 1)
+        _fix_bfcl_quirks(out, null_default=not root)
         return out
 
     def _type(self, value: Any, loc: str) -> str | list[str] | None:
@@ -527,8 +548,9 @@ class _Normalizer:
         # BFCL lists names it never defines; drop them only where nothing else could match them.
         closed = (
             isinstance(props, dict)
-            and "patternProperties" not in out
+            and not _OPENING & out.keys()
             and out.get("additionalProperties", False) is False
+            and out.get("unevaluatedProperties", False) is False
         )
         kept: list[str] = []
         for name in out["required"]:
@@ -537,7 +559,7 @@ class _Normalizer:
             kept.append(name)
         return kept
 
-    def _ref(self, node: dict, loc: str, depth: int) -> Any:
+    def _ref(self, node: dict, loc: str, depth: int, root: bool) -> Any:
         ref, rloc = node["$ref"], _join(loc, "$ref")
         if not isinstance(ref, str):
             raise SchemaError(rloc, f"must be a string, got {_json_type(ref)}")
@@ -555,35 +577,47 @@ class _Normalizer:
         if budget.refs > self.limits.max_refs:
             raise SchemaError(rloc, f"more than {self.limits.max_refs} $ref expansions")
 
-        if ref not in self.memo:
+        siblings = {k: v for k, v in node.items() if k != "$ref"}
+        if not siblings:
+            return self._inline(ref, rloc, depth, root)
+        # The siblings decide where the definition lands: merged in place, or under allOf.
+        # Not read as the root: checks go under allOf, and annotations read the same anywhere.
+        rest = self.schema(siblings, loc, depth)
+        merge = all(k in _ANNOTATIONS for k in rest)
+        inlined = self._inline(ref, rloc, depth if merge else depth + 2, root and merge)
+        if merge and isinstance(inlined, dict):
+            merged = {**inlined, **rest}  # e.g. pydantic's {"$ref": ..., "description": ...}
+            _fix_bfcl_quirks(merged, null_default=not root)  # the site's "default" may be null
+            return merged
+        notes = {k: v for k, v in rest.items() if k in _ANNOTATIONS}
+        checks = {k: v for k, v in rest.items() if k not in _ANNOTATIONS}
+        if depth + 1 + _height(checks) > self.limits.max_depth:  # checks land 2 levels down
+            raise SchemaError(loc, f"nested more than {self.limits.max_depth} levels deep beside $ref")
+        return {**notes, "allOf": [inlined, checks]}
+
+    def _inline(self, ref: str, rloc: str, depth: int, root: bool) -> Any:
+        """A copy of the definition ``ref`` points to, normalized for ``depth`` and ``root``."""
+        key = (ref, root)
+        if key not in self.memo:
             if len(self.active) > self.limits.max_depth:
                 raise SchemaError(rloc, f"$ref chain longer than {self.limits.max_depth}")
             target, tloc = self._resolve(ref, rloc)
             self.active.append(ref)
             try:
-                normalized = self.schema(target, tloc, depth)
+                normalized = self.schema(target, tloc, depth, root)
             finally:
                 self.active.pop()
-            self.memo[ref] = (normalized, len(json.dumps(normalized)), _height(normalized))
-        normalized, size, height = self.memo[ref]
+            self.memo[key] = (normalized, len(json.dumps(normalized)), _height(normalized))
+        normalized, size, height = self.memo[key]
         if depth - 1 + height > self.limits.max_depth:
             raise SchemaError(
                 rloc, f"nested more than {self.limits.max_depth} levels deep after inlining {ref!r}"
             )
+        budget = self.budget
         budget.inlined_bytes += size
         if budget.inlined_bytes > self.limits.max_bytes:
             raise SchemaError(rloc, f"inlining $ref grows the schemas past {self.limits.max_bytes:,} bytes")
-        inlined = copy.deepcopy(normalized)
-
-        siblings = {k: v for k, v in node.items() if k != "$ref"}
-        if not siblings:
-            return inlined
-        rest = self.schema(siblings, loc, depth)
-        if isinstance(inlined, dict) and all(k in _ANNOTATIONS for k in rest):
-            return {**inlined, **rest}  # e.g. pydantic's {"$ref": ..., "description": ...}
-        notes = {k: v for k, v in rest.items() if k in _ANNOTATIONS}
-        checks = {k: v for k, v in rest.items() if k not in _ANNOTATIONS}
-        return {**notes, "allOf": [inlined, checks]}
+        return copy.deepcopy(normalized)
 
     def _resolve(self, ref: str, loc: str) -> tuple[Any, str]:
         node: Any = self.doc

@@ -287,6 +287,40 @@ def test_export_round_trip_and_find_tool():
     assert tools[0].parameters["properties"]["x"]["type"] == "number"  # exports are copies
 
 
+@pytest.mark.parametrize(
+    "params, expected",
+    [
+        # Found by test_fuzz: the root gets "properties": {} after "required" was read
+        # without it, so loading the export dropped "x" (BFCL: required but never listed).
+        ({"required": ["x"]}, {"type": "object", "required": [], "properties": {}}),
+        # ... unless something else at the root can define it.
+        (
+            {"allOf": [obj(x={"type": "string"})], "required": ["x"]},
+            {"type": "object", "allOf": [obj(x={"type": "string"})], "required": ["x"], "properties": {}},
+        ),
+        # A null default beside a $ref reads like one on the definition (BFCL's x: str = None).
+        (
+            {**obj(x={"$ref": "#/$defs/s", "default": None}), "$defs": {"s": {"type": "string"}}},
+            obj(x={"type": ["string", "null"], "default": None}),
+        ),
+        # A definition used at the root but moved under allOf by its siblings is not the root.
+        (
+            {"$ref": "#/$defs/a", "minProperties": 1, "$defs": {"a": {"type": "object", "default": None}}},
+            {
+                "type": "object",
+                "allOf": [{"type": ["object", "null"], "default": None}, {"minProperties": 1}],
+                "properties": {},
+            },
+        ),
+    ],
+    ids=["root-required-unlisted", "root-required-from-allof", "null-default-beside-ref", "root-ref-in-allof"],
+)
+def test_loading_an_export_again_changes_nothing(params, expected):
+    tools = load_tools(tool_with(params))
+    assert tools[0].parameters == expected
+    assert load_tools([t.to_dict() for t in tools]) == tools
+
+
 def test_long_or_odd_names_are_made_api_safe():
     tools = load_tools([{"name": "x" * 80}, {"name": "héllo wörld/v2"}])
     assert tools[0].name == "x" * 64
@@ -511,6 +545,18 @@ def test_deeply_nested_dict_is_refused_quickly():
     assert message.startswith("tools[0].parameters.a.a.") and message.endswith(
         ": nested more than 32 levels deep"
     )
+
+
+def test_what_loads_near_the_depth_limit_loads_again_once_exported():
+    deep: dict = {"type": "object"}
+    for _ in range(14):
+        deep = obj(a=deep)  # 29 levels of JSON under "parameters"
+    tools = load_tools(tool_with(deep))
+    assert load_tools([t.to_dict() for t in tools]) == tools
+    # Two levels more still fit the input, but not the export's deeper wrapping.
+    message = error_of(tool_with(obj(a=deep)))
+    assert message == "tools[0].parameters: nested more than 32 levels deep once exported as a tool list"
+    assert error_of({"name": "r", "response": obj(a=deep)}).startswith("tools[0].response: nested more")
 
 
 def test_self_containing_dict_is_refused():

@@ -127,3 +127,41 @@ def test_empty_generation_loses_the_penalty():
 )
 def test_is_empty_looks_outside_the_reasoning(text, empty):
     assert is_empty(text) is empty
+
+
+# ---- the shipped drill tasks ------------------------------------------------------------
+
+
+def _solution(task) -> ToolCall:
+    """The right call for a drill task, from its name (family-account[-account][-amount])."""
+    family, *rest = task.name.split("-")
+    account = f"ACC-{rest[0]}"
+    if family == "balance":
+        return ToolCall("get_account", {"account_id": account})
+    if family == "history":
+        return ToolCall("list_transactions", {"account_id": account, "limit": int(rest[1])})
+    if family in ("deposit", "withdraw"):
+        return ToolCall(family, {"account_id": account, "amount": float(rest[1])})
+    if family == "freeze":
+        return ToolCall("freeze_account", {"account_id": account, "reason": "lost_card"})
+    assert family == "transfer"
+    return ToolCall(
+        "transfer", {"from_account_id": account, "to_account_id": f"ACC-{rest[1]}", "amount": float(rest[2])}
+    )
+
+
+def test_bank_drills_are_solvable_and_heldout_prompts_are_new():
+    from envace_demo.errors import TaskError
+    from envace_demo.train.data import drill_tasks
+
+    tasks = drill_tasks("bank")
+    heldout = [t for t in tasks if t.split == "heldout"]
+    train = [t for t in tasks if t.split == "train"]
+    assert len(tasks) == 24 and len(heldout) == 6
+    assert {t.prompt for t in heldout}.isdisjoint(t.prompt for t in train)
+    assert len({t.name.split("-")[0] for t in heldout}) == 6  # one per family
+    for task in tasks:
+        assert score_rehearsal(task, rehearsal(_solution(task))).success, task.name
+        assert not score_rehearsal(task, rehearsal()).success, task.name
+    with pytest.raises(TaskError, match="no drill tasks for environment 'files'"):
+        drill_tasks("files")

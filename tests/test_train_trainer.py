@@ -408,3 +408,17 @@ def test_training_job_reports_a_failure_instead_of_dying_silently(tiny_backend, 
     )
     job.start().wait(timeout=120)
     assert isinstance(job.error, RuntimeError) and job.result is None
+
+
+def test_cli_flags_override_the_recipe():
+    from envace_demo.train.cli import config_from, register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers(dest="command"))
+    plain = config_from(parser.parse_args(["train", "--env", "bank", "--out", "x"]))
+    assert plain == TrainConfig()
+    cpu = config_from(
+        parser.parse_args(["train", "--env", "bank", "--out", "x", "--recipe", "cpu", "--steps", "9"])
+    )
+    assert cpu == TrainConfig.cpu_recipe(steps=9)
+    assert cpu.lora_layers == 4 and cpu.temperature == 0.7

@@ -91,5 +91,24 @@ class TrainConfig:
         if self.eval_rehearsals < 0 or self.eval_temperature < 0:
             raise ConfigError("train.eval_rehearsals and eval_temperature must be >= 0")
 
+    @classmethod
+    def cpu_recipe(cls, **overrides) -> TrainConfig:
+        """Settings measured to raise held-out success of the embedded 135M model on
+        the bank drills (``data.drill_tasks("bank")``) in about five CPU minutes:
+        one task per step, LoRA on the last 4 layers at a high LoRA learning rate,
+        rollouts at temperature 0.7 (at 1.0 most of the small model's calls are
+        invalid, so groups rarely differ), evaluation without rehearsal only."""
+        recipe = {
+            "steps": 4,
+            "group_size": 4,
+            "prompts_per_step": 1,
+            "lr": 3e-3,
+            "lora_layers": 4,
+            "temperature": 0.7,
+            "max_new_tokens": 64,
+            "eval_rehearsals": 0,
+        }
+        return cls(**{**recipe, **overrides})
+
     def to_dict(self) -> dict:
         return asdict(self)

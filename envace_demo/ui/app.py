@@ -35,7 +35,7 @@ def build_app(
     if holder is None:
         holder = ModelHolder(settings)
         holder.start()
-    runner.bind(holder)
+    runner.bind(holder, options)
     ctx = AppContext(settings, options, holder)
 
     def model_banner() -> tuple[str, dict, gr.Timer]:

@@ -25,9 +25,17 @@ BASELINE = "none"  # Compare's run without rehearsal
 REHEARSAL_MODES = ("parallel", "sequential")  # what Compare may put beside it
 
 
-def environment_choices() -> list[tuple[str, str]]:
-    """(label, value) pairs for the environment picker."""
-    return [(f"{name}: {cls.description}", name) for name, cls in ENVIRONMENTS.items()] + [
+MCP_PREFIX = "mcp:"  # picker values of the operator's MCP servers: "mcp:<label>"
+
+
+def environment_choices(options: UIOptions | None = None) -> list[tuple[str, str]]:
+    """(label, value) pairs for the environment picker: the built-ins, the MCP servers
+    configured at launch, and none."""
+    mcp = [
+        (f"{MCP_PREFIX} {label} (configured at launch; its tools come from the server)", MCP_PREFIX + label)
+        for label, _ in (options.mcp_servers if options else ())
+    ]
+    return [(f"{name}: {cls.description}", name) for name, cls in ENVIRONMENTS.items()] + mcp + [
         ("none: imagine only (nothing real behind the schema)", NO_ENVIRONMENT)
     ]
 
@@ -52,8 +60,8 @@ def _env_tasks(env: str) -> tuple[Task, ...]:
 
 
 def example_tasks(env: str) -> list[Task]:
-    """The example tasks of a built-in environment; none for 'none'."""
-    return [] if env == NO_ENVIRONMENT else list(_env_tasks(env))
+    """The example tasks of a built-in environment; none for 'none' or an MCP server."""
+    return list(_env_tasks(env)) if env in ENVIRONMENTS else []
 
 
 def find_example(env: str, name: str) -> Task:
@@ -119,8 +127,9 @@ class RunRequest:
     def check(self, options: UIOptions) -> "RunRequest":
         if self.mode not in MODES:
             raise ConfigError(f"mode: expected one of {', '.join(MODES)}, got {self.mode!r}")
-        if self.environment != NO_ENVIRONMENT and self.environment not in ENVIRONMENTS:
-            choices = ", ".join([*ENVIRONMENTS, NO_ENVIRONMENT])
+        allowed = [value for _, value in environment_choices(options)]
+        if self.environment not in allowed:
+            choices = ", ".join(allowed)
             raise ConfigError(f"environment: expected one of {choices}, got {self.environment!r}")
         _in_range("n", self.n, 1, options.max_n)
         _in_range("max_new_tokens", self.max_new_tokens, 16, options.max_new_tokens)
@@ -153,6 +162,12 @@ def build_task(req: RunRequest) -> Task:
     When the message is one of the chosen environment's example tasks, over that
     environment's own tools, the task keeps its success check.
     """
+    if req.environment.startswith(MCP_PREFIX):
+        # The server's own tools apply; the runner imports them when it connects.
+        prompt = (req.message or "").strip()
+        if not prompt:
+            raise TaskError("user message: empty; say what the agent should do")
+        return Task(name="mcp", prompt=prompt, tools=[], env=req.environment)
     tools = load_tools(req.tools, req.limits)
     if not req.allow_regex:
         _refuse_regex(tools)

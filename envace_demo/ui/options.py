@@ -41,6 +41,9 @@ class UIOptions:
     allow_regex: bool = True
     allow_training: bool = True
     public: bool = False
+    # The operator's MCP servers (label -> command or URL); visitors pick among these only.
+    mcp_servers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    mcp_timeout: float = 30.0
     # What no visitor may see: (value, placeholder) pairs (api key, model server, MCP servers),
     # and server folders, each hidden with whatever path follows it.
     hidden: tuple[tuple[str, str], ...] = field(default=(), repr=False)
@@ -48,10 +51,17 @@ class UIOptions:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "UIOptions":
+        from envace_demo.envs.mcp import configured_servers
+
+        shared = {
+            "concurrency": settings.concurrency,
+            "queue_size": settings.queue_size,
+            "mcp_servers": tuple(configured_servers(settings.mcp_servers).items()),
+            "mcp_timeout": settings.mcp_timeout,
+        }
         if settings.public:
             return cls(
-                concurrency=settings.concurrency,
-                queue_size=settings.queue_size,
+                **shared,
                 max_n=4,
                 max_new_tokens=settings.max_new_tokens,
                 max_steps=settings.max_steps,
@@ -67,8 +77,7 @@ class UIOptions:
                 hidden_folders=_server_folders(settings),
             )
         return cls(
-            concurrency=settings.concurrency,
-            queue_size=settings.queue_size,
+            **shared,
             max_new_tokens=max(2048, settings.max_new_tokens),
             max_steps=max(12, settings.max_steps),
         )

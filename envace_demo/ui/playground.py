@@ -82,7 +82,7 @@ def build_playground(ctx: AppContext, state: gr.State) -> Playground:
             schema_box = gr.HTML(schema_status(example_tools(_FIRST_ENV)), elem_id="schema-status")
         with gr.Column(scale=4, min_width=320):
             environment = gr.Dropdown(
-                environment_choices(), value=_FIRST_ENV, label="environment (where committed calls run)"
+                environment_choices(ctx.options), value=_FIRST_ENV, label="environment (where committed calls run)"
             )
             task_pick = gr.Dropdown(
                 _task_choices(_FIRST_ENV),

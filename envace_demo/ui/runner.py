@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import threading
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Iterator
 
 from envace_demo.engine import Episode, EpisodeConfig
+from envace_demo.envs.mcp import open_configured
 from envace_demo.envs.registry import create
 from envace_demo.errors import ModelError
 from envace_demo.events import EpisodeFinished, Event
@@ -20,14 +21,29 @@ from envace_demo.record import Trajectory
 from envace_demo.tasks import Task
 from envace_demo.ui.gpu import gpu
 from envace_demo.ui.holder import ModelHolder
+from envace_demo.ui.inputs import MCP_PREFIX
+from envace_demo.ui.options import UIOptions
 
 _holder: ModelHolder | None = None
+_options: UIOptions = UIOptions()
 
 
-def bind(holder: ModelHolder) -> None:
-    """Make ``holder`` the process's model (one per process: the model is shared by design)."""
-    global _holder
+def bind(holder: ModelHolder, options: UIOptions | None = None) -> None:
+    """Make ``holder`` the process's model (one per process: the model is shared by design)
+    and ``options`` its limits (which MCP servers the operator configured)."""
+    global _holder, _options
     _holder = holder
+    _options = options or UIOptions()
+
+
+def _open_environment(task: Task):
+    """A fresh environment for the task: a built-in, or a connection to a configured MCP server."""
+    if not task.env:
+        return None
+    if task.env.startswith(MCP_PREFIX):
+        servers = [command for _, command in _options.mcp_servers]
+        return open_configured(servers, task.env[len(MCP_PREFIX) :], call_timeout=_options.mcp_timeout)
+    return create(task.env)
 
 
 # Cancel switches by token: a token pickles, a threading.Event does not (ZeroGPU pickles
@@ -46,9 +62,15 @@ def _episode_on_gpu(task: Task, config: EpisodeConfig, cancel_token: str | None 
     if _holder is None:
         raise ModelError("no model is bound to the runner")
     backend = _holder.wait(timeout=0.0)
-    environment = create(task.env) if task.env else None
-    cancel = _cancels.get(cancel_token) if cancel_token else None
-    yield from Episode(backend, task, config, environment, cancel=cancel).run()
+    environment = _open_environment(task)
+    try:
+        if environment is not None and not task.tools:
+            task = replace(task, tools=environment.tools())  # an MCP server brings its own
+        cancel = _cancels.get(cancel_token) if cancel_token else None
+        yield from Episode(backend, task, config, environment, cancel=cancel).run()
+    finally:
+        if hasattr(environment, "close"):
+            environment.close()
 
 
 def episode_events(
