@@ -14,6 +14,7 @@ Modules, one concern each:
 - ``events``      those events and the run's result
 - ``job``         a run on a background thread, one per app (for the UI)
 - ``adapter``     apply a saved adapter to a served backend, or remove it
+- ``data``        task sets shipped for training (the bank drills)
 - ``cli``         ``python -m envace_demo train``
 
 Nothing here imports torch at import time except ``grpo``, ``logprobs`` and

@@ -32,7 +32,7 @@ def environment_choices(options: UIOptions | None = None) -> list[tuple[str, str
     """(label, value) pairs for the environment picker: the built-ins, the MCP servers
     configured at launch, and none."""
     mcp = [
-        (f"{MCP_PREFIX} {label} (configured at launch; its tools come from the server)", MCP_PREFIX + label)
+        (f"mcp: {label} (configured at launch; its tools come from the server)", MCP_PREFIX + label)
         for label, _ in (options.mcp_servers if options else ())
     ]
     return [(f"{name}: {cls.description}", name) for name, cls in ENVIRONMENTS.items()] + mcp + [

@@ -56,7 +56,10 @@ class UIOptions:
         shared = {
             "concurrency": settings.concurrency,
             "queue_size": settings.queue_size,
-            "mcp_servers": tuple(configured_servers(settings.mcp_servers).items()),
+            # Visitors see "server-N" only: a command line or URL may hold a token.
+            "mcp_servers": tuple(
+                (f"server-{i + 1}", command) for i, command in enumerate(configured_servers(settings.mcp_servers).values())
+            ),
             "mcp_timeout": settings.mcp_timeout,
         }
         if settings.public:

@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Iterator
 
 from envace_demo.engine import Episode, EpisodeConfig
-from envace_demo.envs.mcp import open_configured
+from envace_demo.envs.mcp import MCPEnvironment
 from envace_demo.envs.registry import create
-from envace_demo.errors import ModelError
+from envace_demo.errors import ConfigError, ModelError
 from envace_demo.events import EpisodeFinished, Event
 from envace_demo.record import Trajectory
 from envace_demo.tasks import Task
@@ -41,8 +41,11 @@ def _open_environment(task: Task):
     if not task.env:
         return None
     if task.env.startswith(MCP_PREFIX):
-        servers = [command for _, command in _options.mcp_servers]
-        return open_configured(servers, task.env[len(MCP_PREFIX) :], call_timeout=_options.mcp_timeout)
+        servers = dict(_options.mcp_servers)
+        label = task.env[len(MCP_PREFIX) :]
+        if label not in servers:
+            raise ConfigError(f"environment: no MCP server {label!r} was configured at launch")
+        return MCPEnvironment(servers[label], call_timeout=_options.mcp_timeout)
     return create(task.env)
 
 
