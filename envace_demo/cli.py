@@ -90,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_episode_flags(p, "none")
     _add_model_flags(p)
+    from envace_demo.train.cli import register as register_train
+
+    register_train(sub)
     return parser
 
 
@@ -395,7 +398,8 @@ COMMANDS = {"envs": cmd_envs, "schema": cmd_schema, "run": cmd_run, "eval": cmd_
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return COMMANDS[args.command](args)
+        handler = COMMANDS.get(args.command) or args.handler
+        return handler(args)
     except EnvaceError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
