@@ -60,8 +60,9 @@ def _actor_prompt(backend, task) -> str:
 
 
 class Bench:
-    def __init__(self, quick: bool, cache_dir: Path):
+    def __init__(self, quick: bool, cache_dir: Path, threads: int | None = None):
         self.quick = quick
+        self.threads = threads
         self.cache_dir = cache_dir
         self.figures: dict = {}
         self.details: dict = {}
@@ -69,6 +70,10 @@ class Bench:
         self._backends: dict = {}
 
     def backend(self, dtype: str = "auto"):
+        if dtype == "auto":  # what the app gets on CPU
+            from envace_demo.models.transformers_backend import CPU_AUTO_DTYPE
+
+            dtype = CPU_AUTO_DTYPE
         if dtype not in self._backends:
             from envace_demo.models.loader import load_backend
 
@@ -85,13 +90,13 @@ class Bench:
         warm_runs = 2 if self.quick else 3
         warm = []
         for i in range(warm_runs):
-            result = measure_startup(self.cache_dir, memory_run=i == 0)
+            result = measure_startup(self.cache_dir, memory_run=i == 0, threads=self.threads)
             log(f"warm start {i + 1}: {result}")
             if result.error:
                 raise RuntimeError(result.error)
             warm.append(result)
         with tempfile.TemporaryDirectory(prefix="envace-bench-cold-") as empty:
-            cold = measure_startup(Path(empty))
+            cold = measure_startup(Path(empty), threads=self.threads)
         log(f"cold start: {cold}")
         self.figures["page_served_s"] = round(statistics.median(r.page_served_s for r in warm), 2)
         self.figures["model_ready_s"] = round(statistics.median(r.model_ready_s for r in warm), 2)
@@ -141,20 +146,19 @@ class Bench:
         }
 
     def dtype(self) -> None:
-        from bench.dtype import compare_dtype
+        from bench.dtype import compare_dtypes
         from envace_demo.tasks import find_task
 
         tasks = _bfcl_tasks(6 if self.quick else 10)
-        bank = find_task("bank", "check-balance")
-        out = {}
-        for dtype in ("float32", "bfloat16"):
-            backend = self.backend(dtype)
-            long_prompt = _actor_prompt(backend, bank)  # the bank's ~1k-token prompt: prefill cost
-            out[dtype] = compare_dtype(backend, _actor_prompt(backend, tasks[0]), long_prompt, tasks,
-                                       48 if self.quick else 96, 3 if self.quick else 5)
-            log(f"{dtype}: {({k: v for k, v in out[dtype].items() if k != 'validity'})}, "
-                f"valid {out[dtype]['validity']['valid_calls']}/{out[dtype]['validity']['calls']}, "
-                f"correct {out[dtype]['validity']['bfcl_correct']}/{len(tasks)}")
+        backends = {dtype: self.backend(dtype) for dtype in ("float32", "bfloat16")}
+        any_backend = backends["float32"]
+        long_prompt = _actor_prompt(any_backend, find_task("bank", "check-balance"))  # ~1k tokens: prefill cost
+        out = compare_dtypes(backends, _actor_prompt(any_backend, tasks[0]), long_prompt, tasks,
+                             48 if self.quick else 96, 3 if self.quick else 5)
+        for name, row in out.items():
+            v = row["validity"]
+            log(f"{name}: decode {row['decode_tok_s']} tok/s, prefill {row['prefill_s']} s "
+                f"({row['prefill_tokens']} tokens), valid {v['valid_calls']}/{v['calls']}, correct {v['bfcl_correct']}/{v['tasks']}")
         self.details["dtype"] = out
 
     def parallel(self) -> None:
@@ -193,10 +197,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", choices=SECTIONS, help="run only these sections")
     parser.add_argument("--cache-dir", type=Path, default=ROOT / ".cache", help="the warm model cache")
     parser.add_argument("--out", type=Path, default=report.HERE, help="where results.json and RESULTS.md go")
+    parser.add_argument("--threads", type=int, help="torch threads here and in the app (default: torch's choice)")
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
-    bench = Bench(args.quick, args.cache_dir)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    bench = Bench(args.quick, args.cache_dir, args.threads)
     machine = machine_info()
     log(f"machine: {machine}")
     for name in args.only or SECTIONS:

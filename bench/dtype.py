@@ -11,7 +11,6 @@ import statistics
 import time
 from pathlib import Path
 
-from bench.decode import decode_tok_s
 from envace_demo.engine import EpisodeConfig, run_episode
 from envace_demo.models.base import Sampling
 from envace_demo.tasks import Task
@@ -56,12 +55,27 @@ def validity(backend, tasks: list[Task], max_new_tokens: int = 128) -> dict:
     return {"tasks": len(tasks), "calls": calls, "valid_calls": valid, "bfcl_correct": correct, "per_task": per_task}
 
 
-def compare_dtype(backend, decode_prompt: str, long_prompt: str, tasks: list[Task], tokens: int, repeats: int) -> dict:
-    runs = decode_tok_s(backend, decode_prompt, tokens, repeats)
+def compare_dtypes(backends: dict, decode_prompt: str, long_prompt: str, tasks: list[Task], tokens: int,
+                   repeats: int) -> dict:
+    """``backends``: dtype name -> backend. Speed runs alternate between the dtypes, so a
+    shared machine's drifts hit each alike; validity is greedy, so run once each."""
+    from bench.decode import decode_once
+
+    decode: dict[str, list[float]] = {name: [] for name in backends}
+    prefill: dict[str, list[float]] = {name: [] for name in backends}
+    for backend in backends.values():
+        decode_once(backend, decode_prompt, 4, min_new_tokens=4)  # warm-up
+    for _ in range(repeats):
+        for name, backend in backends.items():
+            decode[name].append(decode_once(backend, decode_prompt, tokens, min_new_tokens=tokens).tok_s)
+            prefill[name].append(prefill_s(backend, long_prompt, 1))
     return {
-        "dtype": backend.info.dtype,
-        "decode_tok_s": round(statistics.median(r.tok_s for r in runs), 2),
-        "prefill_s": round(prefill_s(backend, long_prompt, repeats), 3),
-        "prefill_tokens": backend.count_tokens(long_prompt),
-        "validity": validity(backend, tasks),
+        name: {
+            "dtype": backend.info.dtype,
+            "decode_tok_s": round(statistics.median(decode[name]), 2),
+            "prefill_s": round(statistics.median(prefill[name]), 3),
+            "prefill_tokens": backend.count_tokens(long_prompt),
+            "validity": validity(backend, tasks),
+        }
+        for name, backend in backends.items()
     }

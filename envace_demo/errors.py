@@ -54,3 +54,11 @@ class ConfigError(EnvaceError):
 
 class EnvironmentNotFound(EnvaceError):
     """No environment of that name."""
+
+
+class StorageError(EnvaceError):
+    """A file could not be written (full disk, no permission); names the file and the cause."""
+
+    def __init__(self, what: str, path: object, cause: OSError):
+        self.path = path
+        super().__init__(f"could not save the {what} to {path}: {cause.strerror or cause}")

@@ -318,7 +318,8 @@ def test_cli_writes_metrics_with_per_role_keys(tiny_backend, tmp_path, monkeypat
 
 def test_cli_refuses_a_task_file_without_heldout_tasks(tmp_path):
     from envace_demo.errors import TaskError
-    from envace_demo.train.cli import load_tasks, split
+    from envace_demo.train.cli import load_tasks
+    from envace_demo.train.data import split_tasks as split
 
     tools = tmp_path / "tools.json"
     tools.write_text(json.dumps(TOOLS_JSON))
@@ -422,3 +423,19 @@ def test_cli_flags_override_the_recipe():
     )
     assert cpu == TrainConfig.cpu_recipe(steps=9)
     assert cpu.lora_layers == 4 and cpu.temperature == 0.7
+
+
+def test_policy_backend_reports_token_ids_of_batched_prompts(tiny_backend):
+    from envace_demo.models.base import Sampling
+    from envace_demo.train.policy import PolicyBackend
+
+    policy = PolicyBackend(tiny_backend.model, tiny_backend.tokenizer, model_id="tiny", constrained=False)
+    prompts = [actor_prompt(tiny_backend, Conversation(f"pick {x}"), TOOLS) for x in ("a", "b", "a b")]
+    gens = policy.generate_many(
+        prompts, Sampling(temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=12, seed=2)
+    )
+    assert len(policy.last_token_ids) == 3
+    for gen, ids in zip(gens, policy.last_token_ids):
+        assert len(ids) == gen.new_tokens
+        kept = ids[:-1] if gen.finish_reason == "stop" else ids
+        assert tiny_backend.tokenizer.decode(kept) == gen.text

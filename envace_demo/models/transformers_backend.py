@@ -23,8 +23,12 @@ from envace_demo.errors import ConfigError, ModelError
 from envace_demo.models.base import Backend, Constraint, Generation, ModelInfo, Sampling, StreamCallback
 from envace_demo.models.grammar import MAX_CALLS, MAX_THINK_CHARS, GrammarCache
 
-#: dtype for ``dtype="auto"`` on CPU. fp32 until benchmarked: bf16 decodes ~1.8x
-#: faster on the 2-core CI machine (stack notes) but its numerics are coarser.
+#: dtype for ``dtype="auto"`` on CPU, chosen by ``python -m bench`` (section dtype) on the
+#: 2-core CI machine (AVX-512 with bf16 instructions, torch 2.13), embedded model:
+#: fp32 decodes 30.1 tok/s and prefills 1019 tokens in 1.33 s; bf16 25.1 tok/s and
+#: 1.92 s (2 threads, load 0.2); with 1 thread on a busy machine 17.0 vs 17.8 tok/s,
+#: 2.48 vs 3.93 s. Constrained calls on 6 BFCL simple records: 6/6 valid and 5/6
+#: correct in both. bf16 halves the weights' memory but is slower here, so fp32.
 CPU_AUTO_DTYPE = "float32"
 OFFLINE_HINT = (
     "set ENVACE_MODEL=embedded (or pass --model embedded) to use the small CPU model "
@@ -197,6 +201,7 @@ class TransformersBackend(Backend):
             processors = LogitsProcessorList()
             if constraint is not None and self.supports_constraints:
                 processors.append(self._grammar_cache().logits_processor(constraint))
+            processors.extend(_sampling_processors(sampling))
             criteria = StoppingCriteriaList([_cancel_criteria_class()(cancel)] if cancel is not None else [])
             streamer = None
             if on_token is not None:
@@ -205,6 +210,7 @@ class TransformersBackend(Backend):
             config = self._generation_config(sampling)
             with torch.inference_mode(), _seeded(sampling.seed, self.model.device):
                 cache, batch_ids = self._shared_prefill(input_ids, rows)
+                cache = self._static_cache(cache, rows, batch_ids.shape[1] + sampling.max_new_tokens)
                 output = self.model.generate(
                     batch_ids,
                     attention_mask=torch.ones_like(batch_ids),
@@ -254,10 +260,12 @@ class TransformersBackend(Backend):
                 cache_ = self._grammar_cache()
                 compiled = [cache_.compile(c) if c is not None else None for c in constraints]
                 processors.append(_row_grammars_class()(compiled))
+            processors.extend(_sampling_processors(sampling))
             criteria = StoppingCriteriaList([_cancel_criteria_class()(cancel)] if cancel is not None else [])
             streamer = _RowStreamer(self.tokenizer, len(prompts), self.stop_ids, on_token) if on_token else None
             with torch.inference_mode(), _seeded(sampling.seed, self.model.device):
                 cache, ids, mask = self._prefix_prefill(encoded)
+                cache = self._static_cache(cache, len(prompts), ids.shape[1] + sampling.max_new_tokens)
                 output = self.model.generate(
                     ids,
                     attention_mask=mask,
@@ -279,18 +287,45 @@ class TransformersBackend(Backend):
     def _generation_config(self, sampling: Sampling):
         from transformers import GenerationConfig
 
+        # Neutral values: temperature, top-k and top-p are applied by _sampling_processors
+        # (unset ones would be filled from the model's generation config). top_k=0 turns
+        # transformers' own top-k off when sampling; greedy gets its default, 50, which
+        # draws no "flag ignored" warning.
         greedy = sampling.temperature <= 0
         return GenerationConfig(
             max_new_tokens=sampling.max_new_tokens,
             do_sample=not greedy,
             eos_token_id=self.stop_ids,
             pad_token_id=self.pad_id,
-            # Greedy gets the neutral values: unset ones are filled from the model's
-            # generation config (sampling defaults) and draw a warning.
-            temperature=1.0 if greedy else sampling.temperature,
-            top_p=1.0 if greedy else sampling.top_p,
-            top_k=50 if greedy else sampling.top_k,
+            temperature=1.0,
+            top_p=1.0,
+            top_k=50 if greedy else 0,
+            # With a static cache transformers would torch.compile the decoding step on a GPU:
+            # minutes of compiling for every new shape, and not allowed on ZeroGPU.
+            disable_compile=True,
         )
+
+    def _static_cache(self, prefix, rows: int, length: int):
+        """A preallocated KV cache for ``rows`` rows of up to ``length`` tokens, holding
+        ``prefix`` (a cache of one row or of ``rows`` rows, or None).
+
+        transformers' default cache grows by concatenation, so every decoding step copies
+        all of it: on CPU at 4 rows and ~1k tokens of context that doubled the step time
+        (205 vs 108 ms, bench/RESULTS.md). A static cache is written in place."""
+        from transformers import StaticCache
+
+        try:
+            cache = StaticCache(config=self.model.config, max_cache_len=length)
+        except (TypeError, ValueError):  # a config the static cache cannot read: keep the default one
+            if prefix is not None and prefix.get_seq_length() and prefix.layers[0].keys.shape[0] != rows:
+                prefix.batch_repeat_interleave(rows)
+            return prefix
+        for index, layer in enumerate(getattr(prefix, "layers", None) or []):
+            keys, values = layer.keys, layer.values
+            if keys.shape[0] != rows:
+                keys, values = keys.expand(rows, -1, -1, -1), values.expand(rows, -1, -1, -1)
+            cache.update(keys, values, index)
+        return cache
 
     def _prefix_prefill(self, encoded: list[list[int]]):
         """(cache, ids, attention mask) for rows of different prompts.
@@ -316,11 +351,8 @@ class TransformersBackend(Backend):
         ids, mask = ids.to(self.model.device), mask.to(self.model.device)
         if shared < 1:
             return None, ids, mask
-        cache = self.model(ids[:1, :shared], use_cache=True, logits_to_keep=1).cache
-        if not hasattr(cache, "batch_repeat_interleave"):  # an engine without it: prefill whole rows
-            return None, ids, mask
-        cache.batch_repeat_interleave(rows)
-        return cache, ids, mask
+        # One row: _static_cache repeats it into every row.
+        return self.model(ids[:1, :shared], use_cache=True, logits_to_keep=1).cache, ids, mask
 
     def _grammar_cache(self) -> GrammarCache:
         if self._grammars is None:
@@ -415,6 +447,43 @@ def _row_grammars_class():
             return scores
 
     return RowGrammars
+
+
+def _sampling_processors(sampling: Sampling) -> list:
+    """Temperature, then top-k, then top-p, as one processor (none when greedy).
+
+    transformers' top-p warper sorts the whole vocabulary of every row at every step,
+    even after top-k has left 20 candidates: ~2.5 ms a row on CPU for a 49k vocabulary,
+    a seventh of a 4-row decoding step (bench/RESULTS.md). Here top-p runs on the top-k
+    values only. It comes after the grammar, which removes forbidden tokens first."""
+    if sampling.temperature <= 0:
+        return []
+    return [_warper_class()(sampling.temperature, sampling.top_k, sampling.top_p)]
+
+
+@cache
+def _warper_class():
+    import torch
+    from transformers import LogitsProcessor
+
+    class Warper(LogitsProcessor):
+        def __init__(self, temperature: float, top_k: int, top_p: float):
+            self.temperature, self.top_k, self.top_p = temperature, top_k, top_p
+
+        def __call__(self, input_ids, scores):
+            scores = scores / self.temperature
+            vocab = scores.shape[-1]
+            k = self.top_k if 0 < self.top_k < vocab else vocab
+            if k == vocab and self.top_p >= 1.0:
+                return scores
+            values, indices = torch.topk(scores, k, dim=-1)  # descending
+            if self.top_p < 1.0:
+                probs = values.softmax(dim=-1)
+                before = probs.cumsum(dim=-1) - probs  # mass of the better candidates
+                values = values.masked_fill(before > self.top_p, float("-inf"))  # the best one always stays
+            return torch.full_like(scores, float("-inf")).scatter_(-1, indices, values)
+
+    return Warper
 
 
 def _common_prefix(seqs: list[list[int]]) -> int:

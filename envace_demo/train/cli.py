@@ -21,6 +21,7 @@ from pathlib import Path
 
 from envace_demo.errors import TaskError
 from envace_demo.train.config import TrainConfig
+from envace_demo.train.data import split_tasks
 
 # CLI flag -> TrainConfig field, for the flags that map one to one.
 _FLAGS = {
@@ -75,7 +76,10 @@ def register(subparsers) -> argparse.ArgumentParser:
         )
     p.add_argument("--scale-std", action="store_true", help=helps["scale_std"])
     p.add_argument(
-        "--first-call", choices=["required", "optional"], default="required", help=helps["require_first_call"]
+        "--first-call",
+        choices=["auto", "required", "optional"],
+        default="auto",
+        help=helps["require_first_call"] + " (auto: what the loaded model needs)",
     )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     g = p.add_argument_group("model")
@@ -95,55 +99,24 @@ def register(subparsers) -> argparse.ArgumentParser:
 def config_from(args: argparse.Namespace) -> TrainConfig:
     base = TrainConfig.cpu_recipe() if getattr(args, "recipe", "default") == "cpu" else TrainConfig()
     given = {name: getattr(args, name) for name in _FLAGS if getattr(args, name) is not None}
-    return replace(
-        base,
-        **given,
-        scale_std=args.scale_std,
-        require_first_call=args.first_call == "required",
-        constrained=args.constrained is not False,
-    )
+    if args.first_call != "auto":  # auto: decided once the model is loaded
+        given["require_first_call"] = args.first_call == "required"
+    return replace(base, **given, scale_std=args.scale_std, constrained=args.constrained is not False)
 
 
 def load_tasks(args: argparse.Namespace) -> list:
     """The tasks of ``--env`` (or ``--tasks`` over it), or of ``--tasks`` over ``--tools``."""
-    from envace_demo.schemas import load_tools
-    from envace_demo.tasks import env_tasks, read_jsonl, task_from_record
+    from envace_demo.train.data import task_set
 
-    if getattr(args, "drills", False):
-        if not args.env or args.tasks:
-            raise TaskError("--drills goes with --env and without --tasks")
-        from envace_demo.train.data import drill_tasks
-
-        return drill_tasks(args.env)
-    if args.env and not args.tasks:
-        return env_tasks(args.env)
-    if not args.tasks:
-        raise TaskError("--tools needs --tasks: a JSONL of tasks with checks")
-    extra: dict = {"env": args.env}
-    if args.tools:
+    tools = None
+    if getattr(args, "tools", None):
         try:
-            extra = {"tools": json.loads(Path(args.tools).read_text(encoding="utf-8"))}
+            tools = json.loads(Path(args.tools).read_text(encoding="utf-8"))
         except OSError as err:
             raise TaskError(f"{args.tools}: cannot read ({err.strerror})") from None
         except json.JSONDecodeError as err:
             raise TaskError(f"{args.tools}: invalid JSON ({err.msg} at line {err.lineno})") from None
-        load_tools(extra["tools"])  # located schema errors now, not once per task
-    tasks = []
-    for where, record in read_jsonl(Path(args.tasks)):
-        if isinstance(record, dict) and not any(record.get(k) for k in ("env", "tools", "function")):
-            record = {**record, **extra}
-        tasks.append(task_from_record(record, where))
-    return tasks
-
-
-def split(tasks: list) -> tuple[list, list]:
-    train = [t for t in tasks if t.split != "heldout"]
-    heldout = [t for t in tasks if t.split == "heldout"]
-    if not heldout:
-        raise TaskError('no held-out tasks: mark the evaluation tasks with "split": "heldout"')
-    if not train:
-        raise TaskError('no training tasks: every task is marked "split": "heldout"')
-    return train, heldout
+    return task_set(env=args.env, drills=getattr(args, "drills", False), tasks_file=args.tasks, tools=tools)
 
 
 def _pct(value) -> str:
@@ -156,13 +129,15 @@ def cmd_train(args: argparse.Namespace) -> int:
     from envace_demo.train.trainer import Trainer
 
     config = config_from(args)
-    train_tasks, heldout = split(load_tasks(args))
+    train_tasks, heldout = split_tasks(load_tasks(args))
     settings = settings_from(args)
     if args.threads:
         settings = replace(settings, threads=args.threads)
     backend = load_model(settings)
     if args.constrained is None and not backend.supports_constraints:
-        config = TrainConfig(**{**config.to_dict(), "constrained": False})
+        config = replace(config, constrained=False)
+    if args.first_call == "auto":
+        config = replace(config, require_first_call=backend.requires_first_call)
     trainer = Trainer(backend, train_tasks, heldout, config, Path(args.out), copy_model=False)
     out = sys.stdout
     result = None

@@ -33,3 +33,44 @@ def drill_tasks(env: str) -> list[Task]:
             f"no drill tasks for environment {env!r}; available: {', '.join(available) or 'none'}"
         )
     return load_task_file(path)
+
+
+def task_set(
+    env: str | None = None, drills: bool = False, tasks_file: str | Path | None = None, tools: object = None
+) -> list[Task]:
+    """Training tasks from one source, as the CLI and the Fine-tune tab offer them:
+    the drills of ``env``; the example tasks of ``env``; a JSONL of tasks over ``env``;
+    or a JSONL of tasks over ``tools`` (parsed JSON, any dialect ``load_tools`` reads).
+    Records that name their own environment or tools keep them."""
+    from envace_demo.schemas import load_tools
+    from envace_demo.tasks import env_tasks, read_jsonl, task_from_record
+
+    if drills:
+        if not env or tasks_file:
+            raise TaskError("drills go with an environment and without a task file")
+        return drill_tasks(env)
+    if env and not tasks_file:
+        return env_tasks(env)
+    if not tasks_file:
+        raise TaskError("tools need a task file: a JSONL of tasks with checks")
+    extra: dict = {"env": env}
+    if tools is not None:
+        load_tools(tools)  # located schema errors now, not once per task
+        extra = {"tools": tools}
+    tasks = []
+    for where, record in read_jsonl(Path(tasks_file)):
+        if isinstance(record, dict) and not any(record.get(k) for k in ("env", "tools", "function")):
+            record = {**record, **extra}
+        tasks.append(task_from_record(record, where))
+    return tasks
+
+
+def split_tasks(tasks: list[Task]) -> tuple[list[Task], list[Task]]:
+    """(training tasks, held-out tasks): both must be there, or a TaskError says which is missing."""
+    train = [t for t in tasks if t.split != "heldout"]
+    heldout = [t for t in tasks if t.split == "heldout"]
+    if not heldout:
+        raise TaskError('no held-out tasks: mark the evaluation tasks with "split": "heldout"')
+    if not train:
+        raise TaskError('no training tasks: every task is marked "split": "heldout"')
+    return train, heldout

@@ -8,8 +8,8 @@ Two additions over ``TransformersBackend``, both for training:
   seen before is reused and only the rest is computed. The weights change at each
   optimizer step, so the trainer calls ``forget()`` after each one.
 - exact token ids: ``last_token_ids`` holds the ids each row of the last
-  ``generate`` sampled (through its stop token), so training scores the very
-  tokens the grammar let through instead of a re-tokenization of the text.
+  ``generate`` or ``generate_many`` sampled (through its stop token), so training
+  scores the very tokens the grammar let through, not a re-tokenization.
 
 Both hook private methods of ``TransformersBackend`` (``_shared_prefill``,
 ``_finish``); ``tests/test_train_trainer.py`` pins their behaviour.
@@ -34,7 +34,7 @@ class PolicyBackend(TransformersBackend):
     def like(cls, served: TransformersBackend, model, model_id: str) -> PolicyBackend:
         """A policy over ``model`` that decodes under the same bounds as ``served``
         (constraints, reasoning length, calls per turn)."""
-        return cls(
+        policy = cls(
             model,
             served.tokenizer,
             model_id=model_id,
@@ -43,6 +43,8 @@ class PolicyBackend(TransformersBackend):
             max_think_chars=served.max_think_chars,
             max_calls=served.max_calls,
         )
+        policy.requires_first_call = served.requires_first_call
+        return policy
 
     def forget(self) -> None:
         """Drop cached prefixes (call after the weights change)."""
@@ -54,6 +56,13 @@ class PolicyBackend(TransformersBackend):
         rows = self._rows
         # Greedy decoding runs one row and copies it n times.
         self.last_token_ids = [rows[min(i, len(rows) - 1)] for i in range(len(gens))] if rows else []
+        return gens
+
+    def generate_many(self, *args, **kwargs):
+        self._rows = []
+        gens = super().generate_many(*args, **kwargs)
+        rows = self._rows
+        self.last_token_ids = rows if len(rows) == len(gens) else []
         return gens
 
     def _finish(self, ids, prompt_len, max_new, seconds, cancelled):

@@ -66,6 +66,7 @@ class _Recorder(Backend):
     def __init__(self, inner: Backend):
         self.inner = inner
         self.supports_constraints = inner.supports_constraints
+        self.requires_first_call = inner.requires_first_call
         self.seen: dict[tuple[str, str], tuple[Generation, list[int] | None]] = {}
 
     @property
@@ -82,10 +83,21 @@ class _Recorder(Backend):
         gens = self.inner.generate(
             prompt, sampling, n=n, constraint=constraint, on_token=on_token, cancel=cancel
         )
-        ids = getattr(self.inner, "last_token_ids", None) or [None] * len(gens)
-        for gen, row_ids in zip(gens, ids):
-            self.seen[(prompt, gen.text)] = (gen, row_ids)
+        self._keep([prompt] * len(gens), gens)
         return gens
+
+    def generate_many(self, prompts, sampling, constraints=None, on_token=None, cancel=None):
+        # Passed on whole: the engine batches parallel rehearsals here.
+        gens = self.inner.generate_many(prompts, sampling, constraints, on_token=on_token, cancel=cancel)
+        self._keep(prompts, gens)
+        return gens
+
+    def _keep(self, prompts: list[str], gens: list[Generation]) -> None:
+        ids = getattr(self.inner, "last_token_ids", None)
+        if not ids or len(ids) != len(gens):
+            ids = [None] * len(gens)
+        for prompt, gen, row_ids in zip(prompts, gens, ids):
+            self.seen[(prompt, gen.text)] = (gen, row_ids)
 
 
 def episode_config(

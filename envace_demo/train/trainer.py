@@ -31,6 +31,7 @@ process ``Accelerator`` changes nothing.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import random
@@ -40,7 +41,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from envace_demo.errors import ConfigError
+from envace_demo.errors import ConfigError, StorageError
 from envace_demo.models.base import Backend
 from envace_demo.record import Rehearsal
 from envace_demo.tasks import Task
@@ -159,8 +160,9 @@ class Trainer:
         self._setup()
         main = self.accelerator.is_main_process
         if main:
-            self.out_dir.mkdir(parents=True, exist_ok=True)
-            (self.out_dir / METRICS_FILE).write_text("", encoding="utf-8")
+            with _saving("run folder", self.out_dir):
+                self.out_dir.mkdir(parents=True, exist_ok=True)
+                (self.out_dir / METRICS_FILE).write_text("", encoding="utf-8")
         yield TrainStarted(
             cfg.to_dict(), [t.name for t in self.train_tasks], [t.name for t in self.heldout_tasks], cfg.steps
         )
@@ -184,7 +186,9 @@ class Trainer:
             steps_done = step
             metrics["elapsed"] = round(time.monotonic() - started, 2)
             if main:
-                with (self.out_dir / METRICS_FILE).open("a", encoding="utf-8") as fh:
+                with _saving("metrics", self.out_dir / METRICS_FILE), (self.out_dir / METRICS_FILE).open(
+                    "a", encoding="utf-8"
+                ) as fh:
                     fh.write(json.dumps(metrics) + "\n")
             yield StepFinished(step, cfg.steps, metrics, groups)
 
@@ -194,14 +198,16 @@ class Trainer:
         if steps_done and main:
             yield Progress("save", 0, 1, steps_done)
             adapter_dir = self.out_dir / ADAPTER_DIR
-            self.model.save_pretrained(adapter_dir)
+            with _saving("adapter", adapter_dir):
+                self.model.save_pretrained(adapter_dir)
             yield Progress("save", 1, 1, steps_done)
         result = TrainResult(
             self.out_dir, adapter_dir, steps_done, stopped, before, after, time.monotonic() - started
         )
         if main:
             summary = {**result.to_dict(), "config": cfg.to_dict(), "model": self.backend.info.model_id}
-            (self.out_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2), encoding="utf-8")
+            with _saving("run summary", self.out_dir / SUMMARY_FILE):
+                (self.out_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2), encoding="utf-8")
         yield TrainFinished(result)
 
     # ------------------------------------------------------------------ phases
@@ -415,3 +421,13 @@ def train(
             result = event.result
     assert result is not None
     return result
+
+
+@contextlib.contextmanager
+def _saving(what: str, path: Path):
+    """An OSError while writing ``path`` (a full disk, a read-only folder) becomes a
+    StorageError naming what was being saved, where, and why."""
+    try:
+        yield
+    except OSError as err:
+        raise StorageError(what, path, err) from err

@@ -1,4 +1,4 @@
-"""The whole app: a header, three tabs, two API endpoints, one queue for model work."""
+"""The whole app: a header, four tabs, two API endpoints, one queue for model work."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from envace_demo.ui.options import UIOptions
 from envace_demo.ui.playground import build_playground
 from envace_demo.ui.session import Session, new_session
 from envace_demo.ui.theme import CSS, theme
+from envace_demo.ui.train_tab import build_train_tab
 
 TITLE = "EnvACE: world rehearsal for tool-using agents"
 HEADER = f"""# {TITLE}
@@ -55,6 +56,8 @@ def build_app(
                 build_playground(ctx, state)
             with gr.Tab("Compare", id="compare"):
                 build_compare(ctx, state)
+            with gr.Tab("Fine-tune", id="fine-tune"):
+                build_train_tab(ctx)
             with gr.Tab("Model", id="model"):
                 info = build_model_tab(ctx, banner, timer)
         refresh: dict[str, Any] = {"queue": False, "api_visibility": "private"}

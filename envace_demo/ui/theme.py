@@ -70,4 +70,7 @@ pre.ev-live { opacity: 0.8; }
 .ev-reasons { color: #b91c1c; font-size: 0.85em; margin: 4px 0 4px 18px; }
 .ev-chips { display: flex; flex-wrap: wrap; gap: 6px; margin-top: 6px; }
 .ev-chip { background: var(--background-fill-secondary); border-radius: 6px; padding: 2px 8px; font-size: 0.82em; }
+
+.ev-train-progress { display: flex; flex-direction: column; gap: 4px; font-size: 0.9em; }
+.ev-train-progress progress { width: 100%; height: 10px; accent-color: #6366f1; }
 """

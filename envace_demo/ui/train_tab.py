@@ -1,0 +1,321 @@
+"""The Fine-tune tab: role-wise GRPO on a small tool schema, with live per-role curves.
+
+One training job per app (``TrainingSlot``), on a background thread and on a copy of
+the weights: the model everyone else is served stays as it was until someone presses
+"Apply". A timer redraws the progress, the curves and the before/after table while
+the job runs, for every page that has the tab open. Off in public mode.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from envace_demo.errors import ConfigError, EnvaceError, TaskError
+from envace_demo.schemas import load_tools
+from envace_demo.train.config import TrainConfig
+from envace_demo.train.data import DATA_DIR, split_tasks, task_set
+from envace_demo.train.events import EvalResult, Progress
+from envace_demo.train.job import TrainingJob, TrainingSlot
+from envace_demo.ui import render
+from envace_demo.ui.common import AppContext
+from envace_demo.ui.inputs import example_tools, gallery
+from envace_demo.ui.train_charts import training_curves
+
+OWN = "own"
+LORA_RANKS = [4, 8, 16, 32]
+MAX_STEPS = 64
+_RECIPE = TrainConfig.cpu_recipe()  # the defaults shown: measured on CPU with the embedded model
+_STAGES = {
+    "eval_before": "evaluating the held-out tasks before training",
+    "rollout": "rollouts (actor and rehearser, no real tools)",
+    "update": "updating the LoRA weights",
+    "eval_after": "evaluating the held-out tasks after training",
+    "save": "saving the adapter",
+}
+OFF_IN_PUBLIC = "Fine-tuning is off in public mode: it would hold this shared machine for minutes."
+
+
+def source_choices() -> list[tuple[str, str]]:
+    drills = sorted(p.name.removesuffix("_drills.jsonl") for p in DATA_DIR.glob("*_drills.jsonl"))
+    choices = [(f"{env}: drills (single-call tasks, 6 held out)", f"drills:{env}") for env in drills]
+    choices += [(f"{env}: example tasks", f"env:{env}") for env in gallery()]
+    return choices + [("your own: tools + a JSONL of tasks", OWN)]
+
+
+def load_source(source: str, tools_text: str, tasks_file: str | None) -> tuple[list, list]:
+    """(training tasks, held-out tasks) of the picked source; TaskError/SchemaError if unusable."""
+    if source == OWN:
+        if not tasks_file:
+            raise TaskError('upload a JSONL of tasks (each with a "check"; mark held-out ones "split": "heldout")')
+        load_tools(tools_text or "")  # a located schema error, before any task is read
+        tasks = task_set(tasks_file=tasks_file, tools=json.loads(tools_text))
+    else:
+        kind, _, env = source.partition(":")
+        if kind not in ("drills", "env") or not env:
+            raise TaskError(f"unknown task source {source!r}")
+        tasks = task_set(env=env, drills=kind == "drills")
+    return split_tasks(tasks)
+
+
+def config_for(device: str, steps: float, group: float, lr: float, rank: Any, seed: float) -> TrainConfig:
+    """The CPU recipe on CPU (small, measured), the paper-like defaults elsewhere; then the controls."""
+    base = TrainConfig.cpu_recipe() if device == "cpu" else TrainConfig()
+    try:
+        return replace(
+            base, steps=int(steps), group_size=int(group), lr=float(lr), lora_rank=int(rank), seed=int(seed or 0)
+        )
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"training settings: {err}") from None
+
+
+def progress_html(job: TrainingJob) -> str:
+    p: Progress | None = job.progress
+    total = job.config.steps
+    if job.error is not None:
+        return ""
+    if p is None:
+        return render.status_html("starting…", "busy")
+    # Rough share of the run: evaluations a tenth each, the steps the rest.
+    within = p.done / p.total if p.total else 0.0
+    if p.stage == "eval_before":
+        share = 0.1 * within
+    elif p.stage in ("rollout", "update"):
+        part = 0.8 * within if p.stage == "rollout" else 0.8 + 0.2 * within
+        share = 0.1 + 0.8 * (p.step - 1 + part) / total
+    elif p.stage == "eval_after":
+        share = 0.9 + 0.1 * within
+    else:
+        share = 1.0
+    where = f"step {p.step}/{total}: " if p.stage in ("rollout", "update") else ""
+    label = f"{where}{_STAGES.get(p.stage, p.stage)} ({p.done}/{p.total})"
+    return (
+        f'<div class="ev-train-progress"><progress max="1" value="{share:.3f}"></progress>'
+        f"<span>{render.esc(label)}</span></div>"
+    )
+
+
+def eval_table(before: EvalResult | None, after: EvalResult | None) -> list[list[Any]]:
+    """Rows: held-out success without and with rehearsal, before and after, and the change."""
+
+    def pct(value: float | None) -> str:
+        return "–" if value is None else f"{100 * value:.0f}%"
+
+    rows = []
+    for label, key in (("success without rehearsal", "success_without"), ("success with rehearsal", "success_with")):
+        b = getattr(before, key) if before else None
+        a = getattr(after, key) if after else None
+        if b is None and a is None and before is not None:
+            continue  # that mode was not evaluated in this run
+        change = f"{100 * (a - b):+.0f} pts" if a is not None and b is not None else "–"
+        rows.append([label, pct(b), pct(a), change])
+    if before is not None:
+        rows.append(["held-out tasks", str(before.tasks), str(after.tasks if after else "–"), ""])
+    return rows
+
+
+def job_status(job: TrainingJob, redact) -> str:
+    if job.error is not None:
+        message = str(job.error) if isinstance(job.error, EnvaceError) else f"{type(job.error).__name__}: {job.error}"
+        return render.status_html(f"training failed: {redact(message)}", "error")
+    if job.running:
+        return render.status_html("training…", "busy")
+    result = job.result
+    if result is None:
+        return render.status_html("training ended without a result", "error")
+    what = "stopped" if result.stopped else "done"
+    saved = "adapter saved" if result.adapter_dir else "no step finished, nothing saved"
+    return render.status_html(f"{what}: {result.steps_done} steps in {result.seconds:.0f} s, {saved}", "ok")
+
+
+def adapter_zip(job: TrainingJob) -> str | None:
+    """The adapter folder as a zip for download (made once per run)."""
+    result = job.result
+    if result is None or result.adapter_dir is None:
+        return None
+    folder = Path(tempfile.gettempdir()) / "envace-adapters"
+    folder.mkdir(exist_ok=True)
+    base = folder / f"{result.out_dir.name}-adapter"
+    path = base.with_suffix(".zip")
+    if not path.exists():
+        shutil.make_archive(str(base), "zip", result.adapter_dir)
+    return str(path)
+
+
+def build_train_tab(ctx: AppContext) -> gr.Timer:
+    slot = TrainingSlot()
+    allowed = ctx.options.allow_training
+    first = source_choices()[0][1]
+    gr.Markdown(
+        "Role-wise GRPO on a small tool schema, through LoRA on the loaded model. Rollouts are "
+        "world rehearsal: the actor acts and the same policy rehearses every tool response, no real "
+        "tool runs. Reward is task success only; advantages are computed per role within each group. "
+        "Held-out tasks are evaluated before and after, in the same run."
+    )
+    if not allowed:
+        gr.Markdown(f"*{OFF_IN_PUBLIC}*")
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=2, min_width=320):
+            source = gr.Dropdown(source_choices(), value=first, label="tasks", elem_id="train-source")
+            with gr.Accordion("Your own tools and tasks", open=False) as own_box:
+                own_tools = gr.Code(
+                    value=example_tools(next(iter(gallery()))),
+                    language="json",
+                    interactive=True,
+                    lines=10,
+                    max_lines=10,
+                    label="tools",
+                    elem_id="train-tools",
+                )
+                own_tasks = gr.File(
+                    label='JSONL of tasks (a "check" each; "split": "heldout" for evaluation)',
+                    file_types=[".jsonl"],
+                    type="filepath",
+                    height=110,
+                    elem_id="train-tasks",
+                )
+            with gr.Row():
+                steps = gr.Slider(1, MAX_STEPS, value=_RECIPE.steps, step=1, label="steps", elem_id="train-steps")
+                group = gr.Slider(2, 16, value=_RECIPE.group_size, step=1, label="group size", elem_id="train-group")
+            with gr.Row():
+                lr = gr.Number(value=_RECIPE.lr, label="learning rate (LoRA)", minimum=1e-6, maximum=0.1)
+                rank = gr.Dropdown(LORA_RANKS, value=_RECIPE.lora_rank, label="LoRA rank")
+                seed = gr.Number(value=_RECIPE.seed, precision=0, minimum=0, label="seed")
+            gr.Markdown(
+                "*On CPU the rest follows the measured CPU recipe (one task a step, LoRA on the last "
+                "4 layers, rollouts at temperature 0.7); on a GPU the paper-like defaults.*"
+            )
+            with gr.Row():
+                train = gr.Button("Train", variant="primary", interactive=allowed, elem_id="train-button")
+                stop = gr.Button("Stop", variant="stop", interactive=allowed, elem_id="train-stop")
+            status = gr.HTML(elem_id="train-status")
+            progress = gr.HTML(elem_id="train-progress")
+        with gr.Column(scale=3):
+            curves = gr.Plot(training_curves([]), label="training curves", elem_id="train-curves")
+            table = gr.Dataframe(
+                headers=["held-out", "before", "after", "change"],
+                label="before / after (same run, same seeds)",
+                interactive=False,
+                elem_id="train-eval",
+            )
+            with gr.Row():
+                download = gr.DownloadButton("Download the adapter (zip)", interactive=False)
+                apply = gr.Button("Apply to the Playground model", interactive=False, elem_id="train-apply")
+                remove = gr.Button("Remove the adapter", interactive=allowed)
+            applied = gr.HTML(elem_id="train-applied")
+    # Active at first, so a page opened during a run picks it up; idle, one tick turns it off.
+    timer = gr.Timer(1.0, active=True)
+    drawn = gr.State(-1)  # how many metric rows this page has drawn
+
+    def start(src: str, tools_text: str, tasks_file: str | None, *values: Any) -> dict:
+        if not ctx.options.allow_training:
+            return {status: render.status_html(OFF_IN_PUBLIC, "error")}
+        st = ctx.holder.status()
+        if st.state != "ready":
+            msg = "the model is still loading; try again shortly" if st.state == "loading" else st.error
+            return {status: render.status_html(ctx.options.redact(f"cannot train: {msg}"), "error")}
+        try:
+            backend = ctx.holder.wait(timeout=0.0)
+            train_tasks, heldout = load_source(src, tools_text, tasks_file)
+            config = config_for(backend.info.device, *values)
+            config = replace(
+                config,
+                require_first_call=backend.requires_first_call,
+                constrained=config.constrained and backend.supports_constraints,
+            )
+            out_dir = Path(ctx.settings.cache_dir) / "runs" / time.strftime("run-%Y%m%d-%H%M%S")
+            slot.start(backend, train_tasks, heldout, config, out_dir)
+        except EnvaceError as err:
+            return {status: render.status_html(ctx.options.redact(str(err)), "error")}
+        return {
+            status: render.status_html(
+                f"training on {len(train_tasks)} tasks, {len(heldout)} held out…", "busy"
+            ),
+            progress: render.status_html("starting…", "busy"),
+            drawn: -1,
+            timer: gr.Timer(active=True),
+            train: gr.Button(interactive=False),
+            download: gr.DownloadButton(value=None, interactive=False),
+            apply: gr.Button(interactive=False),
+        }
+
+    def refresh(count: int) -> dict:
+        job = slot.job
+        if job is None:
+            return {timer: gr.Timer(active=False)}
+        rows = job.metrics
+        finished = not job.running
+        update: dict = {
+            progress: "" if finished else progress_html(job),
+            table: gr.Dataframe(value=eval_table(job.before, job.after)),
+            timer: gr.Timer(active=not finished),
+            train: gr.Button(interactive=allowed and finished),
+        }
+        if len(rows) != count or finished:  # redraw only when there is something new
+            update[curves] = training_curves(rows, job.config.steps)
+            update[drawn] = len(rows)
+        if finished:
+            update[status] = job_status(job, ctx.options.redact)
+            ready = job.result is not None and job.result.adapter_dir is not None
+            update[download] = gr.DownloadButton(value=adapter_zip(job) if ready else None, interactive=ready)
+            update[apply] = gr.Button(interactive=allowed and ready)
+        return update
+
+    def stop_training() -> str:
+        job = slot.job
+        if job is None or not job.running:
+            return render.status_html("no training is running", "info")
+        job.stop()
+        return render.status_html("stopping: the step in progress is dropped, the steps done are kept…", "busy")
+
+    def apply_adapter_now() -> str:
+        from envace_demo.train.adapter import apply_adapter
+
+        if not ctx.options.allow_training:
+            raise gr.Error(OFF_IN_PUBLIC)
+        job = slot.job
+        if job is None or job.result is None or job.result.adapter_dir is None:
+            return render.status_html("no adapter yet: train first", "error")
+        try:
+            backend = ctx.holder.wait(timeout=0.0)
+            apply_adapter(backend, job.result.adapter_dir)
+        except EnvaceError as err:
+            return render.status_html(ctx.options.redact(str(err)), "error")
+        return render.status_html(
+            f"applied: the Playground and Compare now run {backend.info.model_id} with the adapter of "
+            f"{job.result.out_dir.name}",
+            "ok",
+        )
+
+    def remove_adapter_now() -> str:
+        from envace_demo.train.adapter import has_adapter, remove_adapter
+
+        if not ctx.options.allow_training:
+            raise gr.Error(OFF_IN_PUBLIC)
+        try:
+            backend = ctx.holder.wait(timeout=0.0)
+            if not has_adapter(backend):
+                return render.status_html("no adapter is applied", "info")
+            remove_adapter(backend)
+        except EnvaceError as err:
+            return render.status_html(ctx.options.redact(str(err)), "error")
+        return render.status_html(f"removed: back to the base weights of {backend.info.model_id}", "ok")
+
+    private: dict[str, Any] = {"api_visibility": "private"}
+    outputs = [status, progress, drawn, timer, train, download, apply]
+    train.click(start, [source, own_tools, own_tasks, steps, group, lr, rank, seed], outputs, queue=False, **private)
+    ticked = [progress, table, timer, train, curves, drawn, status, download, apply]
+    timer.tick(refresh, [drawn], ticked, queue=False, show_progress="hidden", **private)
+    stop.click(stop_training, None, [status], queue=False, **private)
+    # Swapping weights waits for a running generation: the model queue.
+    apply.click(apply_adapter_now, None, [applied], **ctx.model_event(), **private)
+    remove.click(remove_adapter_now, None, [applied], **ctx.model_event(), **private)
+    source.change(lambda s: gr.Accordion(open=s == OWN), [source], [own_box], queue=False, **private)
+    return timer
