@@ -431,3 +431,12 @@ def test_unexpected_exceptions_are_not_shown_verbatim_in_public_mode():
 
     assert launch_options(PUBLIC)["show_error"] is False
     assert launch_options(Settings())["show_error"] is True
+
+
+def test_training_is_off_in_public_mode(public_app):
+    """The Fine-tune tab is there to read about, but nothing in it can start or apply a run
+    (and its events are private: no API client can call them either)."""
+    by_id = {c["props"].get("elem_id"): c["props"] for c in public_app.config["components"]}
+    assert by_id["train-button"]["interactive"] is False
+    assert by_id["train-stop"]["interactive"] is False
+    assert by_id["train-apply"]["interactive"] is False

@@ -187,7 +187,7 @@ def build_train_tab(ctx: AppContext) -> gr.Timer:
             with gr.Row():
                 lr = gr.Number(value=_RECIPE.lr, label="learning rate (LoRA)", minimum=1e-6, maximum=0.1)
                 rank = gr.Dropdown(LORA_RANKS, value=_RECIPE.lora_rank, label="LoRA rank")
-                seed = gr.Number(value=_RECIPE.seed, precision=0, minimum=0, label="seed")
+                seed = gr.Number(value=_RECIPE.seed, precision=0, minimum=0, label="seed", elem_id="train-seed")
             gr.Markdown(
                 "*On CPU the rest follows the measured CPU recipe (one task a step, LoRA on the last "
                 "4 layers, rollouts at temperature 0.7); on a GPU the paper-like defaults.*"
