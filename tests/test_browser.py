@@ -166,3 +166,30 @@ def test_fine_tune_draws_per_role_curves_live_then_applies_the_adapter(page):
     page.screenshot(path=str(ARTIFACTS / "browser-fine-tune-done.png"), full_page=True)
     page.get_by_role("button", name="Remove the adapter").click()  # the module's app is shared
     page.locator("#train-applied", has_text="removed").wait_for(timeout=120_000)
+
+
+def test_manual_environment_waits_for_the_typed_response(page):
+    """Environment "manual": the committed call waits; the box shows it with the rehearsed
+    response; what is typed and sent becomes the step's real response."""
+    page.wait_for_selector("#model-banner .ev-status-ok", timeout=300_000)
+    page.get_by_role("tab", name="Playground").click()
+    page.get_by_role("radio", name="bank").check()  # the bank's tools and request
+    page.locator("#schema-status .ev-schema-ok").wait_for(timeout=30_000)
+    page.locator("#environment input").click()
+    page.get_by_role("option", name="manual: you type the real response of each call").click()
+    page.get_by_role("radio", name="none", exact=True).check()  # no rehearsals: straight to the call
+    page.click("#run-button")
+
+    box = page.locator("#manual-box")
+    box.locator("#manual-call").get_by_text("waits for its real response").wait_for(timeout=600_000)
+    assert '"name"' in box.locator("#manual-call pre").inner_text()
+    editor = page.locator("#manual-response .cm-content")
+    editor.click()
+    page.keyboard.press("Control+A")
+    page.keyboard.insert_text('{"typed_by": "a person", "balance": 4242.5}')
+    page.screenshot(path=str(ARTIFACTS / "browser-manual-waiting.png"), full_page=True)
+    page.click("#manual-send")
+    page.locator("#outcome .ev-outcome").wait_for(timeout=600_000)
+    real = page.locator("#committed-steps .ev-step").first.locator(".ev-col.ev-real pre").inner_text()
+    assert json.loads(real) == {"typed_by": "a person", "balance": 4242.5}
+    assert not box.is_visible()

@@ -1,4 +1,5 @@
-"""The API endpoints ``/run`` and ``/compare`` (for gradio_client): plain JSON in and out."""
+"""The API endpoints ``/run``, ``/compare`` and (outside public mode) ``/run_manual``, for
+gradio_client: plain JSON in and out."""
 
 from __future__ import annotations
 
@@ -6,11 +7,15 @@ from typing import Any, Callable
 
 import gradio as gr
 
+import json
+from dataclasses import replace
+
+from envace_demo.envs.manual import ManualEnvironment, PendingCall
 from envace_demo.errors import EnvaceError
 from envace_demo.models.base import Sampling
 from envace_demo.ui import runner
 from envace_demo.ui.common import AppContext
-from envace_demo.ui.inputs import RunRequest, build_config, build_task, compare_modes
+from envace_demo.ui.inputs import MANUAL, RunRequest, build_config, build_task, compare_modes
 
 _S = Sampling()
 
@@ -112,4 +117,52 @@ def make_endpoints(ctx: AppContext) -> dict[str, Callable[..., dict]]:
             "trajectories": {m: t.to_dict() for m, t in trajs.items()},
         }
 
-    return {"run": run, "compare": compare}
+    def run_manual(
+        tools: str,
+        message: str,
+        responses: str,
+        mode: str = "parallel",
+        n: int = 2,
+        temperature: float = _S.temperature,
+        top_p: float = _S.top_p,
+        top_k: int = _S.top_k,
+        max_new_tokens: int = default_tokens,
+        seed: int | None = 0,
+        constrained: bool = True,
+        max_steps: int = default_steps,
+    ) -> dict[str, Any]:
+        """Run one episode in the manual environment: ``responses`` (a JSON array) holds the
+        real response of each committed call, in order. A call beyond the list ends the
+        episode with an environment error that says so. Returns the trajectory record.
+        """
+        try:
+            typed = json.loads(responses)
+        except (TypeError, ValueError) as err:
+            raise gr.Error(f"responses: not valid JSON ({err})") from None
+        if not isinstance(typed, list):
+            raise gr.Error("responses: expected a JSON array, one response per committed call")
+        req = RunRequest(
+            tools, MANUAL, message, mode, n, temperature, top_p, top_k, max_new_tokens, seed, constrained, max_steps
+        )
+        try:
+            task, backend = prepare(req)
+            answers = list(typed)
+            manual = ManualEnvironment(task.tools, timeout=5.0)
+
+            def answer(call: PendingCall) -> None:
+                if answers:
+                    value = answers.pop(0)  # a bare value is the tool's result, as typed in the UI
+                    manual.respond(value if isinstance(value, (dict, list)) else {"result": value}, call.id)
+                else:
+                    manual.abort(f"no response given for call {call.id} ({len(typed)} in the request)")
+
+            manual.on_request = answer
+            config = replace(build_config(req, ctx.settings, backend), tool_seconds=manual.timeout)
+            return runner.run_to_end(task, config, manual=manual).to_dict()
+        except EnvaceError as err:
+            raise gr.Error(ctx.options.redact(str(err))) from None
+
+    endpoints = {"run": run, "compare": compare}
+    if ctx.options.allow_manual:
+        endpoints["run_manual"] = run_manual
+    return endpoints

@@ -26,6 +26,7 @@ REHEARSAL_MODES = ("parallel", "sequential")  # what Compare may put beside it
 
 
 MCP_PREFIX = "mcp:"  # picker values of the operator's MCP servers: "mcp:<label>"
+MANUAL = "manual"  # the picker's "you type each real response" (not in public mode)
 
 
 def environment_choices(options: UIOptions | None = None) -> list[tuple[str, str]]:
@@ -35,7 +36,10 @@ def environment_choices(options: UIOptions | None = None) -> list[tuple[str, str
         (f"mcp: {label} (configured at launch; its tools come from the server)", MCP_PREFIX + label)
         for label, _ in (options.mcp_servers if options else ())
     ]
-    return [(f"{name}: {cls.description}", name) for name, cls in ENVIRONMENTS.items()] + mcp + [
+    manual = [(f"{MANUAL}: you type the real response of each call", MANUAL)]
+    if options is not None and not options.allow_manual:
+        manual = []
+    return [(f"{name}: {cls.description}", name) for name, cls in ENVIRONMENTS.items()] + mcp + manual + [
         ("none: imagine only (nothing real behind the schema)", NO_ENVIRONMENT)
     ]
 
@@ -176,6 +180,8 @@ def build_task(req: RunRequest) -> Task:
         raise TaskError("user message: empty; say what the agent should do")
     if req.environment == NO_ENVIRONMENT:
         return Task(name="custom", prompt=prompt, tools=tools)
+    if req.environment == MANUAL:
+        return Task(name="custom", prompt=prompt, tools=tools, env=MANUAL)
     names = sorted(t.name for t in tools)
     for example in example_tasks(req.environment):
         if example.prompt == prompt and sorted(t.name for t in example.tools) == names:

@@ -40,6 +40,9 @@ class UIOptions:
     # characters takes minutes, and would hold the one model queue for everybody.
     allow_regex: bool = True
     allow_training: bool = True
+    # A person typing a real response holds the one model queue meanwhile: not for a shared Space.
+    allow_manual: bool = True
+    manual_seconds: float = 600.0  # how long a committed call waits for its typed response
     public: bool = False
     # The operator's MCP servers (label -> command or URL); visitors pick among these only.
     mcp_servers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
@@ -75,6 +78,7 @@ class UIOptions:
                 max_message_bytes=4_096,
                 allow_regex=False,
                 allow_training=False,
+                allow_manual=False,
                 public=True,
                 hidden=_hidden(settings),
                 hidden_folders=_server_folders(settings),

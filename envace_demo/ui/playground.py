@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
 import gradio as gr
 
+from envace_demo.envs.manual import ManualEnvironment, PendingCall
 from envace_demo.errors import EnvaceError, SchemaError
-from envace_demo.events import EpisodeFinished, Generating
+from envace_demo.events import EpisodeFinished, Event, Generating
 from envace_demo.schemas import load_tools
 from envace_demo.ui import render, runner
 from envace_demo.ui.common import (
@@ -21,6 +22,7 @@ from envace_demo.ui.common import (
     stop_session,
 )
 from envace_demo.ui.inputs import (
+    MANUAL,
     NO_ENVIRONMENT,
     RunRequest,
     build_config,
@@ -82,7 +84,10 @@ def build_playground(ctx: AppContext, state: gr.State) -> Playground:
             schema_box = gr.HTML(schema_status(example_tools(_FIRST_ENV)), elem_id="schema-status")
         with gr.Column(scale=4, min_width=320):
             environment = gr.Dropdown(
-                environment_choices(ctx.options), value=_FIRST_ENV, label="environment (where committed calls run)"
+                environment_choices(ctx.options),
+                value=_FIRST_ENV,
+                label="environment (where committed calls run)",
+                elem_id="environment",
             )
             task_pick = gr.Dropdown(
                 _task_choices(_FIRST_ENV),
@@ -116,6 +121,20 @@ def build_playground(ctx: AppContext, state: gr.State) -> Playground:
             memory = gr.HTML(MEMORY_PLACEHOLDER, elem_id="memory-card")
     gr.Markdown("### Committed run")
     steps = gr.HTML(render.steps_placeholder(), elem_id="committed-steps")
+    # The manual environment: shown while a committed call waits for the response you type.
+    with gr.Group(visible=False, elem_id="manual-box") as manual_box:
+        manual_call = gr.HTML(elem_id="manual-call")
+        manual_text = gr.Code(
+            language="json",
+            interactive=True,
+            lines=6,
+            max_lines=12,
+            label="real response (JSON; it starts as the rehearsed one: edit it, then send)",
+            elem_id="manual-response",
+        )
+        with gr.Row():
+            manual_send = gr.Button("Send response", variant="primary", elem_id="manual-send")
+        manual_status = gr.HTML(elem_id="manual-status")
     with gr.Row(equal_height=False):
         with gr.Column(scale=4):
             outcome = gr.HTML(elem_id="outcome")
@@ -141,7 +160,20 @@ def build_playground(ctx: AppContext, state: gr.State) -> Playground:
                 wrap_lines=True,
             )
 
-    outputs = [status, schema_box, rehearsals, memory, steps, outcome, download, pick]
+    outputs = [
+        status, schema_box, rehearsals, memory, steps, outcome, download, pick,
+        manual_box, manual_call, manual_text, manual_status,
+    ]
+
+    def ask_for_response(call: PendingCall, view: render.LiveView) -> dict:
+        rehearsed = render.pending_rehearsal(view, call.name, call.arguments)
+        return {
+            manual_box: gr.Group(visible=True),
+            manual_call: render.manual_call_html(call.name, call.arguments),
+            manual_text: render.to_json(rehearsed) if rehearsed is not None else "{}",
+            manual_status: "",
+            status: render.status_html(f"waiting for your response to {call.name}…", "busy"),
+        }
 
     def run_episode(session: Session | None, *values: Any) -> Iterator[dict]:
         if session is None:
@@ -179,7 +211,23 @@ def build_playground(ctx: AppContext, state: gr.State) -> Playground:
         cancel = session.begin()
         view = render.LiveView()
         throttle = Throttle()
-        for event in runner.episode_events(task, config, cancel):
+        manual = None
+        if task.env == MANUAL:
+            manual = ManualEnvironment(task.tools, timeout=ctx.options.manual_seconds, cancel=cancel)
+            config = replace(config, tool_seconds=manual.timeout)  # a person answers, not a program
+        session.manual = manual
+        asked: int | None = None
+        events = runner.episode_events(task, config, cancel, manual)
+        for event in _with_idle_ticks(events) if manual is not None else events:
+            if event is None:  # the engine is waiting: for the response typed here?
+                call = manual.pending() if manual is not None else None
+                if call is not None and call.id != asked:
+                    asked = call.id
+                    yield ask_for_response(call, view)
+                continue
+            if asked is not None and manual is not None and manual.pending() is None:
+                asked = None
+                yield {manual_box: gr.Group(visible=False)}
             view.apply(event)
             if isinstance(event, EpisodeFinished):
                 break
@@ -195,6 +243,7 @@ def build_playground(ctx: AppContext, state: gr.State) -> Playground:
         traj = view.trajectory
         assert traj is not None
         session.trajectory = traj
+        session.manual = None
         choices = render.inspector_choices(traj)
         yield {
             status: render.status_html(
@@ -208,7 +257,19 @@ def build_playground(ctx: AppContext, state: gr.State) -> Playground:
                 value=session.save_json(f"trajectory-{traj.mode}.json", traj.to_dict()), interactive=True
             ),
             pick: gr.Dropdown(choices=choices, value=choices[0][1] if choices else None),
+            manual_box: gr.Group(visible=False),
         }
+
+    def send_response(session: Session | None, text: str) -> str:
+        manual = session.manual if session is not None else None
+        call = manual.pending() if manual is not None else None
+        if call is None:
+            return render.status_html("no call is waiting for a response", "error")
+        try:
+            manual.respond(text or "", call.id)
+        except EnvaceError as err:  # not JSON: say so, keep the text for fixing
+            return render.status_html(str(err), "error")
+        return render.status_html(f"sent: the response of {call.name}", "ok")
 
     def show_prompts(session: Session | None, key: str | None) -> tuple[str, str]:
         return render.inspector_prompts(session.trajectory if session else None, key)
@@ -237,6 +298,8 @@ def build_playground(ctx: AppContext, state: gr.State) -> Playground:
     inputs = [state, editor, environment, message, mode, n, *sampling.inputs()]
     run.click(run_episode, inputs, outputs, **ctx.streamed_event())
     stop.click(stop_session, [state], None, queue=False, **private)
+    # Outside the model queue: the run that waits for this response holds it.
+    manual_send.click(send_response, [state, manual_text], [manual_status], queue=False, **private)
     message.submit(run_episode, inputs, outputs, **ctx.streamed_event())
     editor.change(schema_status, [editor], [schema_box], queue=False, trigger_mode="always_last", **private)
     example.input(
@@ -246,3 +309,38 @@ def build_playground(ctx: AppContext, state: gr.State) -> Playground:
     task_pick.input(task_picked, [environment, task_pick, message], [message], queue=False, **private)
     pick.change(show_prompts, [state, pick], [actor_prompt, rehearser_prompt], queue=False, **private)
     return Playground(editor, schema_box, environment, message, status, steps)
+
+
+_IDLE = object()
+
+
+def _with_idle_ticks(events: Iterator[Event], every: float = 0.2) -> Iterator[Event | None]:
+    """``events``, drawn on a worker thread, with a None whenever ``every`` seconds pass
+    without one: the caller may update the page while the engine blocks (a manual call
+    waiting for the response that this very page has to send)."""
+    import queue
+    import threading
+
+    box: queue.Queue = queue.Queue()
+
+    def pump() -> None:
+        try:
+            for event in events:
+                box.put(event)
+        except BaseException as err:  # re-raised in the caller's thread
+            box.put(err)
+        finally:
+            box.put(_IDLE)
+
+    threading.Thread(target=pump, name="envace-manual-run", daemon=True).start()
+    while True:
+        try:
+            item = box.get(timeout=every)
+        except queue.Empty:
+            yield None
+            continue
+        if item is _IDLE:
+            return
+        if isinstance(item, BaseException):
+            raise item
+        yield item

@@ -133,6 +133,25 @@ def call_text(step: Step) -> str:
     return to_json({"name": step.call.name, "arguments": step.call.arguments})
 
 
+def pending_rehearsal(view: LiveView, name: str, arguments: dict) -> Any:
+    """The rehearsed response of the committed call ``name(arguments)`` still waiting for
+    its real one (the manual environment starts the typed response from it), or None."""
+    traj = view.trajectory
+    for step in reversed(traj.steps if traj else []):
+        if step.call is not None and step.real is None and step.call.name == name and step.call.arguments == arguments:
+            return step.rehearsed
+    return None
+
+
+def manual_call_html(name: str, arguments: dict) -> str:
+    return (
+        '<div class="ev-card ev-manual"><div class="ev-card-title">A committed call waits for its real response</div>'
+        f'<pre class="ev-call">{esc(to_json({"name": name, "arguments": arguments}))}</pre>'
+        "Type what the tool really returns (a JSON object or array; a bare value becomes "
+        '<code>{"result": value}</code>), then send. Stop ends the run.</div>'
+    )
+
+
 def is_error(value: Any) -> bool:
     return isinstance(value, dict) and ("error" in value or "error_tool_call" in value)
 

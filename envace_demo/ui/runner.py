@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Iterator
 
 from envace_demo.engine import Episode, EpisodeConfig
+from envace_demo.envs.manual import ManualEnvironment
 from envace_demo.envs.mcp import MCPEnvironment
 from envace_demo.envs.registry import create
 from envace_demo.errors import ConfigError, ModelError
@@ -21,7 +22,7 @@ from envace_demo.record import Trajectory
 from envace_demo.tasks import Task
 from envace_demo.ui.gpu import gpu
 from envace_demo.ui.holder import ModelHolder
-from envace_demo.ui.inputs import MCP_PREFIX
+from envace_demo.ui.inputs import MANUAL, MCP_PREFIX
 from envace_demo.ui.options import UIOptions
 
 _holder: ModelHolder | None = None
@@ -36,10 +37,16 @@ def bind(holder: ModelHolder, options: UIOptions | None = None) -> None:
     _options = options or UIOptions()
 
 
-def _open_environment(task: Task):
-    """A fresh environment for the task: a built-in, or a connection to a configured MCP server."""
+def _open_environment(task: Task, token: str | None = None):
+    """A fresh environment for the task: a built-in, a connection to a configured MCP
+    server, or the manual environment its caller registered under ``token``."""
     if not task.env:
         return None
+    if task.env == MANUAL:
+        manual = _manuals.get(token) if token else None
+        if manual is None:
+            raise ConfigError("environment manual: its responses are typed in the Playground")
+        return manual
     if task.env.startswith(MCP_PREFIX):
         servers = dict(_options.mcp_servers)
         label = task.env[len(MCP_PREFIX) :]
@@ -53,6 +60,10 @@ def _open_environment(task: Task):
 # the arguments of a GPU call). In a forked ZeroGPU worker Stop is not seen there: the
 # episode's time limit ends it.
 _cancels: dict[str, threading.Event] = {}
+# The manual environment of a run, by the same token: whoever types reaches it through the
+# session, the engine through this table (in a forked ZeroGPU worker it is missing; public
+# mode, which a Space runs in, offers no manual environment).
+_manuals: dict[str, ManualEnvironment] = {}
 
 
 def _gpu_seconds(task: Task, config: EpisodeConfig, cancel_token: str | None = None) -> int:
@@ -65,34 +76,47 @@ def _episode_on_gpu(task: Task, config: EpisodeConfig, cancel_token: str | None 
     if _holder is None:
         raise ModelError("no model is bound to the runner")
     backend = _holder.wait(timeout=0.0)
-    environment = _open_environment(task)
+    environment = _open_environment(task, cancel_token)
     try:
         if environment is not None and not task.tools:
             task = replace(task, tools=environment.tools())  # an MCP server brings its own
         cancel = _cancels.get(cancel_token) if cancel_token else None
         yield from Episode(backend, task, config, environment, cancel=cancel).run()
     finally:
-        if hasattr(environment, "close"):
+        if isinstance(environment, MCPEnvironment):
             environment.close()
 
 
 def episode_events(
-    task: Task, config: EpisodeConfig, cancel: threading.Event | None = None
+    task: Task,
+    config: EpisodeConfig,
+    cancel: threading.Event | None = None,
+    manual: ManualEnvironment | None = None,
 ) -> Iterator[Event]:
-    """The engine's events for one episode against a fresh environment (if the task has one)."""
+    """The engine's events for one episode against a fresh environment (if the task has
+    one), or against ``manual`` for a task of the manual environment."""
     token = None
-    if cancel is not None:
+    if cancel is not None or manual is not None:
         token = uuid.uuid4().hex
-        _cancels[token] = cancel
+        if cancel is not None:
+            _cancels[token] = cancel
+        if manual is not None:
+            _manuals[token] = manual
     try:
         yield from _episode_on_gpu(task, config, token)
     finally:
         if token is not None:
             _cancels.pop(token, None)
+            _manuals.pop(token, None)
 
 
-def run_to_end(task: Task, config: EpisodeConfig, cancel: threading.Event | None = None) -> Trajectory:
-    for event in episode_events(task, config, cancel):
+def run_to_end(
+    task: Task,
+    config: EpisodeConfig,
+    cancel: threading.Event | None = None,
+    manual: ManualEnvironment | None = None,
+) -> Trajectory:
+    for event in episode_events(task, config, cancel, manual):
         if isinstance(event, EpisodeFinished):
             return event.trajectory
     raise AssertionError("the engine always ends with EpisodeFinished")

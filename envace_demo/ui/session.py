@@ -9,6 +9,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from envace_demo.envs.manual import ManualEnvironment
 from envace_demo.record import Trajectory
 
 
@@ -25,6 +26,7 @@ class Session:
     compared: dict[str, Trajectory] = field(default_factory=dict)  # Compare: side -> record
     suite: list[dict] = field(default_factory=list)  # Compare suite rows
     folder: Path | None = None  # where this session's downloads are written
+    manual: ManualEnvironment | None = None  # the Playground run's, while it waits for typed responses
 
     def begin(self) -> threading.Event:
         """A fresh cancel switch for a new piece of work (Stop sets the current one)."""
@@ -45,6 +47,8 @@ class Session:
     def close(self) -> None:
         """Called when the session ends (gr.State's delete_callback): remove its files."""
         self.cancel.set()
+        if self.manual is not None:
+            self.manual.abort("the page was closed")
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
 
