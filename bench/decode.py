@@ -92,12 +92,9 @@ def decode_once(backend, prompt: str, max_new_tokens: int, constraint: Constrain
         top_p=1.0,
         top_k=50,
     )
-    # The KV cache the backend's own generate uses (preallocated, written in place), if it has one.
-    static = getattr(backend, "_static_cache", None)
-    cache = static(None, 1, ids.shape[1] + max_new_tokens) if static is not None else None
     with torch.inference_mode():
         out = backend.model.generate(
-            ids, attention_mask=torch.ones_like(ids), cache=cache, generation_config=config, logits_processor=processors
+            ids, attention_mask=torch.ones_like(ids), generation_config=config, logits_processor=processors
         )
     gaps = [b - a for a, b in zip(clock.times, clock.times[1:])]
     if not gaps:

@@ -100,6 +100,8 @@ def markdown(result: dict) -> str:
     notes = result.get("notes") or {}
     if notes:
         lines += ["", "Notes:", ""] + [f"- `{k}`: {v}" for k, v in notes.items()]
+    if result.get("all_goals_met") is False:
+        lines += ["", "Profiles of the goals not met, and what was changed: [ANALYSIS.md](ANALYSIS.md)."]
     dtype = result.get("details", {}).get("dtype")
     if dtype:
         lines += ["", "## fp32 vs bf16 on CPU (embedded model)", "",

@@ -257,3 +257,29 @@ def test_sequential_mode_stays_one_generation_at_a_time():
                        rehearser=[result_text({"balance": 1.0})] * 3)
     list(Episode(backend, find_task("bank", "check-balance"), EpisodeConfig(mode="sequential", n=2), create("bank")).run())
     assert backend.calls and all(call == ("generate", 1) for call in backend.calls)
+
+
+def test_profile_sums_samples_by_kind_and_ignores_loading_and_other_threads(tmp_path):
+    from bench.profile import summarize
+
+    gen = "run (threading.py:1);generate_many (envace_demo/models/transformers_backend.py:238)"
+    raw = tmp_path / "p.raw"
+    raw.write_text(
+        "\n".join(
+            [
+                f"{gen};forward (x.py:1);sdpa_attention_forward (y.py:2);Linear.forward (l.py:3) 5",  # attention first
+                f"{gen};forward (x.py:1);Linear.forward (l.py:3);sgemm_kernel 7",
+                f"{gen};update (cache_utils.py:1);THPVariable_cat 3",
+                f"{gen};_sample (utils.py:9) 2",
+                "main (bench/profile.py:1);load_backend (envace_demo/models/loader.py:5);read 11",  # loading
+                "other_thread (somewhere.py:1) 13",  # not the workload
+            ]
+        )
+        + "\n"
+    )
+    total, kinds = summarize(raw)
+    assert total == 17
+    assert kinds["attention (sdpa)"] == 5
+    assert kinds["linear layers (GEMM)"] == 7
+    assert kinds["KV cache growth (torch.cat per step)"] == 3
+    assert kinds["the rest (Python: generate loop, engine, trainer)"] == 2

@@ -210,7 +210,6 @@ class TransformersBackend(Backend):
             config = self._generation_config(sampling)
             with torch.inference_mode(), _seeded(sampling.seed, self.model.device):
                 cache, batch_ids = self._shared_prefill(input_ids, rows)
-                cache = self._static_cache(cache, rows, batch_ids.shape[1] + sampling.max_new_tokens)
                 output = self.model.generate(
                     batch_ids,
                     attention_mask=torch.ones_like(batch_ids),
@@ -265,7 +264,6 @@ class TransformersBackend(Backend):
             streamer = _RowStreamer(self.tokenizer, len(prompts), self.stop_ids, on_token) if on_token else None
             with torch.inference_mode(), _seeded(sampling.seed, self.model.device):
                 cache, ids, mask = self._prefix_prefill(encoded)
-                cache = self._static_cache(cache, len(prompts), ids.shape[1] + sampling.max_new_tokens)
                 output = self.model.generate(
                     ids,
                     attention_mask=mask,
@@ -300,32 +298,7 @@ class TransformersBackend(Backend):
             temperature=1.0,
             top_p=1.0,
             top_k=50 if greedy else 0,
-            # With a static cache transformers would torch.compile the decoding step on a GPU:
-            # minutes of compiling for every new shape, and not allowed on ZeroGPU.
-            disable_compile=True,
         )
-
-    def _static_cache(self, prefix, rows: int, length: int):
-        """A preallocated KV cache for ``rows`` rows of up to ``length`` tokens, holding
-        ``prefix`` (a cache of one row or of ``rows`` rows, or None).
-
-        transformers' default cache grows by concatenation, so every decoding step copies
-        all of it: on CPU at 4 rows and ~1k tokens of context that doubled the step time
-        (205 vs 108 ms, bench/RESULTS.md). A static cache is written in place."""
-        from transformers import StaticCache
-
-        try:
-            cache = StaticCache(config=self.model.config, max_cache_len=length)
-        except (TypeError, ValueError):  # a config the static cache cannot read: keep the default one
-            if prefix is not None and prefix.get_seq_length() and prefix.layers[0].keys.shape[0] != rows:
-                prefix.batch_repeat_interleave(rows)
-            return prefix
-        for index, layer in enumerate(getattr(prefix, "layers", None) or []):
-            keys, values = layer.keys, layer.values
-            if keys.shape[0] != rows:
-                keys, values = keys.expand(rows, -1, -1, -1), values.expand(rows, -1, -1, -1)
-            cache.update(keys, values, index)
-        return cache
 
     def _prefix_prefill(self, encoded: list[list[int]]):
         """(cache, ids, attention mask) for rows of different prompts.
@@ -351,8 +324,11 @@ class TransformersBackend(Backend):
         ids, mask = ids.to(self.model.device), mask.to(self.model.device)
         if shared < 1:
             return None, ids, mask
-        # One row: _static_cache repeats it into every row.
-        return self.model(ids[:1, :shared], use_cache=True, logits_to_keep=1).cache, ids, mask
+        cache = self.model(ids[:1, :shared], use_cache=True, logits_to_keep=1).cache
+        if not hasattr(cache, "batch_repeat_interleave"):  # an engine without it: prefill whole rows
+            return None, ids, mask
+        cache.batch_repeat_interleave(rows)
+        return cache, ids, mask
 
     def _grammar_cache(self) -> GrammarCache:
         if self._grammars is None:
@@ -453,9 +429,9 @@ def _sampling_processors(sampling: Sampling) -> list:
     """Temperature, then top-k, then top-p, as one processor (none when greedy).
 
     transformers' top-p warper sorts the whole vocabulary of every row at every step,
-    even after top-k has left 20 candidates: ~2.5 ms a row on CPU for a 49k vocabulary,
-    a seventh of a 4-row decoding step (bench/RESULTS.md). Here top-p runs on the top-k
-    values only. It comes after the grammar, which removes forbidden tokens first."""
+    even after top-k has left 20 candidates. Here top-p runs on the top-k values only:
+    in 4-row rehearsals on CPU sampling fell from 2.8% to 0.3% of the time
+    (bench/ANALYSIS.md). It comes after the grammar, which removes forbidden tokens first."""
     if sampling.temperature <= 0:
         return []
     return [_warper_class()(sampling.temperature, sampling.top_k, sampling.top_p)]
