@@ -87,8 +87,10 @@ def test_own_tasks_need_a_file_a_valid_schema_and_heldout_tasks(tmp_path):
 def test_controls_override_the_device_recipe_and_bad_values_are_config_errors():
     cpu = config_for("cpu", 3, 4, 1e-3, 16, 2)
     assert cpu == TrainConfig.cpu_recipe(steps=3, lr=1e-3, lora_rank=16, seed=2)
-    gpu = config_for("cuda:0", 3, 4, 1e-3, 16, 2)
+    assert cpu.eval_rehearsals == 0  # "with rehearsal" is evaluated only when asked for
+    gpu = config_for("cuda:0", 3, 4, 1e-3, 16, 2, True)
     assert gpu.lora_layers is None and gpu.prompts_per_step == TrainConfig().prompts_per_step
+    assert gpu.eval_rehearsals == 1
     with pytest.raises(ConfigError, match="group_size"):
         config_for("cpu", 3, 1, 1e-3, 8, 0)
     with pytest.raises(ConfigError, match="lr"):

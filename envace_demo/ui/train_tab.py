@@ -65,12 +65,21 @@ def load_source(source: str, tools_text: str, tasks_file: str | None) -> tuple[l
     return split_tasks(tasks)
 
 
-def config_for(device: str, steps: float, group: float, lr: float, rank: Any, seed: float) -> TrainConfig:
-    """The CPU recipe on CPU (small, measured), the paper-like defaults elsewhere; then the controls."""
+def config_for(
+    device: str, steps: float, group: float, lr: float, rank: Any, seed: float, with_rehearsal: bool = False
+) -> TrainConfig:
+    """The CPU recipe on CPU (small, measured), the paper-like defaults elsewhere; then the
+    controls. ``with_rehearsal``: evaluate the held-out tasks with one rehearsal too."""
     base = TrainConfig.cpu_recipe() if device == "cpu" else TrainConfig()
     try:
         return replace(
-            base, steps=int(steps), group_size=int(group), lr=float(lr), lora_rank=int(rank), seed=int(seed or 0)
+            base,
+            steps=int(steps),
+            group_size=int(group),
+            lr=float(lr),
+            lora_rank=int(rank),
+            seed=int(seed or 0),
+            eval_rehearsals=1 if with_rehearsal else 0,
         )
     except (TypeError, ValueError) as err:
         raise ConfigError(f"training settings: {err}") from None
@@ -188,6 +197,11 @@ def build_train_tab(ctx: AppContext) -> gr.Timer:
                 lr = gr.Number(value=_RECIPE.lr, label="learning rate (LoRA)", minimum=1e-6, maximum=0.1)
                 rank = gr.Dropdown(LORA_RANKS, value=_RECIPE.lora_rank, label="LoRA rank")
                 seed = gr.Number(value=_RECIPE.seed, precision=0, minimum=0, label="seed", elem_id="train-seed")
+            with_rehearsal = gr.Checkbox(
+                value=False,
+                label="evaluate with rehearsal too (before and after; several times slower on CPU)",
+                elem_id="train-with-rehearsal",
+            )
             gr.Markdown(
                 "*On CPU the rest follows the measured CPU recipe (one task a step, LoRA on the last "
                 "4 layers, rollouts at temperature 0.7); on a GPU the paper-like defaults.*"
@@ -310,7 +324,7 @@ def build_train_tab(ctx: AppContext) -> gr.Timer:
 
     private: dict[str, Any] = {"api_visibility": "private"}
     outputs = [status, progress, drawn, timer, train, download, apply]
-    train.click(start, [source, own_tools, own_tasks, steps, group, lr, rank, seed], outputs, queue=False, **private)
+    train.click(start, [source, own_tools, own_tasks, steps, group, lr, rank, seed, with_rehearsal], outputs, queue=False, **private)
     ticked = [progress, table, timer, train, curves, drawn, status, download, apply]
     timer.tick(refresh, [drawn], ticked, queue=False, show_progress="hidden", **private)
     stop.click(stop_training, None, [status], queue=False, **private)
