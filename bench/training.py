@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import statistics
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 
 
 def step_config(backend, steps: int, group_size: int = 4):
     from envace_demo.train.config import TrainConfig
 
-    base = TrainConfig.cpu_recipe() if backend.info.device == "cpu" else TrainConfig()
-    return replace(base, steps=steps, group_size=group_size, prompts_per_step=1, eval_rehearsals=0,
-                   constrained=backend.supports_constraints, require_first_call=backend.requires_first_call)
+    return TrainConfig.for_device(
+        backend.info.device, steps=steps, group_size=group_size, prompts_per_step=1, eval_rehearsals=0
+    ).fitted_to(backend)
 
 
 def grpo_step_seconds(backend, steps: int = 3, group_size: int = 4) -> dict:

@@ -333,30 +333,12 @@ def _fill(disk: Path) -> None:
 
 
 def test_a_full_disk_when_saving_the_adapter_is_a_clear_typed_error(tiny_disk):
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from envace_demo.models.transformers_backend import TransformersBackend
     from envace_demo.train.config import TrainConfig
     from envace_demo.train.events import Progress, StepFinished
     from envace_demo.train.trainer import Trainer
-    from test_train_trainer import TRAIN, tiny_tokenizer
+    from test_train_trainer import TRAIN, tiny_random_backend
 
-    torch.manual_seed(0)
-    tokenizer = tiny_tokenizer()
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    backend = TransformersBackend(
-        LlamaForCausalLM(config), tokenizer, model_id="tiny-random", constrained=True
-    )
+    backend = tiny_random_backend()
     run = TrainConfig(steps=1, group_size=2, prompts_per_step=1, max_new_tokens=8, eval_rehearsals=0)
     trainer = Trainer(backend, TRAIN, [], run, tiny_disk / "run")
     seen = []

@@ -132,8 +132,8 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-@pytest.fixture(scope="module")
-def tiny_backend():
+def tiny_random_backend():
+    """A 2-layer random Llama over the tiny tokenizer (mechanics only), constrained decoding on."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from envace_demo.models.transformers_backend import TransformersBackend
@@ -150,9 +150,13 @@ def tiny_backend():
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
-    model = LlamaForCausalLM(config)
-    backend = TransformersBackend(model, tokenizer, model_id="tiny-random", constrained=True)
-    teach_format(model, tokenizer, backend)
+    return TransformersBackend(LlamaForCausalLM(config), tokenizer, model_id="tiny-random", constrained=True)
+
+
+@pytest.fixture(scope="module")
+def tiny_backend():
+    backend = tiny_random_backend()
+    teach_format(backend.model, backend.tokenizer, backend)
     return backend
 
 

@@ -8,7 +8,7 @@ learning rate is LoRA's (1e-4..1e-3), not the paper's full-model 1e-6.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from envace_demo.errors import ConfigError
 
@@ -109,6 +109,20 @@ class TrainConfig:
             "eval_rehearsals": 0,
         }
         return cls(**{**recipe, **overrides})
+
+    @classmethod
+    def for_device(cls, device: str, **overrides) -> TrainConfig:
+        """The CPU recipe on CPU (small, measured there), the paper-like defaults elsewhere."""
+        return cls.cpu_recipe(**overrides) if device == "cpu" else cls(**overrides)
+
+    def fitted_to(self, backend) -> TrainConfig:
+        """This config as ``backend`` can run it: constrained decoding only where it has
+        grammars, a first call required where the model needs one to act at all."""
+        return replace(
+            self,
+            constrained=self.constrained and backend.supports_constraints,
+            require_first_call=backend.requires_first_call,
+        )
 
     def to_dict(self) -> dict:
         return asdict(self)

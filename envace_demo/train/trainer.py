@@ -399,30 +399,6 @@ def _call_counts(groups: list[Group]) -> tuple[int, int]:
     return valid, attempted
 
 
-def train(
-    backend: Backend,
-    train_tasks: list[Task],
-    heldout_tasks: list[Task],
-    config: TrainConfig,
-    out_dir: Path,
-    *,
-    copy_model: bool = True,
-    stop: threading.Event | None = None,
-    on_event: Callable[[TrainEvent], None] | None = None,
-) -> TrainResult:
-    """Run to the end (calling ``on_event`` for each event) and return the result."""
-    result = None
-    for event in Trainer(
-        backend, train_tasks, heldout_tasks, config, out_dir, copy_model=copy_model, stop=stop
-    ).run():
-        if on_event is not None:
-            on_event(event)
-        if isinstance(event, TrainFinished):
-            result = event.result
-    assert result is not None
-    return result
-
-
 @contextlib.contextmanager
 def _saving(what: str, path: Path):
     """An OSError while writing ``path`` (a full disk, a read-only folder) becomes a

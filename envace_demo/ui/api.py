@@ -8,9 +8,8 @@ from typing import Any, Callable
 import gradio as gr
 
 import json
-from dataclasses import replace
 
-from envace_demo.envs.manual import ManualEnvironment, PendingCall
+from envace_demo.envs.manual import PendingCall
 from envace_demo.errors import EnvaceError
 from envace_demo.models.base import Sampling
 from envace_demo.ui import runner
@@ -147,7 +146,6 @@ def make_endpoints(ctx: AppContext) -> dict[str, Callable[..., dict]]:
         try:
             task, backend = prepare(req)
             answers = list(typed)
-            manual = ManualEnvironment(task.tools, timeout=5.0)
 
             def answer(call: PendingCall) -> None:
                 if answers:
@@ -156,8 +154,9 @@ def make_endpoints(ctx: AppContext) -> dict[str, Callable[..., dict]]:
                 else:
                     manual.abort(f"no response given for call {call.id} ({len(typed)} in the request)")
 
-            manual.on_request = answer
-            config = replace(build_config(req, ctx.settings, backend), tool_seconds=manual.timeout)
+            manual, config = runner.manual_environment(
+                task, build_config(req, ctx.settings, backend), timeout=5.0, on_request=answer
+            )
             return runner.run_to_end(task, config, manual=manual).to_dict()
         except EnvaceError as err:
             raise gr.Error(ctx.options.redact(str(err))) from None

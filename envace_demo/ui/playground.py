@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 import gradio as gr
 
-from envace_demo.envs.manual import ManualEnvironment, PendingCall
+from envace_demo.envs.manual import PendingCall
 from envace_demo.errors import EnvaceError, SchemaError
-from envace_demo.events import EpisodeFinished, Event, Generating
+from envace_demo.events import EpisodeFinished, Generating
 from envace_demo.schemas import load_tools
 from envace_demo.ui import render, runner
 from envace_demo.ui.common import (
@@ -213,12 +213,11 @@ def build_playground(ctx: AppContext, state: gr.State) -> Playground:
         throttle = Throttle()
         manual = None
         if task.env == MANUAL:
-            manual = ManualEnvironment(task.tools, timeout=ctx.options.manual_seconds, cancel=cancel)
-            config = replace(config, tool_seconds=manual.timeout)  # a person answers, not a program
+            manual, config = runner.manual_environment(task, config, ctx.options.manual_seconds, cancel)
         session.manual = manual
         asked: int | None = None
         events = runner.episode_events(task, config, cancel, manual)
-        for event in _with_idle_ticks(events) if manual is not None else events:
+        for event in runner.with_idle_ticks(events) if manual is not None else events:
             if event is None:  # the engine is waiting: for the response typed here?
                 call = manual.pending() if manual is not None else None
                 if call is not None and call.id != asked:
@@ -310,37 +309,3 @@ def build_playground(ctx: AppContext, state: gr.State) -> Playground:
     pick.change(show_prompts, [state, pick], [actor_prompt, rehearser_prompt], queue=False, **private)
     return Playground(editor, schema_box, environment, message, status, steps)
 
-
-_IDLE = object()
-
-
-def _with_idle_ticks(events: Iterator[Event], every: float = 0.2) -> Iterator[Event | None]:
-    """``events``, drawn on a worker thread, with a None whenever ``every`` seconds pass
-    without one: the caller may update the page while the engine blocks (a manual call
-    waiting for the response that this very page has to send)."""
-    import queue
-    import threading
-
-    box: queue.Queue = queue.Queue()
-
-    def pump() -> None:
-        try:
-            for event in events:
-                box.put(event)
-        except BaseException as err:  # re-raised in the caller's thread
-            box.put(err)
-        finally:
-            box.put(_IDLE)
-
-    threading.Thread(target=pump, name="envace-manual-run", daemon=True).start()
-    while True:
-        try:
-            item = box.get(timeout=every)
-        except queue.Empty:
-            yield None
-            continue
-        if item is _IDLE:
-            return
-        if isinstance(item, BaseException):
-            raise item
-        yield item

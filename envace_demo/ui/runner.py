@@ -7,13 +7,15 @@ takes only picklable arguments and finds the model through ``bind``.
 
 from __future__ import annotations
 
+import queue
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Iterator
 
 from envace_demo.engine import Episode, EpisodeConfig
-from envace_demo.envs.manual import ManualEnvironment
+from envace_demo.envs.manual import ManualEnvironment, PendingCall
 from envace_demo.envs.mcp import MCPEnvironment
 from envace_demo.envs.registry import create
 from envace_demo.errors import ConfigError, ModelError
@@ -108,6 +110,51 @@ def episode_events(
         if token is not None:
             _cancels.pop(token, None)
             _manuals.pop(token, None)
+
+
+def manual_environment(
+    task: Task,
+    config: EpisodeConfig,
+    timeout: float,
+    cancel: threading.Event | None = None,
+    on_request: Callable[[PendingCall], None] | None = None,
+) -> tuple[ManualEnvironment, EpisodeConfig]:
+    """The manual environment of ``task`` and the config to run it with: a person answers
+    each call, so a call may wait ``timeout`` seconds instead of a tool's limit."""
+    manual = ManualEnvironment(task.tools, timeout=timeout, cancel=cancel, on_request=on_request)
+    return manual, replace(config, tool_seconds=timeout)
+
+
+_DONE = object()
+
+
+def with_idle_ticks(events: Iterator[Event], every: float = 0.2) -> Iterator[Event | None]:
+    """``events``, drawn on a worker thread, with a None whenever ``every`` seconds pass
+    without one: the caller may update the page while the engine blocks (a manual call
+    waiting for the response that this very page has to send)."""
+    box: queue.Queue = queue.Queue()
+
+    def pump() -> None:
+        try:
+            for event in events:
+                box.put(event)
+        except BaseException as err:  # re-raised in the caller's thread
+            box.put(err)
+        finally:
+            box.put(_DONE)
+
+    threading.Thread(target=pump, name="envace-manual-run", daemon=True).start()
+    while True:
+        try:
+            item = box.get(timeout=every)
+        except queue.Empty:
+            yield None
+            continue
+        if item is _DONE:
+            return
+        if isinstance(item, BaseException):
+            raise item
+        yield item
 
 
 def run_to_end(

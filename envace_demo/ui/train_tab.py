@@ -12,7 +12,6 @@ import json
 import shutil
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -68,12 +67,11 @@ def load_source(source: str, tools_text: str, tasks_file: str | None) -> tuple[l
 def config_for(
     device: str, steps: float, group: float, lr: float, rank: Any, seed: float, with_rehearsal: bool = False
 ) -> TrainConfig:
-    """The CPU recipe on CPU (small, measured), the paper-like defaults elsewhere; then the
-    controls. ``with_rehearsal``: evaluate the held-out tasks with one rehearsal too."""
-    base = TrainConfig.cpu_recipe() if device == "cpu" else TrainConfig()
+    """The device's configuration (``TrainConfig.for_device``), then the controls.
+    ``with_rehearsal``: evaluate the held-out tasks with one rehearsal too."""
     try:
-        return replace(
-            base,
+        return TrainConfig.for_device(
+            device,
             steps=int(steps),
             group_size=int(group),
             lr=float(lr),
@@ -238,12 +236,7 @@ def build_train_tab(ctx: AppContext) -> gr.Timer:
         try:
             backend = ctx.holder.wait(timeout=0.0)
             train_tasks, heldout = load_source(src, tools_text, tasks_file)
-            config = config_for(backend.info.device, *values)
-            config = replace(
-                config,
-                require_first_call=backend.requires_first_call,
-                constrained=config.constrained and backend.supports_constraints,
-            )
+            config = config_for(backend.info.device, *values).fitted_to(backend)
             out_dir = Path(ctx.settings.cache_dir) / "runs" / time.strftime("run-%Y%m%d-%H%M%S")
             slot.start(backend, train_tasks, heldout, config, out_dir)
         except EnvaceError as err:
