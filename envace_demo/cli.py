@@ -13,6 +13,7 @@ from envace_demo.errors import EnvaceError, TaskError
 from envace_demo.events import EpisodeFinished, MemoryReady, RehearsalFinished, StepUpdated
 from envace_demo.models.base import Sampling
 from envace_demo.record import Step, Trajectory
+from envace_demo.policy import decode_text, read_user_file
 from envace_demo.schemas import load_tools
 from envace_demo.settings import Settings
 from envace_demo.tasks import Task, env_tasks, find_task, load_task_file, read_jsonl, task_from_record
@@ -283,10 +284,10 @@ def cmd_envs(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    try:
-        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
-    except OSError as err:
-        raise TaskError(f"{args.file}: cannot read ({err.strerror})") from None
+    if args.file == "-":  # bytes, so that bad input is refused here as it is from a file
+        text = decode_text(sys.stdin.buffer.read(), "stdin")
+    else:
+        text = read_user_file(args.file, where=args.file)
     tools = load_tools(text)
     print(json.dumps([t.to_dict() for t in tools], indent=2, ensure_ascii=False))
     return 0
@@ -305,10 +306,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         environment = _mcp_environment(settings)
         task = Task(name="mcp", prompt=args.prompt, tools=environment.tools())
     else:
-        try:
-            text = Path(args.tools).read_text(encoding="utf-8")
-        except OSError as err:
-            raise TaskError(f"{args.tools}: cannot read ({err.strerror})") from None
+        text = read_user_file(args.tools, where=args.tools)
         if not args.prompt:
             raise TaskError("--tools needs --prompt: the user's request")
         task = Task(name="custom", prompt=args.prompt, tools=load_tools(text))

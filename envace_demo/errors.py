@@ -40,7 +40,11 @@ class ToolCallError(EnvaceError):
         super().__init__(f"{code}: {message}")
 
 
-class TaskError(EnvaceError):
+class InputError(EnvaceError):
+    """A file or upload the user gave cannot be read: too large, not UTF-8, unreadable."""
+
+
+class TaskError(InputError):
     """A task file or task record is invalid."""
 
 

@@ -36,9 +36,10 @@ from urllib.parse import unquote
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError as _JsonSchemaError
 
-from envace_demo.errors import ConfigError, SchemaError
+from envace_demo.errors import SchemaError
+from envace_demo.policy import DEFAULT_POLICY, InputPolicy
 
-__all__ = ["Limits", "Tool", "find_tool", "load_tools", "validate_arguments"]
+__all__ = ["InputPolicy", "Tool", "find_tool", "load_tools", "validate_arguments"]
 
 _API_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _NOT_API_CHAR = re.compile(r"[^A-Za-z0-9_-]")
@@ -86,23 +87,6 @@ _RESPONSE_KEYS = ("response", "returns", "output_schema", "outputSchema")
 
 
 @dataclass(frozen=True)
-class Limits:
-    """Bounds that keep a hostile or mistaken paste from hanging the loader."""
-
-    max_bytes: int = 1_000_000  # input size, and size of the schemas after inlining $refs
-    max_tools: int = 128
-    max_depth: int = 32  # nesting of JSON containers, in the input and in each normalized schema
-    max_properties: int = 512  # per object schema
-    max_refs: int = 1000  # $ref expansions in one load_tools call
-
-    def __post_init__(self) -> None:
-        for name in ("max_bytes", "max_tools", "max_depth", "max_properties", "max_refs"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"Limits.{name} must be a positive integer, got {value!r}")
-
-
-@dataclass(frozen=True)
 class Tool:
     """One tool, normalized. Build it with :func:`load_tools` or :meth:`from_dict`."""
 
@@ -144,7 +128,7 @@ class Tool:
         return tools[0]
 
 
-def load_tools(source: str | bytes | dict | list, limits: Limits = Limits()) -> list[Tool]:
+def load_tools(source: str | bytes | dict | list, limits: InputPolicy = DEFAULT_POLICY) -> list[Tool]:
     """Parse and normalize tool schemas; raise SchemaError for the first problem."""
     try:
         value = _parse(source, limits)
@@ -215,7 +199,7 @@ def _validator(schema_json: str) -> Draft202012Validator:
 # Parsing and shape of the input
 
 
-def _parse(source: Any, limits: Limits) -> Any:
+def _parse(source: Any, limits: InputPolicy) -> Any:
     if isinstance(source, (bytes, bytearray)):
         if len(source) > limits.max_bytes:
             raise SchemaError("input", f"too large: {len(source):,} bytes, at most {limits.max_bytes:,}")
@@ -276,7 +260,7 @@ def _check_text_depth(text: str, max_depth: int) -> None:
             depth -= 1
 
 
-def _check_value(root: Any, root_loc: str, limits: Limits) -> None:
+def _check_value(root: Any, root_loc: str, limits: InputPolicy) -> None:
     """Check an already-parsed value is plain JSON and not too deep, without recursion."""
     stack: list[tuple[Any, str, int]] = [(root, root_loc, 1)]
     while stack:
@@ -305,7 +289,7 @@ def _root_label(value: Any) -> str:
     return "tools[0]"
 
 
-def _tool_entries(value: Any, limits: Limits) -> list[tuple[str, Any]]:
+def _tool_entries(value: Any, limits: InputPolicy) -> list[tuple[str, Any]]:
     if isinstance(value, dict) and "tools" in value:
         value = value["tools"]
         if not isinstance(value, list):
@@ -391,7 +375,7 @@ def _load_tool(item: Any, loc: str, budget: _Budget) -> tuple[Tool, str]:
     return tool, name_loc
 
 
-def _check_export_depth(schema: Any, loc: str, levels_above: int, limits: Limits) -> None:
+def _check_export_depth(schema: Any, loc: str, levels_above: int, limits: InputPolicy) -> None:
     """Refuse what would not load again once exported (Tool.to_dict in a list): the
     input's depth limit counts the wrappers above the schema, and these may differ."""
     if levels_above + _height(schema) > limits.max_depth:
@@ -412,7 +396,7 @@ def _check_schema(schema: dict, loc: str) -> None:
 class _Budget:
     """Counters shared by every document of one load_tools call."""
 
-    def __init__(self, limits: Limits):
+    def __init__(self, limits: InputPolicy):
         self.limits = limits
         self.refs = 0  # $ref expansions so far
         self.inlined_bytes = 0  # JSON size of everything copied in by $ref expansion
@@ -483,6 +467,8 @@ class _Normalizer:
                 if not value:
                     raise SchemaError(kloc, "is empty: no value could ever match")
                 out["enum"] = copy.deepcopy(value)
+            elif key in ("pattern", "patternProperties") and self._refuses_regex(key, value):
+                raise SchemaError(kloc, "regular expressions are not accepted here (public mode); remove it")
             elif key in _SCHEMA_MAP:
                 out[key] = self._schema_map(key, value, kloc, depth, optional_names)
             elif key in _SCHEMA_LIST or (key == "items" and isinstance(value, list)):
@@ -507,6 +493,10 @@ class _Normalizer:
             out["required"] = self._required(out, optional_names)
         _fix_bfcl_quirks(out, null_default=not root)
         return out
+
+    def _refuses_regex(self, key: str, value: Any) -> bool:
+        patterns = list(value) if key == "patternProperties" and isinstance(value, dict) else [value]
+        return any(isinstance(p, str) and self.limits.regex_refused(p) for p in patterns)
 
     def _type(self, value: Any, loc: str) -> str | list[str] | None:
         names = value if isinstance(value, list) else [value]

@@ -26,11 +26,13 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from envace_demo.bfcl import check_calls, match_call
-from envace_demo.errors import EnvaceError, TaskError
+from envace_demo.checks import CHECK_KEYS, validate_check
+from envace_demo.errors import EnvaceError, InputError, TaskError
+from envace_demo.policy import DEFAULT_POLICY, InputPolicy, read_user_file
 from envace_demo.record import ToolCall
 from envace_demo.schemas import Tool, load_tools
 
-CHECK_KEYS = {"state", "includes_calls", "calls", "answer_contains"}
+__all__ = ["CHECK_KEYS", "Task", "evaluate", "load_task_file", "read_jsonl", "task_from_record"]
 _MISSING = object()
 
 
@@ -55,19 +57,14 @@ class Task:
         }
 
 
-def _validate_check(check: Any, where: str) -> dict | None:
-    if check is None:
-        return None
-    if not isinstance(check, dict):
-        raise TaskError(f"{where}.check: expected an object, got {type(check).__name__}")
-    unknown = set(check) - CHECK_KEYS
-    if unknown:
-        raise TaskError(f"{where}.check: unknown key(s) {sorted(unknown)}; allowed: {sorted(CHECK_KEYS)}")
-    return check
-
-
-def task_from_record(record: Any, where: str, env_tools: dict[str, list[Tool]] | None = None) -> Task:
-    """One task from a parsed JSONL record (project format or BFCL)."""
+def task_from_record(
+    record: Any,
+    where: str,
+    env_tools: dict[str, list[Tool]] | None = None,
+    policy: InputPolicy = DEFAULT_POLICY,
+) -> Task:
+    """One task from a parsed JSONL record (project format or BFCL), its tools and check
+    loaded under ``policy``."""
     if not isinstance(record, dict):
         raise TaskError(f"{where}: expected a JSON object, got {type(record).__name__}")
     try:
@@ -77,8 +74,8 @@ def task_from_record(record: Any, where: str, env_tools: dict[str, list[Tool]] |
             return Task(
                 name=str(record.get("id", where)),
                 prompt=prompt,
-                tools=load_tools(record["function"]),
-                check={"calls": record["ground_truth"]},
+                tools=load_tools(record["function"], policy),
+                check=validate_check({"calls": record["ground_truth"]}, where),
                 source="bfcl",
             )
         name, prompt = record.get("name"), record.get("prompt")
@@ -93,7 +90,7 @@ def task_from_record(record: Any, where: str, env_tools: dict[str, list[Tool]] |
             else:
                 tools = env_tools[env]
         elif "tools" in record:
-            tools = load_tools(record["tools"])
+            tools = load_tools(record["tools"], policy)
         else:
             raise TaskError(f"{where}: a task needs an 'env' or 'tools'")
         return Task(
@@ -101,7 +98,7 @@ def task_from_record(record: Any, where: str, env_tools: dict[str, list[Tool]] |
             prompt=prompt,
             tools=tools,
             env=env,
-            check=_validate_check(record.get("check"), where),
+            check=validate_check(record.get("check"), where),
             split=str(record.get("split", "train")),
             source="project",
         )
@@ -113,27 +110,36 @@ def task_from_record(record: Any, where: str, env_tools: dict[str, list[Tool]] |
         raise TaskError(f"{where}: malformed record ({type(err).__name__}: {err})") from None
 
 
-def read_jsonl(path: Path, limit: int | None = None) -> Iterable[tuple[str, Any]]:
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError as err:
-        raise TaskError(f"{path}: cannot read ({err.strerror})") from None
+def read_jsonl(
+    path: Path, limit: int | None = None, policy: InputPolicy = DEFAULT_POLICY
+) -> Iterable[tuple[str, Any]]:
+    """(``file:line``, parsed record) for each non-blank line; at most ``limit`` records,
+    and never more than the policy's ``max_tasks``."""
+    name = Path(path).name
+    caps = [c for c in (limit, policy.max_tasks) if c is not None]
+    cap = min(caps) if caps else None
     count = 0
-    for lineno, line in enumerate(lines, 1):
+    try:
+        text = read_user_file(path, policy, name)
+    except InputError as err:
+        raise TaskError(str(err)) from None
+    for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        where = f"{Path(path).name}:{lineno}"
+        where = f"{name}:{lineno}"
         try:
             yield where, json.loads(line)
         except json.JSONDecodeError as err:
             raise TaskError(f"{where}: invalid JSON ({err.msg} at column {err.colno})") from None
+        except RecursionError:
+            raise TaskError(f"{where}: nested too deeply") from None
         count += 1
-        if limit is not None and count >= limit:
+        if cap is not None and count >= cap:
             return
 
 
-def load_task_file(path: Path, limit: int | None = None) -> list[Task]:
-    return [task_from_record(rec, where) for where, rec in read_jsonl(path, limit)]
+def load_task_file(path: Path, limit: int | None = None, policy: InputPolicy = DEFAULT_POLICY) -> list[Task]:
+    return [task_from_record(rec, where, policy=policy) for where, rec in read_jsonl(path, limit, policy)]
 
 
 def env_tasks(env: str) -> list[Task]:

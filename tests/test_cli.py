@@ -43,6 +43,20 @@ def test_schema_error_is_located_on_stderr_with_exit_2(tmp_path):
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.parametrize("how", ["file", "stdin"])
+def test_a_schema_that_is_not_utf8_is_a_located_error_not_a_traceback_or_a_tool(tmp_path, how):
+    """Regression: a file ended in a UnicodeDecodeError traceback; stdin loaded a tool named f__."""
+    data = b'[{"name": "f\xff\xfe", "parameters": {"type": "object"}}]'
+    path = tmp_path / "tools.json"
+    path.write_bytes(data)
+    args = [sys.executable, "-m", "envace_demo", "schema", str(path) if how == "file" else "-"]
+    out = subprocess.run(args, cwd=ROOT, input=data if how == "stdin" else None, capture_output=True, timeout=120)
+    where = str(path) if how == "file" else "stdin"
+    assert out.returncode == 2 and out.stdout == b""
+    assert f"{where}: not UTF-8 text (byte 0xff at line 1, column 13)".encode() in out.stderr
+    assert b"Traceback" not in out.stderr
+
+
 def test_unknown_environment_is_a_clear_error():
     out = cli("run", "--env", "atlantis", "--mode", "none")
     assert out.returncode == 2 and "atlantis" in out.stderr and "bank" in out.stderr and "Traceback" not in out.stderr

@@ -22,7 +22,8 @@ import pytest
 
 from conftest import call_text
 from envace_demo.engine import run_episode
-from envace_demo.errors import ConfigError, SchemaError
+from envace_demo.envs.registry import builtin_patterns
+from envace_demo.errors import ConfigError, SchemaError, TaskError
 from envace_demo.settings import PROJECT_ROOT, Settings
 from envace_demo.ui.inputs import RunRequest, build_config, build_task
 from envace_demo.ui.options import SECRET, SERVER_PATH, UIOptions
@@ -148,6 +149,52 @@ def test_regular_expressions_from_visitors_are_refused_but_a_parameter_may_be_na
         _request(tools=json.dumps([evil]), environment="none").check(UIOptions.from_settings(Settings()))
     )
     assert local.tools[0].parameters["properties"]["s"]["anyOf"][0]["pattern"] == "^(a+)+$"
+
+
+def test_a_suite_upload_obeys_the_same_caps_as_a_pasted_schema(tmp_path):
+    """Regression: the Compare upload went through the loaders with default limits and
+    accepted 61 tools (cap 8 here) and a catastrophic pattern."""
+    from envace_demo.ui.inputs import suite_tasks
+
+    def upload(tools: list) -> str:
+        f = tmp_path / f"{len(tools)}" / "upload.jsonl"
+        f.parent.mkdir()
+        f.write_text(json.dumps({"name": "t", "prompt": "p", "tools": tools}) + "\n")
+        return str(f)
+
+    many = upload([_tool(f"f{i}") for i in range(61)])
+    with pytest.raises(TaskError, match=r"^upload.jsonl:1: tools: 61 tools given, at most 8$"):
+        suite_tasks("upload", "bank", many, 4, OPTIONS.input_policy)
+    evil = upload([_tool("f", {"type": "object", "properties": {"s": {"type": "string", "pattern": "^(a+)+$"}}})])
+    with pytest.raises(TaskError, match=r"upload.jsonl:1: tools\[0\]\.parameters\.properties\.s\.pattern: regular"):
+        suite_tasks("upload", "bank", evil, 4, OPTIONS.input_policy)
+    bfcl = tmp_path / "bfcl.jsonl"
+    bfcl.write_text(json.dumps({"id": "simple_0", "question": [[{"role": "user", "content": "q"}]], "ground_truth": [],
+                                "function": [_tool(f"g{i}") for i in range(9)]}) + "\n")
+    with pytest.raises(TaskError, match="9 tools given, at most 8"):
+        suite_tasks("upload", "bank", str(bfcl), 4, OPTIONS.input_policy)
+    # The same files load for the operator, and the built-in schemas' own patterns are trusted.
+    assert len(suite_tasks("upload", "bank", many, 4, UIOptions().input_policy)[0].tools) == 61
+    assert OPTIONS.input_policy.trusted_patterns == builtin_patterns()
+
+
+def test_every_loader_takes_the_policy_it_is_given(tmp_path):
+    from envace_demo.tasks import load_task_file, task_from_record
+    from envace_demo.train.data import task_set
+
+    policy = OPTIONS.input_policy
+    evil = [_tool("f", {"type": "object", "properties": {"s": {"type": "string", "pattern": "(x+x+)+y"}}})]
+    with pytest.raises(TaskError, match="pattern: regular expressions are not accepted"):
+        task_from_record({"name": "t", "prompt": "p", "tools": evil}, "a.jsonl:1", policy=policy)
+    f = tmp_path / "t.jsonl"
+    f.write_text(json.dumps({"name": "t", "prompt": "p", "check": {"calls": []}, "split": "heldout"}) + "\n")
+    with pytest.raises(SchemaError, match="pattern: regular expressions are not accepted"):
+        task_set(tasks_file=f, tools=evil, policy=policy)
+    g = tmp_path / "evil.jsonl"
+    g.write_text(json.dumps({"name": "t", "prompt": "p", "tools": evil}) + "\n")
+    with pytest.raises(TaskError, match=r"^evil.jsonl:1: tools\[0\].*pattern: regular"):
+        load_task_file(g, policy=policy)
+    assert load_task_file(g)[0].tools[0].name == "f"  # the operator's own command line trusts its files
 
 
 # ---- no visitor-chosen connection, no visitor-supplied code ---------------------------------------

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from envace_demo.errors import ConfigError, SchemaError
-from envace_demo.schemas import Limits, Tool, find_tool, load_tools, validate_arguments
+from envace_demo.schemas import InputPolicy as Limits, Tool, find_tool, load_tools, validate_arguments
 
 SLICE = Path(__file__).parent / "data" / "bfcl"
 FULL = Path("/work/shared/data/bfcl")
@@ -500,7 +500,7 @@ def test_location_of_odd_property_names_is_quoted():
 
 
 def test_limits_are_checked():
-    with pytest.raises(ConfigError, match="Limits.max_tools must be a positive integer"):
+    with pytest.raises(ConfigError, match="InputPolicy.max_tools must be a positive integer"):
         Limits(max_tools=0)
     assert (
         error_of([{"name": f"t{i}"} for i in range(4)], Limits(max_tools=3))

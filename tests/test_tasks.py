@@ -63,7 +63,7 @@ def test_project_format_with_inline_tools(tmp_path):
     ("[1, 2]", "tasks.jsonl:1: expected a JSON object"),
     ('{"name": "x"}', "a non-empty 'prompt'"),
     ('{"name": "x", "prompt": "p"}', "needs an 'env' or 'tools'"),
-    ('{"name": "x", "prompt": "p", "env": "bank", "check": {"teleport": 1}}', "unknown key(s) ['teleport']"),
+    ('{"name": "x", "prompt": "p", "env": "bank", "check": {"teleport": 1}}', "tasks.jsonl:1: check.teleport: unknown key; allowed: state"),
     ('{"name": "x", "prompt": "p", "env": "nowhere"}', "nowhere"),
     ('{"name": "x", "prompt": "p", "tools": [{"name": "f", "parameters": {"type": "strng"}}]}', "tasks.jsonl:1: tools[0]"),
 ])
@@ -83,3 +83,47 @@ def test_unknown_task_name_lists_the_tasks():
 def test_missing_file_is_a_task_error(tmp_path):
     with pytest.raises(TaskError, match="cannot read"):
         load_task_file(tmp_path / "absent.jsonl")
+
+
+# ---- checks are validated when the task is loaded (regressions: these loaded, then failed
+# inside the episode or passed by iterating a string) ----------------------------------------
+
+
+@pytest.mark.parametrize("check, message", [
+    ({"state": [{"equals": 1}]}, "upload.jsonl:3: check.state[0].path: missing"),
+    ({"state": [{"path": "a", "equals": 1, "exists": True}]}, 'check.state[0]: give exactly one of "equals" or "exists"'),
+    ({"state": [{"path": ""}]}, "check.state[0].path: expected a dotted path"),
+    ({"state": {"path": "a", "equals": 1}}, "check.state: Input should be a valid list"),
+    ({"includes_calls": [{"a": {}, "b": {}}]}, "check.includes_calls[0]: expected one function name"),
+    ({"calls": [{"f": {"x": 1}}]}, "check.calls[0]: f.x: expected a list of accepted values"),
+    ({"answer_contains": "balance"}, 'check.answer_contains: expected a list of strings, e.g. ["balance"]'),
+    ({"answer_contains": ["ok", 3]}, "check.answer_contains[1]: Input should be a valid string"),
+])
+def test_a_malformed_check_is_refused_at_load_with_its_location(check, message):
+    record = {"name": "x", "prompt": "p", "env": "bank", "check": check}
+    with pytest.raises(TaskError) as err:
+        task_from_record(record, "upload.jsonl:3")
+    assert message in str(err.value)
+
+
+def test_a_valid_check_keeps_only_what_was_given():
+    check = {"state": [{"path": ["f", 0], "exists": False}], "answer_contains": ["ok"], "calls": []}
+    assert task_from_record({"name": "x", "prompt": "p", "env": "bank", "check": check}, "t").check == check
+
+
+def test_task_files_that_are_not_utf8_name_the_line_of_the_bad_byte(tmp_path):
+    f = tmp_path / "upload.jsonl"
+    f.write_bytes(b'{"name": "a", "prompt": "p", "env": "bank"}\n{"name": "caf\xe9", "prompt": "p"}\n')
+    with pytest.raises(TaskError, match=r"^upload.jsonl: not UTF-8 text \(byte 0xe9 at line 2, column 14\)"):
+        load_task_file(f)
+
+
+def test_the_policy_caps_the_tasks_read_and_the_file_size(tmp_path):
+    from envace_demo.policy import InputPolicy
+
+    f = tmp_path / "many.jsonl"
+    f.write_text("".join(json.dumps({"name": f"t{i}", "prompt": "p", "env": "bank"}) + "\n" for i in range(5)))
+    assert len(load_task_file(f, policy=InputPolicy(max_tasks=3))) == 3
+    assert len(load_task_file(f, limit=2, policy=InputPolicy(max_tasks=3))) == 2
+    with pytest.raises(TaskError, match=r"many.jsonl: too large: \d+ bytes, at most 100"):
+        load_task_file(f, policy=InputPolicy(max_file_bytes=100))

@@ -20,6 +20,7 @@ from conftest import VENDORED_BFCL, call_text, result_text
 from envace_demo.engine import Episode, EpisodeConfig
 from envace_demo.envs.registry import create
 from envace_demo.errors import ConfigError, ModelError, SchemaError, TaskError
+from envace_demo.policy import DEFAULT_POLICY as POLICY
 from envace_demo.events import EpisodeFinished, EpisodeStarted, Generating, StepUpdated
 from envace_demo.record import Trajectory
 from envace_demo.settings import Settings
@@ -121,19 +122,19 @@ def test_compare_modes_and_suite_sources(tmp_path):
     assert compare_modes("sequential") == ("none", "sequential")
     with pytest.raises(ConfigError):
         compare_modes("none")
-    assert [t.name for t in suite_tasks("env", "bank", None, 3)] == [
+    assert [t.name for t in suite_tasks("env", "bank", None, 3, POLICY)] == [
         "check-balance",
         "deposit-cash",
         "transfer-to-savings",
     ]
-    bfcl = suite_tasks("upload", "bank", str(VENDORED_BFCL / "bfcl_simple.jsonl"), 2)
+    bfcl = suite_tasks("upload", "bank", str(VENDORED_BFCL / "bfcl_simple.jsonl"), 2, POLICY)
     assert len(bfcl) == 2 and all(t.env is None and "calls" in t.check for t in bfcl)
     with pytest.raises(TaskError, match="upload a JSONL"):
-        suite_tasks("upload", "bank", None, 3)
+        suite_tasks("upload", "bank", None, 3, POLICY)
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"name": "a", "prompt": "p", "env": "bank"}\nnot json\n')
     with pytest.raises(TaskError, match="broken.jsonl:2"):
-        suite_tasks("upload", "bank", str(broken), 5)
+        suite_tasks("upload", "bank", str(broken), 5, POLICY)
 
 
 # ---- events -> page ------------------------------------------------------------------------

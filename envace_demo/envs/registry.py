@@ -35,6 +35,26 @@ def create(name: str) -> Environment:
     return _lookup(name)()
 
 
+def builtin_patterns() -> frozenset[str]:
+    """Every regular expression the built-in environments' schemas declare: the operator's
+    own, trusted where visitors' patterns are refused."""
+    from envace_demo.envs._common import tool_specs
+
+    found: set[str] = set()
+    stack: list = [tool_specs(name) for name in ENVIRONMENTS]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get("pattern"), str):
+                found.add(node["pattern"])
+            if isinstance(node.get("patternProperties"), dict):
+                found.update(node["patternProperties"])
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return frozenset(found)
+
+
 def list_environments() -> list[type[Environment]]:
     return list(ENVIRONMENTS.values())
 

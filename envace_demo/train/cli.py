@@ -106,14 +106,13 @@ def config_from(args: argparse.Namespace) -> TrainConfig:
 
 def load_tasks(args: argparse.Namespace) -> list:
     """The tasks of ``--env`` (or ``--tasks`` over it), or of ``--tasks`` over ``--tools``."""
+    from envace_demo.policy import read_user_file
     from envace_demo.train.data import task_set
 
     tools = None
     if getattr(args, "tools", None):
         try:
-            tools = json.loads(Path(args.tools).read_text(encoding="utf-8"))
-        except OSError as err:
-            raise TaskError(f"{args.tools}: cannot read ({err.strerror})") from None
+            tools = json.loads(read_user_file(args.tools, where=args.tools))
         except json.JSONDecodeError as err:
             raise TaskError(f"{args.tools}: invalid JSON ({err.msg} at line {err.lineno})") from None
     return task_set(env=args.env, drills=getattr(args, "drills", False), tasks_file=args.tasks, tools=tools)

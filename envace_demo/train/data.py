@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from envace_demo.errors import TaskError
+from envace_demo.policy import DEFAULT_POLICY, InputPolicy
 from envace_demo.tasks import Task, load_task_file
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -36,7 +37,11 @@ def drill_tasks(env: str) -> list[Task]:
 
 
 def task_set(
-    env: str | None = None, drills: bool = False, tasks_file: str | Path | None = None, tools: object = None
+    env: str | None = None,
+    drills: bool = False,
+    tasks_file: str | Path | None = None,
+    tools: object = None,
+    policy: InputPolicy = DEFAULT_POLICY,
 ) -> list[Task]:
     """Training tasks from one source, as the CLI and the Fine-tune tab offer them:
     the drills of ``env``; the example tasks of ``env``; a JSONL of tasks over ``env``;
@@ -55,13 +60,13 @@ def task_set(
         raise TaskError("tools need a task file: a JSONL of tasks with checks")
     extra: dict = {"env": env}
     if tools is not None:
-        load_tools(tools)  # located schema errors now, not once per task
+        load_tools(tools, policy)  # located schema errors now, not once per task
         extra = {"tools": tools}
     tasks = []
-    for where, record in read_jsonl(Path(tasks_file)):
+    for where, record in read_jsonl(Path(tasks_file), policy=policy):
         if isinstance(record, dict) and not any(record.get(k) for k in ("env", "tools", "function")):
             record = {**record, **extra}
-        tasks.append(task_from_record(record, where))
+        tasks.append(task_from_record(record, where, policy=policy))
     return tasks
 
 

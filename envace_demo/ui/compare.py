@@ -192,7 +192,7 @@ def build_compare(ctx: AppContext, state: gr.State) -> None:
             yield {suite_status: render.status_html(NO_SESSION, "error")}
             return
         try:
-            tasks = suite_tasks(source_name, env_name, upload_path, int(limit_value))
+            tasks = suite_tasks(source_name, env_name, upload_path, int(limit_value), ctx.options.input_policy)
             modes = compare_modes(mode_name)
             # Only the sampling and limits of this request are used: each task brings its own tools.
             req = RunRequest.from_controls(

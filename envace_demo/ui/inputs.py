@@ -9,13 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from envace_demo.engine import MODES, EpisodeConfig
 from envace_demo.envs.registry import ENVIRONMENTS, tasks_path
-from envace_demo.errors import ConfigError, SchemaError, TaskError
+from envace_demo.errors import ConfigError, TaskError
 from envace_demo.models.base import Backend, Sampling
-from envace_demo.schemas import Limits, Tool, load_tools
+from envace_demo.policy import DEFAULT_POLICY, InputPolicy
+from envace_demo.schemas import load_tools
 from envace_demo.settings import Settings
 from envace_demo.tasks import Task, env_tasks, load_task_file
 from envace_demo.ui.options import UIOptions
@@ -92,8 +93,7 @@ class RunRequest:
     constrained: bool = True
     max_steps: int = 6
     # Set by check() from the app's caps; build_task loads the schema under them.
-    limits: Limits = field(default_factory=Limits, repr=False)
-    allow_regex: bool = field(default=True, repr=False)
+    policy: InputPolicy = field(default=DEFAULT_POLICY, repr=False)
     redact: Callable[[str], str] | None = field(default=None, repr=False)
 
     @classmethod
@@ -148,9 +148,8 @@ class RunRequest:
         size = len(self.message.encode("utf-8", "surrogatepass"))
         if size > options.max_message_bytes:
             raise ConfigError(f"user message: {size:,} bytes, at most {options.max_message_bytes:,}")
-        # The schema's size and tool count are the loader's own checks, located like its other errors.
-        self.limits = Limits(max_bytes=options.max_input_bytes, max_tools=options.max_tools)
-        self.allow_regex = options.allow_regex
+        # The schema's size, tool count and regexes are the loader's own checks, located like its other errors.
+        self.policy = options.input_policy
         self.redact = options.redact if options.public else None
         return self
 
@@ -172,9 +171,7 @@ def build_task(req: RunRequest) -> Task:
         if not prompt:
             raise TaskError("user message: empty; say what the agent should do")
         return Task(name="mcp", prompt=prompt, tools=[], env=req.environment)
-    tools = load_tools(req.tools, req.limits)
-    if not req.allow_regex:
-        _refuse_regex(tools)
+    tools = load_tools(req.tools, req.policy)
     prompt = (req.message or "").strip()
     if not prompt:
         raise TaskError("user message: empty; say what the agent should do")
@@ -189,40 +186,6 @@ def build_task(req: RunRequest) -> Task:
                 name=example.name, prompt=prompt, tools=tools, env=req.environment, check=example.check
             )
     return Task(name="custom", prompt=prompt, tools=tools, env=req.environment)
-
-
-# Where a normalized (Draft 2020-12) schema holds subschemas: a name -> schema map, one, or a list.
-_SUB_MAPS = ("properties", "$defs", "dependentSchemas")
-_SUB_ONE = ("items", "additionalProperties", "propertyNames", "contains", "not", "if", "then", "else",
-            "unevaluatedItems", "unevaluatedProperties", "contentSchema")
-_SUB_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
-
-
-def _refuse_regex(tools: list[Tool]) -> None:
-    """SchemaError at the first regular expression ("pattern", "patternProperties") in the
-    normalized schemas; a parameter that is merely *named* "pattern" is fine."""
-
-    def walk(schema: Any, where: str) -> None:
-        if not isinstance(schema, dict):
-            return
-        for keyword in ("pattern", "patternProperties"):
-            if keyword in schema:
-                raise SchemaError(
-                    f"{where}.{keyword}", "regular expressions are not accepted here (public mode); remove it"
-                )
-        for key, value in schema.items():
-            if key in _SUB_MAPS and isinstance(value, dict):
-                for name, sub in value.items():
-                    walk(sub, f"{where}.{key}.{name}")
-            elif key in _SUB_ONE:
-                walk(value, f"{where}.{key}")
-            elif key in _SUB_LISTS and isinstance(value, list):
-                for i, sub in enumerate(value):
-                    walk(sub, f"{where}.{key}[{i}]")
-
-    for i, tool in enumerate(tools):
-        walk(tool.parameters, f"tools[{i}].parameters")
-        walk(tool.response, f"tools[{i}].response")
 
 
 def build_config(
@@ -256,14 +219,15 @@ def compare_modes(rehearsal_mode: str) -> tuple[str, str]:
     return BASELINE, rehearsal_mode
 
 
-def suite_tasks(source: str, env: str, upload: str | None, limit: int) -> list[Task]:
-    """The suite: the example tasks of ``env`` (source "env"), or an uploaded JSONL's ("upload")."""
+def suite_tasks(source: str, env: str, upload: str | None, limit: int, policy: InputPolicy) -> list[Task]:
+    """The suite: the example tasks of ``env`` (source "env"), or an uploaded JSONL's ("upload"),
+    read under the app's input policy."""
     if source == "upload":
         if not upload:
             raise TaskError(
                 "suite: upload a JSONL file of tasks first (the project's format or BFCL records)"
             )
-        tasks = load_task_file(Path(upload), limit=limit)
+        tasks = load_task_file(Path(upload), limit=limit, policy=policy)
     elif source == "env":
         tasks = example_tasks(env)[:limit]
     else:

@@ -6,9 +6,10 @@ import re
 import sys
 import tempfile
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
+from envace_demo.policy import InputPolicy
 from envace_demo.settings import PROJECT_ROOT, Settings
 
 SERVER_PATH = "<server path>"
@@ -87,6 +88,20 @@ class UIOptions:
             **shared,
             max_new_tokens=max(2048, settings.max_new_tokens),
             max_steps=max(12, settings.max_steps),
+        )
+
+    @cached_property
+    def input_policy(self) -> InputPolicy:
+        """What every loader behind the app accepts: pasted schemas, uploads, task files."""
+        from envace_demo.envs.registry import builtin_patterns
+
+        return InputPolicy(
+            max_bytes=self.max_input_bytes,
+            max_tools=self.max_tools,
+            max_file_bytes=max(self.max_input_bytes, 10_000_000 if self.public else 100_000_000),
+            max_tasks=self.max_suite_tasks if self.public else None,
+            allow_regex=self.allow_regex,
+            trusted_patterns=builtin_patterns(),
         )
 
     def redact(self, value: Any) -> Any:

@@ -18,6 +18,7 @@ from typing import Any
 import gradio as gr
 
 from envace_demo.errors import ConfigError, EnvaceError, TaskError
+from envace_demo.policy import DEFAULT_POLICY, InputPolicy
 from envace_demo.schemas import load_tools
 from envace_demo.train.config import TrainConfig
 from envace_demo.train.data import DATA_DIR, split_tasks, task_set
@@ -49,13 +50,15 @@ def source_choices() -> list[tuple[str, str]]:
     return choices + [("your own: tools + a JSONL of tasks", OWN)]
 
 
-def load_source(source: str, tools_text: str, tasks_file: str | None) -> tuple[list, list]:
+def load_source(
+    source: str, tools_text: str, tasks_file: str | None, policy: InputPolicy = DEFAULT_POLICY
+) -> tuple[list, list]:
     """(training tasks, held-out tasks) of the picked source; TaskError/SchemaError if unusable."""
     if source == OWN:
         if not tasks_file:
             raise TaskError('upload a JSONL of tasks (each with a "check"; mark held-out ones "split": "heldout")')
-        load_tools(tools_text or "")  # a located schema error, before any task is read
-        tasks = task_set(tasks_file=tasks_file, tools=json.loads(tools_text))
+        load_tools(tools_text or "", policy)  # a located schema error, before any task is read
+        tasks = task_set(tasks_file=tasks_file, tools=json.loads(tools_text), policy=policy)
     else:
         kind, _, env = source.partition(":")
         if kind not in ("drills", "env") or not env:
@@ -235,7 +238,7 @@ def build_train_tab(ctx: AppContext) -> gr.Timer:
             return {status: render.status_html(ctx.options.redact(f"cannot train: {msg}"), "error")}
         try:
             backend = ctx.holder.wait(timeout=0.0)
-            train_tasks, heldout = load_source(src, tools_text, tasks_file)
+            train_tasks, heldout = load_source(src, tools_text, tasks_file, ctx.options.input_policy)
             config = config_for(backend.info.device, *values).fitted_to(backend)
             out_dir = Path(ctx.settings.cache_dir) / "runs" / time.strftime("run-%Y%m%d-%H%M%S")
             slot.start(backend, train_tasks, heldout, config, out_dir)
