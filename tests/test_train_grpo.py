@@ -139,3 +139,14 @@ def test_temperature_rescales_the_logits(tiny_lm):
 def test_empty_completion_is_refused(tiny_lm):
     with pytest.raises(ValueError, match="non-empty completion"):
         list(completion_logprobs(tiny_lm, [[1, 2]], [[]], 1))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_selective_log_softmax_equals_a_full_log_softmax(dtype):
+    from envace_demo.train.logprobs import selective_log_softmax
+
+    torch.manual_seed(0)
+    logits = torch.randn(3, 5, 11).to(dtype)
+    index = torch.randint(0, 11, (3, 5))
+    full = torch.log_softmax(logits.float() / 0.7, -1).gather(-1, index.unsqueeze(-1)).squeeze(-1)
+    assert torch.allclose(selective_log_softmax(logits, index, 0.7), full, atol=1e-5)

@@ -13,6 +13,7 @@ import argparse
 import copy
 import json
 import threading
+from dataclasses import replace
 
 import pytest
 import torch
@@ -443,3 +444,23 @@ def test_policy_backend_reports_token_ids_of_batched_prompts(tiny_backend):
         assert len(ids) == gen.new_tokens
         kept = ids[:-1] if gen.finish_reason == "stop" else ids
         assert tiny_backend.tokenizer.decode(kept) == gen.text
+
+
+def test_one_update_per_batch_is_on_policy_so_nothing_is_clipped(finished_run):
+    events, _, _, _ = finished_run
+    steps = [e for e in events if isinstance(e, StepFinished)]
+    assert all(s.metrics[f"clip_ratio/{role}"] in (0.0, None) for s in steps for role in ("actor", "rehearser"))
+
+
+def test_later_updates_on_a_batch_are_clipped_against_the_rollout_logprobs(tmp_path):
+    """With several updates per batch, pi_old stays the rollout policy: a large step moves the
+    ratio out of [1 - eps, 1 + eps] and the clip shows in the metrics."""
+    backend = tiny_random_backend()
+    teach_format(backend.model, backend.tokenizer, backend)
+    config = replace(CONFIG, steps=2, lr=0.5, updates_per_batch=3, clip_eps=0.05)
+    trainer = Trainer(backend, TRAIN, HELDOUT, config, tmp_path)
+    steps = [e for e in trainer.run() if isinstance(e, StepFinished)]
+    clipped = [s.metrics[f"clip_ratio/{role}"] or 0.0 for s in steps for role in ("actor", "rehearser")]
+    assert max(clipped) > 0.0
+    rows = [r for s in steps for g in s.groups for r in g.rows if r.advantage != 0]
+    assert rows and all(r.old_logp is not None and len(r.old_logp) == len(r.completion_ids) for r in rows)

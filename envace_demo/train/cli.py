@@ -33,6 +33,7 @@ _FLAGS = {
     "lora_layers": int,
     "beta": float,
     "clip_eps": float,
+    "updates_per_batch": int,
     "temperature": float,
     "max_new_tokens": int,
     "max_turns": int,

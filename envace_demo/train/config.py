@@ -30,7 +30,16 @@ class TrainConfig:
     beta: float = field(
         default=0.0, metadata={"help": "k3 KL weight to the base model (adapter off); 0 = no KL"}
     )
-    clip_eps: float = field(default=0.2, metadata={"help": "PPO clip range of the ratio"})
+    clip_eps: float = field(
+        default=0.2, metadata={"help": "PPO clip range of the ratio to the rollout policy (acts from the 2nd update on)"}
+    )
+    updates_per_batch: int = field(
+        default=1,
+        metadata={
+            "help": "optimizer steps on each batch of rollouts; above 1 the ratio to the rollout's "
+            "log-probs moves and the clip bounds it"
+        },
+    )
     scale_std: bool = field(default=False, metadata={"help": "divide advantages by the group-role std"})
     empty_penalty: float = field(
         default=0.1, metadata={"help": "subtracted from the reward of an empty generation"}
@@ -84,6 +93,8 @@ class TrainConfig:
             raise ConfigError(
                 f"train.lora_layers must be at least 1 or unset (all layers), not {self.lora_layers}"
             )
+        if self.updates_per_batch < 1:
+            raise ConfigError("train.updates_per_batch must be at least 1")
         if self.beta < 0 or self.clip_eps <= 0 or self.empty_penalty < 0 or self.max_grad_norm < 0:
             raise ConfigError("train.beta, empty_penalty and max_grad_norm must be >= 0, clip_eps > 0")
         if self.temperature <= 0:

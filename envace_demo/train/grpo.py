@@ -10,10 +10,10 @@ For a row (one generation) with tokens o_1..o_T and advantage A:
 KL_t is the k3 estimator of KL(pi || pi_ref), always >= 0 and unbiased
 (http://joschu.net/blog/kl-approx.html): r = pi_ref / pi, KL_t = r - log r - 1.
 
-With one optimizer step per batch (the paper's reference run, and this trainer),
-pi_old is the policy itself, so ratio = 1 and the clip is inactive; the gradient
-is then exactly the policy gradient A * grad log pi. The clip is kept so the
-function stays correct for more updates per batch.
+pi_old is the policy that sampled the rollouts. With one optimizer step per batch
+(the paper's reference run, and the trainer's default) pi_old is the policy itself,
+ratio = 1 and the gradient is exactly A * grad log pi; with ``updates_per_batch`` > 1
+the trainer keeps the rollout's log-probs as pi_old and the clip bounds the later steps.
 """
 
 from __future__ import annotations

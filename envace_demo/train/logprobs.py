@@ -102,9 +102,15 @@ def completion_logprobs(
             targets[b, :n] = torch.tensor(completions[i], device=device)
             mask[b, :n] = 1
         picked = logits[torch.arange(rows, device=device).unsqueeze(1), positions]  # (B, T, V)
-        logp = (
-            torch.log_softmax(picked.float() / temperature, dim=-1)
-            .gather(-1, targets.unsqueeze(-1))
-            .squeeze(-1)
-        )  # (B, T)
+        logp = selective_log_softmax(picked, targets, temperature)  # (B, T)
         yield TokenLogprobs(indices=idx, logp=logp * mask, mask=mask)
+
+
+def selective_log_softmax(logits: torch.Tensor, index: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """log softmax(logits / temperature)[index], one row at a time: with a 151k vocabulary a
+    full (B, T, V) float32 log-softmax is gigabytes; a row's (T, V) is the most held at once."""
+    out = []
+    for row, ids in zip(logits, index):  # (T, V), (T,)
+        scaled = row.float() / temperature
+        out.append(scaled.gather(-1, ids.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(scaled, dim=-1))
+    return torch.stack(out)

@@ -42,6 +42,7 @@ class Row:
     empty: bool = False  # nothing outside the reasoning
     reward: float = 0.0
     advantage: float = 0.0
+    old_logp: Any = None  # (T,) log pi_old, kept when one batch gets several updates
 
 
 @dataclass

@@ -256,6 +256,8 @@ class Trainer:
 
         yield Progress("update", 0, 1, step)
         losses = self._update(rows)
+        for _ in range(1, self.config.updates_per_batch):  # later steps: the clip bounds the ratio
+            losses = self._update(rows)
         yield Progress("update", 1, 1, step)
         metrics = {"step": step, **self._metrics(groups, rows, losses)}
         metrics["seconds"] = round(time.monotonic() - t0, 2)
@@ -297,9 +299,15 @@ class Trainer:
                 ref = None
                 if refs is not None:
                     ref = torch.nn.utils.rnn.pad_sequence([refs[i] for i in batch.indices], batch_first=True)
-                parts = grpo_loss(
-                    batch.logp, batch.logp.detach(), advantages, batch.mask, cfg.clip_eps, cfg.beta, ref
-                )
+                kept = [chosen[i].old_logp for i in batch.indices]
+                if kept[0] is None:  # the batch's first update: these are the weights that sampled
+                    old = batch.logp.detach()
+                    if cfg.updates_per_batch > 1:
+                        for b, i in enumerate(batch.indices):
+                            chosen[i].old_logp = old[b, : len(chosen[i].completion_ids)]
+                else:
+                    old = torch.nn.utils.rnn.pad_sequence(kept, batch_first=True)
+                parts = grpo_loss(batch.logp, old, advantages, batch.mask, cfg.clip_eps, cfg.beta, ref)
                 acc.backward(parts.per_row.sum() / max(total, 1.0), retain_graph=True)
                 stats[role]["loss"] += parts.per_row.detach().tolist()
                 stats[role]["kl"] += parts.kl.tolist()
@@ -322,12 +330,16 @@ class Trainer:
 
     def _reference(self, prompts: list[list[int]], completions: list[list[int]]) -> list:
         """Log-probs under the base model (adapter off), for the KL term."""
+        with self.model.disable_adapter():
+            return self._logprobs(prompts, completions)
+
+    def _logprobs(self, prompts: list[list[int]], completions: list[list[int]]) -> list:
         import torch
 
         from envace_demo.train.logprobs import completion_logprobs
 
         out: list = [None] * len(prompts)
-        with torch.no_grad(), self.model.disable_adapter():
+        with torch.no_grad():
             for batch in completion_logprobs(
                 self.model,
                 prompts,
