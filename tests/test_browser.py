@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_app_api import LaunchedApp
+from helpers import LaunchedApp
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "tests" / "artifacts"

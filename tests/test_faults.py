@@ -18,24 +18,22 @@ below): the point is an exact fault at an exact moment.
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from conftest import call_text, result_text
+from helpers import RuleBackend, serve
 from envace_demo import engine
 from envace_demo.engine import Episode, EpisodeConfig, run_episode
 from envace_demo.envs.registry import create
 from envace_demo.errors import ConfigError, EnvaceError
 from envace_demo.events import Generating, StepUpdated
-from envace_demo.models.base import Backend, Generation, ModelInfo, Sampling
-from envace_demo.prompts import CURRENT_TOOL
+from envace_demo.models.base import Backend, Generation, ModelInfo
 from envace_demo.tasks import find_task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -336,7 +334,7 @@ def test_a_full_disk_when_saving_the_adapter_is_a_clear_typed_error(tiny_disk):
     from envace_demo.train.config import TrainConfig
     from envace_demo.train.events import Progress, StepFinished
     from envace_demo.train.trainer import Trainer
-    from test_train_trainer import TRAIN, tiny_random_backend
+    from helpers import TRAIN, tiny_random_backend
 
     backend = tiny_random_backend()
     run = TrainConfig(steps=1, group_size=2, prompts_per_step=1, max_new_tokens=8, eval_rehearsals=0)
@@ -355,66 +353,6 @@ def test_a_full_disk_when_saving_the_adapter_is_a_clear_typed_error(tiny_disk):
 
 
 # ---- the app keeps serving other sessions --------------------------------------------------------
-
-
-class RuleBackend(Backend):
-    """Answers by what the user asked: "EXPLODE" raises, "FOREVER" streams until stopped,
-    anything else looks up ACC-1003 and answers. Thread-safe: sessions share it."""
-
-    supports_constraints = False
-
-    def __init__(self, secret_message: str = ""):
-        self.secret_message = secret_message
-
-    @property
-    def info(self) -> ModelInfo:
-        return ModelInfo(model_id="rules", device="cpu", dtype="none")
-
-    def render(self, messages, tools=None, enable_thinking=True) -> str:
-        return json.dumps({"messages": messages, "tools": tools}, ensure_ascii=False)
-
-    def generate(self, prompt, sampling: Sampling, n=1, constraint=None, on_token=None, cancel=None):
-        if "EXPLODE" in prompt:
-            raise RuntimeError(f"the model crashed {self.secret_message}".strip())
-        if "FOREVER" in prompt:
-            text = "<think>"
-            while not (cancel is not None and cancel.is_set()):
-                text += "hmm "
-                if on_token:
-                    on_token(0, text)
-                time.sleep(0.01)
-            return [Generation(text, len(text), 10, 0.0, "cancelled")] * n
-        if CURRENT_TOOL in prompt:
-            text = PREDICTED
-        elif '"role": "tool"' in prompt:
-            text = ANSWER
-        else:
-            text = BALANCE
-        return [Generation(text, 8, 10, 0.01)] * n
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def serve(settings, backend):
-    """The real app in this process on a loopback port, ``backend`` as its model; yields its URL."""
-    from envace_demo.ui import build_app
-    from envace_demo.ui.holder import ModelHolder
-
-    holder = ModelHolder(settings, loader=lambda s: backend)
-    holder.start()
-    holder.wait(timeout=30)
-    demo = build_app(settings, holder=holder)
-    port = free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    try:
-        yield f"http://127.0.0.1:{port}/"
-    finally:
-        demo.close()
 
 
 @pytest.fixture(scope="module")

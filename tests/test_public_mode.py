@@ -21,13 +21,13 @@ from pathlib import Path
 import pytest
 
 from conftest import call_text
+from helpers import RuleBackend, free_port, serve
 from envace_demo.engine import run_episode
 from envace_demo.envs.registry import builtin_patterns
 from envace_demo.errors import ConfigError, SchemaError, TaskError
 from envace_demo.settings import PROJECT_ROOT, Settings
 from envace_demo.ui.inputs import RunRequest, build_config, build_task
 from envace_demo.ui.options import SECRET, SERVER_PATH, UIOptions
-from test_faults import RuleBackend, serve
 
 ROOT = Path(__file__).resolve().parents[1]
 BANK_TOOLS = (ROOT / "examples" / "bank" / "tools.json").read_text(encoding="utf-8")
@@ -448,7 +448,6 @@ def broken_model_app():
 
     from envace_demo.ui import build_app
     from envace_demo.ui.holder import ModelHolder
-    from test_faults import free_port
 
     def fail(settings):
         raise OSError(f"{PROJECT_ROOT}/.cache/weights.safetensors: unreadable (token {API_KEY})")

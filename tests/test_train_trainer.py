@@ -18,111 +18,11 @@ from dataclasses import replace
 import pytest
 import torch
 
-from envace_demo.prompts import Conversation, actor_prompt, rehearser_messages, rehearser_prompt
-from envace_demo.record import ToolCall
-from envace_demo.schemas import load_tools
-from envace_demo.tasks import Task
+from envace_demo.prompts import Conversation, actor_prompt
 from envace_demo.train.config import TrainConfig
 from envace_demo.train.events import Evaluated, Progress, StepFinished, TrainFinished, TrainStarted
 from envace_demo.train.trainer import Trainer
-
-TOOLS_JSON = [
-    {
-        "name": "pick",
-        "description": "Pick a letter.",
-        "parameters": {
-            "type": "object",
-            "properties": {"choice": {"type": "string", "enum": ["a", "b"]}},
-            "required": ["choice"],
-        },
-        "response": {
-            "type": "object",
-            "properties": {"picked": {"type": "string", "enum": ["a", "b"]}},
-            "required": ["picked"],
-        },
-    }
-]
-TOOLS = load_tools(TOOLS_JSON)
-
-
-def task(name: str, letter: str, split: str = "train") -> Task:
-    return Task(
-        name=name,
-        prompt=f"pick {letter}",
-        tools=TOOLS,
-        check={"includes_calls": [{"pick": {"choice": [letter]}}]},
-        split=split,
-    )
-
-
-TRAIN = [task("t-a", "a"), task("t-b", "b")]
-HELDOUT = [task("h-a", "a", "heldout")]
-CONFIG = TrainConfig(
-    steps=2,
-    group_size=4,
-    prompts_per_step=2,
-    lr=5e-2,
-    max_new_tokens=40,
-    micro_batch=4,
-    eval_samples=1,
-    eval_rehearsals=1,
-)
-
-
-def tiny_tokenizer():
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    from envace_demo.models.embedded import qwen3_chat_template
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    corpus = [
-        '<tool_call>\n{"name": "pick", "arguments": {"choice": "a"}}\n</tool_call>',
-        "<execution_result>",
-    ] * 20
-    trainer = trainers.BpeTrainer(
-        vocab_size=320,
-        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    tok.train_from_iterator(corpus, trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
-    fast.chat_template = qwen3_chat_template()
-    return fast
-
-
-def teach_format(model, tokenizer, backend) -> None:
-    """A few SFT steps on one prompt: calls pick "a" or "b" evenly, results echo the choice."""
-    t = TRAIN[0]
-    examples = []
-    prompt = actor_prompt(backend, Conversation(t.prompt), t.tools)
-    for letter in "ab":
-        call = ToolCall("pick", {"choice": letter})
-        text = f'<tool_call>\n{{"name": "pick", "arguments": {{"choice": "{letter}"}}}}\n</tool_call>'
-        examples.append((prompt, text))
-        messages = rehearser_messages(t.tools, [], Conversation(t.prompt), text, call, t.tools[0])
-        examples.append(
-            (
-                rehearser_prompt(backend, messages),
-                f'<execution_result>\n{{"picked": "{letter}"}}\n</execution_result>',
-            )
-        )
-    encoded = []
-    for prompt, completion in examples:
-        p = tokenizer(prompt, add_special_tokens=False).input_ids
-        c = tokenizer(completion, add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
-        encoded.append((torch.tensor([p + c]), torch.tensor([[-100] * len(p) + c])))  # loss on the completion
-    optimizer = torch.optim.Adam(model.parameters(), lr=2e-2)
-    model.train()
-    for _ in range(25):
-        for ids, labels in encoded:
-            model(input_ids=ids, labels=labels).loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-    model.eval()
-
+from helpers import CONFIG, HELDOUT, TOOLS, TOOLS_JSON, TRAIN, teach_format, tiny_random_backend
 
 @pytest.fixture(scope="module", autouse=True)
 def one_thread():
@@ -131,27 +31,6 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
-
-
-def tiny_random_backend():
-    """A 2-layer random Llama over the tiny tokenizer (mechanics only), constrained decoding on."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from envace_demo.models.transformers_backend import TransformersBackend
-
-    tokenizer = tiny_tokenizer()
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    return TransformersBackend(LlamaForCausalLM(config), tokenizer, model_id="tiny-random", constrained=True)
 
 
 @pytest.fixture(scope="module")
@@ -385,12 +264,19 @@ def test_training_job_runs_in_the_background_one_at_a_time(tiny_backend, tmp_pat
     from envace_demo.train.job import TrainingSlot
 
     seen = []
+    release = threading.Event()
+
+    def hold(event) -> None:  # keeps the job running until the second start has been tried
+        seen.append(event)
+        release.wait(timeout=120)
+
     slot = TrainingSlot()
     config = TrainConfig(steps=1, group_size=2, prompts_per_step=1, max_new_tokens=40, eval_rehearsals=0)
-    job = slot.start(tiny_backend, TRAIN, HELDOUT, config, tmp_path, on_event=seen.append)
-    if job.running:  # a second job while the first runs is refused
-        with pytest.raises(ConfigError, match="already running"):
-            slot.start(tiny_backend, TRAIN, HELDOUT, config, tmp_path / "other")
+    job = slot.start(tiny_backend, TRAIN, HELDOUT, config, tmp_path, on_event=hold)
+    assert job.running
+    with pytest.raises(ConfigError, match="already running"):  # a second job while the first runs
+        slot.start(tiny_backend, TRAIN, HELDOUT, config, tmp_path / "other")
+    release.set()
     result = job.wait(timeout=120)
     assert job.error is None and not job.running
     assert result is not None and result.steps_done == 1 and result.adapter_dir.is_dir()

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_faults import RuleBackend, serve
+from helpers import RuleBackend, serve
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = (ROOT / "examples" / "bank" / "tools.json").read_text(encoding="utf-8")

@@ -12,6 +12,7 @@ The served backend is not modified: the trainer puts LoRA on a copy of its weigh
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -30,6 +31,8 @@ from envace_demo.train.events import (
     TrainResult,
 )
 from envace_demo.train.trainer import Trainer
+
+logger = logging.getLogger(__name__)
 
 
 class TrainingJob:
@@ -84,6 +87,7 @@ class TrainingJob:
                 if self._on_event is not None:
                     self._on_event(event)
         except Exception as err:  # noqa: BLE001 - the UI shows it; a thread must not die silently
+            logger.exception("training run failed")  # the traceback, for the operator
             self.error = err
 
     def _record(self, event: TrainEvent) -> None:

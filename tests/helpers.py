@@ -1,0 +1,297 @@
+"""Helpers shared by the tests (import them; fixtures live in ``conftest.py``).
+
+- ``free_port``, ``LaunchedApp``: ``python app.py`` in a subprocess on 127.0.0.1;
+- ``serve``: the app in this process with a given backend; ``RuleBackend``, a thread-safe
+  scripted model for the app's fault and public-mode tests;
+- ``tiny_tokenizer``, ``tiny_random_backend``, ``teach_format``: a 2-layer random Llama
+  (mechanics only, never quality) and the pick-a-letter tasks it is trained on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+
+from conftest import call_text, result_text
+from envace_demo.models.base import Backend, Generation, ModelInfo, Sampling
+from envace_demo.prompts import CURRENT_TOOL, Conversation, actor_prompt, rehearser_messages, rehearser_prompt
+from envace_demo.record import ToolCall
+from envace_demo.schemas import load_tools
+from envace_demo.tasks import Task
+from envace_demo.train.config import TrainConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# What RuleBackend says: look up ACC-1003, predict its balance, answer.
+BALANCE = call_text("get_account", {"account_id": "ACC-1003"})
+ANSWER = "<think>done</think>\nThe balance of ACC-1003 is 310.25 USD."
+PREDICTED = result_text({"account_id": "ACC-1003", "balance": 300.0})
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LaunchedApp:
+    """``python app.py`` in a subprocess; ``url`` once it serves, timings measured."""
+
+    def __init__(self, log_path: Path, extra_env: dict[str, str] | None = None):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self.log_path = log_path
+        env = {
+            **os.environ,
+            "GRADIO_SERVER_NAME": "127.0.0.1",
+            "GRADIO_SERVER_PORT": str(self.port),
+            "GRADIO_ANALYTICS_ENABLED": "False",
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "ENVACE_MODEL": "embedded",
+            "ENVACE_DEVICE": "cpu",
+            "ENVACE_CACHE_DIR": str(ROOT / ".cache"),
+            "ENVACE_MAX_NEW_TOKENS": "96",
+            "ENVACE_MAX_STEPS": "1",
+            # One thread: on a small shared CPU, two OpenMP threads fighting other work
+            # made each decoding step many times slower.
+            "OMP_NUM_THREADS": "1",
+            **(extra_env or {}),
+        }
+        env.pop("SPACE_ID", None)
+        self._log = open(log_path, "w")
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(
+            [sys.executable, "app.py"],
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.served_after = self._wait_served(timeout=240)
+        self.model_ready_after: float | None = None
+
+    def log(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def _wait_served(self, timeout: float) -> float:
+        import urllib.request
+
+        deadline = self.started + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"app.py exited with {self.proc.returncode}:\n{self.log()[-3000:]}")
+            try:
+                with urllib.request.urlopen(self.url, timeout=2) as response:
+                    if response.status == 200:
+                        return time.monotonic() - self.started
+            except OSError:
+                pass
+            time.sleep(0.25)
+        raise RuntimeError(f"app.py did not serve within {timeout} s:\n{self.log()[-3000:]}")
+
+    def wait_model_ready(self, timeout: float = 300) -> float:
+        """Seconds from launch until the app logged that the model is ready."""
+        deadline = self.started + timeout
+        while time.monotonic() < deadline:
+            if "model ready:" in self.log():
+                if self.model_ready_after is None:
+                    self.model_ready_after = time.monotonic() - self.started
+                return self.model_ready_after
+            if "model failed to load" in self.log():
+                raise RuntimeError(self.log()[-3000:])
+            time.sleep(0.25)
+        raise RuntimeError(f"the model was not ready within {timeout} s")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self._log.close()
+
+
+class RuleBackend(Backend):
+    """Answers by what the user asked: "EXPLODE" raises, "FOREVER" streams until stopped,
+    anything else looks up ACC-1003 and answers. Thread-safe: sessions share it."""
+
+    supports_constraints = False
+
+    def __init__(self, secret_message: str = ""):
+        self.secret_message = secret_message
+
+    @property
+    def info(self) -> ModelInfo:
+        return ModelInfo(model_id="rules", device="cpu", dtype="none")
+
+    def render(self, messages, tools=None, enable_thinking=True) -> str:
+        return json.dumps({"messages": messages, "tools": tools}, ensure_ascii=False)
+
+    def generate(self, prompt, sampling: Sampling, n=1, constraint=None, on_token=None, cancel=None):
+        if "EXPLODE" in prompt:
+            raise RuntimeError(f"the model crashed {self.secret_message}".strip())
+        if "FOREVER" in prompt:
+            text = "<think>"
+            while not (cancel is not None and cancel.is_set()):
+                text += "hmm "
+                if on_token:
+                    on_token(0, text)
+                time.sleep(0.01)
+            return [Generation(text, len(text), 10, 0.0, "cancelled")] * n
+        if CURRENT_TOOL in prompt:
+            text = PREDICTED
+        elif '"role": "tool"' in prompt:
+            text = ANSWER
+        else:
+            text = BALANCE
+        return [Generation(text, 8, 10, 0.01)] * n
+
+
+@contextmanager
+def serve(settings, backend):
+    """The real app in this process on a loopback port, ``backend`` as its model; yields its URL."""
+    from envace_demo.ui import build_app
+    from envace_demo.ui.holder import ModelHolder
+
+    holder = ModelHolder(settings, loader=lambda s: backend)
+    holder.start()
+    holder.wait(timeout=30)
+    demo = build_app(settings, holder=holder)
+    port = free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        demo.close()
+
+
+TOOLS_JSON = [
+    {
+        "name": "pick",
+        "description": "Pick a letter.",
+        "parameters": {
+            "type": "object",
+            "properties": {"choice": {"type": "string", "enum": ["a", "b"]}},
+            "required": ["choice"],
+        },
+        "response": {
+            "type": "object",
+            "properties": {"picked": {"type": "string", "enum": ["a", "b"]}},
+            "required": ["picked"],
+        },
+    }
+]
+TOOLS = load_tools(TOOLS_JSON)
+
+
+def task(name: str, letter: str, split: str = "train") -> Task:
+    return Task(
+        name=name,
+        prompt=f"pick {letter}",
+        tools=TOOLS,
+        check={"includes_calls": [{"pick": {"choice": [letter]}}]},
+        split=split,
+    )
+
+
+TRAIN = [task("t-a", "a"), task("t-b", "b")]
+HELDOUT = [task("h-a", "a", "heldout")]
+CONFIG = TrainConfig(
+    steps=2,
+    group_size=4,
+    prompts_per_step=2,
+    lr=5e-2,
+    max_new_tokens=40,
+    micro_batch=4,
+    eval_samples=1,
+    eval_rehearsals=1,
+)
+
+
+def tiny_tokenizer():
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from envace_demo.models.embedded import qwen3_chat_template
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    corpus = [
+        '<tool_call>\n{"name": "pick", "arguments": {"choice": "a"}}\n</tool_call>',
+        "<execution_result>",
+    ] * 20
+    trainer = trainers.BpeTrainer(
+        vocab_size=320,
+        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tok.train_from_iterator(corpus, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    fast.chat_template = qwen3_chat_template()
+    return fast
+
+
+def teach_format(model, tokenizer, backend) -> None:
+    """A few SFT steps on one prompt: calls pick "a" or "b" evenly, results echo the choice."""
+    t = TRAIN[0]
+    examples = []
+    prompt = actor_prompt(backend, Conversation(t.prompt), t.tools)
+    for letter in "ab":
+        call = ToolCall("pick", {"choice": letter})
+        text = f'<tool_call>\n{{"name": "pick", "arguments": {{"choice": "{letter}"}}}}\n</tool_call>'
+        examples.append((prompt, text))
+        messages = rehearser_messages(t.tools, [], Conversation(t.prompt), text, call, t.tools[0])
+        examples.append(
+            (
+                rehearser_prompt(backend, messages),
+                f'<execution_result>\n{{"picked": "{letter}"}}\n</execution_result>',
+            )
+        )
+    encoded = []
+    for prompt, completion in examples:
+        p = tokenizer(prompt, add_special_tokens=False).input_ids
+        c = tokenizer(completion, add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
+        encoded.append((torch.tensor([p + c]), torch.tensor([[-100] * len(p) + c])))  # loss on the completion
+    optimizer = torch.optim.Adam(model.parameters(), lr=2e-2)
+    model.train()
+    for _ in range(25):
+        for ids, labels in encoded:
+            model(input_ids=ids, labels=labels).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    model.eval()
+
+
+def tiny_random_backend():
+    """A 2-layer random Llama over the tiny tokenizer (mechanics only), constrained decoding on."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from envace_demo.models.transformers_backend import TransformersBackend
+
+    tokenizer = tiny_tokenizer()
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    return TransformersBackend(LlamaForCausalLM(config), tokenizer, model_id="tiny-random", constrained=True)
