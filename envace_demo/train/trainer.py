@@ -35,7 +35,6 @@ import contextlib
 import copy
 import json
 import random
-import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -58,8 +57,10 @@ from envace_demo.train.events import (
     TrainResult,
     TrainStarted,
 )
+from envace_demo.train.metrics import step_metrics
 from envace_demo.train.rewards import Score, row_reward, score_rehearsal, trainable
-from envace_demo.train.rollout import ROLES, Group, Row, rollout_group
+from envace_demo.train.rollout import Group, rollout_group
+from envace_demo.train.update import PolicyUpdate
 
 ADAPTER_DIR = "adapter"
 METRICS_FILE = "metrics.jsonl"
@@ -141,8 +142,6 @@ class Trainer:
         )
         # No dropout anywhere: eval mode keeps the log-probs of training equal to those sampled.
         self.model = get_peft_model(base, lora).eval()
-        self.params = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=0.0)
         tokenizer = self.backend.tokenizer  # type: ignore[attr-defined]
         self.policy = PolicyBackend.like(
             self.backend, self.model, f"{self.backend.info.model_id} + LoRA (training)"
@@ -150,6 +149,7 @@ class Trainer:
         # The token a finished turn ends with (the chat templates close turns with it).
         self.stop_id = tokenizer.get_added_vocab().get("<|im_end|>", self.policy.stop_ids[0])
         self.pad_id = self.policy.pad_id
+        self.update = PolicyUpdate(self.model, self.policy, self.accelerator, cfg, self.pad_id)
         self.tokenize = lambda text: tokenizer(text, add_special_tokens=False).input_ids
 
     # ------------------------------------------------------------------ the run
@@ -255,11 +255,11 @@ class Trainer:
         rollout_seconds = time.monotonic() - t0
 
         yield Progress("update", 0, 1, step)
-        losses = self._update(rows)
+        losses = self.update.step(rows)
         for _ in range(1, self.config.updates_per_batch):  # later steps: the clip bounds the ratio
-            losses = self._update(rows)
+            losses = self.update.step(rows)
         yield Progress("update", 1, 1, step)
-        metrics = {"step": step, **self._metrics(groups, rows, losses)}
+        metrics = {"step": step, **step_metrics(groups, rows, losses, cfg, acc)}
         metrics["seconds"] = round(time.monotonic() - t0, 2)
         metrics["rollout_seconds"] = round(rollout_seconds, 2)
         return metrics, groups
@@ -268,148 +268,6 @@ class Trainer:
         group.scores = {r.index: self.scorer(group.task, r) for r in group.rehearsals}
         for row in group.rows:
             row.reward = row_reward(group.scores[row.episode].value, row.empty, self.config.empty_penalty)
-
-    def _update(self, rows: list[Row]) -> dict:
-        """One optimizer step on the GRPO loss of ``rows``; per-role loss statistics."""
-        import torch
-
-        from envace_demo.train.grpo import grpo_loss
-        from envace_demo.train.logprobs import completion_logprobs
-
-        cfg, acc = self.config, self.accelerator
-        total = acc.reduce(torch.tensor(float(len(rows)), device=acc.device), reduction="sum").item()
-        self.optimizer.zero_grad(set_to_none=True)
-        stats: dict[str, dict[str, list[float]]] = {
-            role: {"loss": [], "kl": [], "clipped": []} for role in ROLES
-        }
-        for role in ROLES:
-            # A zero advantage and no KL term give a zero gradient: skip the compute.
-            chosen = [r for r in rows if r.role == role and (r.advantage != 0.0 or cfg.beta > 0)]
-            if not chosen:
-                continue
-            prompts = [r.prompt_ids for r in chosen]
-            completions = [r.completion_ids for r in chosen]
-            refs = self._reference(prompts, completions) if cfg.beta > 0 else None
-            for batch in completion_logprobs(
-                self.model, prompts, completions, cfg.micro_batch, self.pad_id, cfg.temperature
-            ):
-                advantages = torch.tensor(
-                    [chosen[i].advantage for i in batch.indices], device=batch.logp.device
-                )
-                ref = None
-                if refs is not None:
-                    ref = torch.nn.utils.rnn.pad_sequence([refs[i] for i in batch.indices], batch_first=True)
-                kept = [chosen[i].old_logp for i in batch.indices]
-                if kept[0] is None:  # the batch's first update: these are the weights that sampled
-                    old = batch.logp.detach()
-                    if cfg.updates_per_batch > 1:
-                        for b, i in enumerate(batch.indices):
-                            chosen[i].old_logp = old[b, : len(chosen[i].completion_ids)]
-                else:
-                    old = torch.nn.utils.rnn.pad_sequence(kept, batch_first=True)
-                parts = grpo_loss(batch.logp, old, advantages, batch.mask, cfg.clip_eps, cfg.beta, ref)
-                acc.backward(parts.per_row.sum() / max(total, 1.0), retain_graph=True)
-                stats[role]["loss"] += parts.per_row.detach().tolist()
-                stats[role]["kl"] += parts.kl.tolist()
-                stats[role]["clipped"] += parts.clipped.tolist()
-        if acc.num_processes > 1:
-            for p in self.params:  # sum the processes' shares of the mean over all rows
-                if p.grad is None:
-                    p.grad = torch.zeros_like(p)
-                p.grad = acc.reduce(p.grad, reduction="sum")
-        grads = [p.grad for p in self.params if p.grad is not None]
-        norm = 0.0
-        if grads:
-            if cfg.max_grad_norm > 0:
-                norm = float(torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm))
-            else:
-                norm = float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads])))
-            self.optimizer.step()
-            self.policy.forget()  # cached prompt prefixes belong to the old weights
-        return {"stats": stats, "grad_norm": norm}
-
-    def _reference(self, prompts: list[list[int]], completions: list[list[int]]) -> list:
-        """Log-probs under the base model (adapter off), for the KL term."""
-        with self.model.disable_adapter():
-            return self._logprobs(prompts, completions)
-
-    def _logprobs(self, prompts: list[list[int]], completions: list[list[int]]) -> list:
-        import torch
-
-        from envace_demo.train.logprobs import completion_logprobs
-
-        out: list = [None] * len(prompts)
-        with torch.no_grad():
-            for batch in completion_logprobs(
-                self.model,
-                prompts,
-                completions,
-                self.config.micro_batch,
-                self.pad_id,
-                self.config.temperature,
-            ):
-                for b, i in enumerate(batch.indices):
-                    out[i] = batch.logp[b, : len(completions[i])]
-        return out
-
-    # ------------------------------------------------------------------ metrics
-
-    def _metrics(self, groups: list[Group], rows: list[Row], losses: dict) -> dict:
-        """One metrics.jsonl row: per-role keys ``name/role``, then step-wide ones."""
-        from accelerate.utils import gather_object
-
-        cfg, acc = self.config, self.accelerator
-        local = {
-            "rows": [(r.role, r.reward, r.advantage, len(r.completion_ids)) for r in rows],
-            "scores": [(s.value, s.success) for g in groups for s in g.scores.values()],
-            "calls": _call_counts(groups),
-            "stats": losses["stats"],
-        }
-        parts = gather_object([local]) if acc.num_processes > 1 else [local]
-
-        def mean(values: list[float]) -> float | None:
-            return round(statistics.fmean(values), 4) if values else None
-
-        def std(values: list[float]) -> float | None:
-            return round(statistics.pstdev(values), 4) if values else None
-
-        all_rows = [row for p in parts for row in p["rows"]]
-        out: dict = {}
-        for role in ROLES:
-            mine = [r for r in all_rows if r[0] == role]
-            out[f"reward/{role}"] = mean([r[1] for r in mine])
-            out[f"advantage_std/{role}"] = std([r[2] for r in mine])
-            out[f"gen_len/{role}"] = mean([r[3] for r in mine])
-            out[f"rows/{role}"] = len(mine)
-            loss = [v for p in parts for v in p["stats"][role]["loss"]]
-            out[f"loss/{role}"] = mean(loss) if loss else 0.0
-            out[f"clip_ratio/{role}"] = mean([v for p in parts for v in p["stats"][role]["clipped"]])
-            if cfg.beta > 0:
-                out[f"kl/{role}"] = mean([v for p in parts for v in p["stats"][role]["kl"]])
-        scores = [s for p in parts for s in p["scores"]]
-        out["score"] = mean([s[0] for s in scores])
-        out["success"] = mean([float(s[1]) for s in scores])
-        valid = sum(p["calls"][0] for p in parts)
-        attempted = sum(p["calls"][1] for p in parts)
-        out["valid_call_rate"] = round(valid / attempted, 4) if attempted else None
-        out["grad_norm"] = round(losses["grad_norm"], 6)
-        out["lr"] = cfg.lr
-        return out
-
-
-def _call_counts(groups: list[Group]) -> tuple[int, int]:
-    """(schema-valid calls, calls + parse errors) over the actor turns of the rollouts."""
-    valid = attempted = 0
-    for group in groups:
-        for rehearsal in group.rehearsals:
-            for step in rehearsal.steps:
-                if step.call is not None:
-                    attempted += 1
-                    valid += int(bool(step.valid))
-                elif step.action.error is not None:
-                    attempted += 1
-    return valid, attempted
-
 
 @contextlib.contextmanager
 def _saving(what: str, path: Path):
