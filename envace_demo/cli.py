@@ -145,11 +145,9 @@ def episode_config(args: argparse.Namespace, settings: Settings, backend: Any) -
 
 
 def _environment(task: Task):
-    if task.env is None:
-        return None
-    from envace_demo.envs.registry import create
+    from envace_demo.envs.registry import open_environment
 
-    return create(task.env)
+    return open_environment(task.env)
 
 
 def _short(value: Any, limit: int = 300) -> str:

@@ -31,3 +31,12 @@ class Environment(ABC):
     @abstractmethod
     def state(self) -> dict[str, Any]:
         """A JSON snapshot of the state, for success checks and display."""
+
+    def close(self) -> None:
+        """Release what the environment holds (a server connection); nothing for in-memory ones."""
+
+    def __enter__(self) -> "Environment":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from envace_demo.envs._common import EXAMPLES_DIR
 from envace_demo.envs.bank import BankEnvironment
 from envace_demo.envs.base import Environment
 from envace_demo.envs.files import FilesEnvironment
 from envace_demo.envs.library import LibraryEnvironment
-from envace_demo.errors import EnvironmentNotFound, TaskError
+from envace_demo.errors import ConfigError, EnvironmentNotFound, TaskError
 
 ENVIRONMENTS: dict[str, type[Environment]] = {
     env.name: env for env in (BankEnvironment, FilesEnvironment, LibraryEnvironment)
@@ -53,6 +53,28 @@ def builtin_patterns() -> frozenset[str]:
         elif isinstance(node, list):
             stack.extend(node)
     return frozenset(found)
+
+
+MCP_PREFIX = "mcp:"  # "mcp:<label>": the operator's MCP server of that label
+
+
+def open_environment(
+    spec: str | None, mcp_servers: Mapping[str, str] | None = None, mcp_timeout: float = 30.0
+) -> Environment | None:
+    """A fresh environment for ``spec``: None for no environment, a built-in by name, or
+    ``mcp:<label>``, a connection to the server the operator configured under that label
+    (never a command or address taken from the spec itself). Close it when done."""
+    if not spec:
+        return None
+    if spec.startswith(MCP_PREFIX):
+        from envace_demo.envs.mcp import MCPEnvironment
+
+        label = spec[len(MCP_PREFIX) :]
+        servers = dict(mcp_servers or {})
+        if label not in servers:
+            raise ConfigError(f"environment: no MCP server {label!r} was configured at launch")
+        return MCPEnvironment(servers[label], call_timeout=mcp_timeout)
+    return create(spec)
 
 
 def list_environments() -> list[type[Environment]]:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from envace_demo.engine import MODES, EpisodeConfig
-from envace_demo.envs.registry import ENVIRONMENTS, tasks_path
+from envace_demo.envs.registry import ENVIRONMENTS, MCP_PREFIX, tasks_path
 from envace_demo.errors import ConfigError, TaskError
 from envace_demo.models.base import Backend, Sampling
 from envace_demo.policy import DEFAULT_POLICY, InputPolicy
@@ -26,7 +26,7 @@ BASELINE = "none"  # Compare's run without rehearsal
 REHEARSAL_MODES = ("parallel", "sequential")  # what Compare may put beside it
 
 
-MCP_PREFIX = "mcp:"  # picker values of the operator's MCP servers: "mcp:<label>"
+# Picker values of the operator's MCP servers are "mcp:<label>" (envs.registry.MCP_PREFIX).
 MANUAL = "manual"  # the picker's "you type each real response" (not in public mode)
 
 

@@ -16,15 +16,14 @@ from typing import Iterator
 
 from envace_demo.engine import Episode, EpisodeConfig
 from envace_demo.envs.manual import ManualEnvironment, PendingCall
-from envace_demo.envs.mcp import MCPEnvironment
-from envace_demo.envs.registry import create
+from envace_demo.envs.registry import open_environment
 from envace_demo.errors import ConfigError, ModelError
 from envace_demo.events import EpisodeFinished, Event
 from envace_demo.record import Trajectory
 from envace_demo.tasks import Task
 from envace_demo.ui.gpu import gpu
 from envace_demo.ui.holder import ModelHolder
-from envace_demo.ui.inputs import MANUAL, MCP_PREFIX
+from envace_demo.ui.inputs import MANUAL
 from envace_demo.ui.options import UIOptions
 
 _holder: ModelHolder | None = None
@@ -49,13 +48,7 @@ def _open_environment(task: Task, token: str | None = None):
         if manual is None:
             raise ConfigError("environment manual: its responses are typed in the Playground")
         return manual
-    if task.env.startswith(MCP_PREFIX):
-        servers = dict(_options.mcp_servers)
-        label = task.env[len(MCP_PREFIX) :]
-        if label not in servers:
-            raise ConfigError(f"environment: no MCP server {label!r} was configured at launch")
-        return MCPEnvironment(servers[label], call_timeout=_options.mcp_timeout)
-    return create(task.env)
+    return open_environment(task.env, dict(_options.mcp_servers), _options.mcp_timeout)
 
 
 # Cancel switches by token: a token pickles, a threading.Event does not (ZeroGPU pickles
@@ -85,7 +78,7 @@ def _episode_on_gpu(task: Task, config: EpisodeConfig, cancel_token: str | None 
         cancel = _cancels.get(cancel_token) if cancel_token else None
         yield from Episode(backend, task, config, environment, cancel=cancel).run()
     finally:
-        if isinstance(environment, MCPEnvironment):
+        if environment is not None and task.env != MANUAL:  # the manual one belongs to its caller
             environment.close()
 
 
