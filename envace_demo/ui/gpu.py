@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, TypeVar
 
-from envace_demo.models.hardware import ModelPlan, resolve
+from envace_demo.errors import EnvaceError
+from envace_demo.models.hardware import resolve
 from envace_demo.settings import Settings
-from envace_demo.ui.holder import ModelHolder
+from envace_demo.ui.holder import Loader, ModelHolder
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -49,29 +50,32 @@ def gpu(seconds: int | Callable[..., int]) -> Callable[[F], F]:
     return decorate
 
 
-def start_model(settings: Settings, holder: ModelHolder | None = None) -> tuple[Settings, ModelHolder]:
+def start_model(settings: Settings, loader: Loader | None = None) -> tuple[Settings, ModelHolder]:
     """Decide the model for this hardware and start loading it: on ZeroGPU right here,
     blocking, in the calling (main) thread, since ZeroGPU wants the weights on cuda at
     import and its CUDA emulation is thread-local; elsewhere in the background, so the
-    page serves at once. Returns the settings with the choices made, and the holder."""
-    plan: ModelPlan | None = None
+    page serves at once. Returns the settings with the choices made, and the holder.
+
+    A decision that fails (a GPU was expected and CUDA is unusable) loads nothing: the
+    holder fails with that message, which the page shows."""
+    load_here = False
     if settings.backend == "transformers":
         try:
             settings, plan = resolve(settings)
-        except Exception as err:  # a GPU that was expected and is unusable: shown on the page
-            holder = holder or ModelHolder(settings, loader=_raise(err))
-            holder.start()
-            return settings, holder
+        except EnvaceError as err:
+            loader = _raise(err)
+        else:
+            load_here = plan.load_at_import
     set_max_seconds(settings.gpu_seconds)
-    holder = holder or ModelHolder(settings)
-    if plan is not None and plan.load_at_import:
+    holder = ModelHolder(settings, loader=loader)
+    if load_here:
         holder.load_here()
     else:
         holder.start()
     return settings, holder
 
 
-def _raise(err: Exception) -> Callable[[Settings], Any]:
+def _raise(err: EnvaceError) -> Loader:
     def loader(settings: Settings) -> Any:
         raise err
 
