@@ -169,3 +169,23 @@ def test_a_gpu_space_with_unusable_cuda_says_so_on_the_page(monkeypatch):
         holder.wait(timeout=30)
     assert seen == []  # nothing was loaded on the CPU instead
     assert "torch cannot use CUDA" in holder.status().error
+
+
+def test_quantization_without_bitsandbytes_says_what_to_install(monkeypatch):
+    import sys
+
+    import torch
+
+    from envace_demo.models.transformers_backend import _bnb_config
+
+    monkeypatch.setitem(sys.modules, "bitsandbytes", None)  # not installed
+    with pytest.raises(ModelError, match="requirements-gpu.txt"):
+        _bnb_config("4bit", torch)
+
+
+def test_the_model_tab_offers_the_qwen3_family():
+    from envace_demo.ui.model_tab import model_choices
+
+    choices = model_choices(None, SMALL)
+    assert choices == [EMBEDDED, SMALL, "Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B", DEFAULT_GPU_MODEL]
+    assert model_choices("/my/model", SMALL)[0] == "/my/model"

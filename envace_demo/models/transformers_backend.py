@@ -569,7 +569,10 @@ def _bnb_config(quantization: str, torch):
     try:
         import bitsandbytes  # noqa: F401
     except ImportError as err:
-        raise ModelError(f"quantization={quantization} needs bitsandbytes: pip install bitsandbytes") from err
+        raise ModelError(
+            f"quantization={quantization} needs bitsandbytes: pip install -r requirements-gpu.txt "
+            "(on a Space, add its bitsandbytes line to requirements.txt)"
+        ) from err
     if quantization == "4bit":
         return BitsAndBytesConfig(
             load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.bfloat16
