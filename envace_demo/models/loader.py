@@ -38,6 +38,7 @@ def load_backend(
     constrained: bool | None = None,
     cache_dir: Path,
     small_model: str = SMALL_MODEL,
+    device_map: str = "auto",
 ) -> Backend:
     """``model``: None (see :func:`default_model`), ``"embedded"``, a hub id or a
     local folder. ``constrained`` defaults to on for the small SmolLM2 model, embedded or
@@ -77,6 +78,7 @@ def load_backend(
         device=device,
         constrained=False if constrained is None else constrained,
         max_think_chars=REASONING_MODEL_THINK_CHARS,
+        device_map=device_map,
     )
 
 
@@ -106,4 +108,5 @@ def load_configured(settings: Settings) -> Backend:
         constrained=settings.constrained,
         cache_dir=settings.cache_dir,
         small_model=settings.small_model,
+        device_map="cuda" if settings.zero_gpu else "auto",
     )

@@ -10,17 +10,18 @@ from __future__ import annotations
 
 from typing import Any, Callable, TypeVar
 
-from envace_demo.errors import EnvaceError
-from envace_demo.models.hardware import resolve
-from envace_demo.settings import Settings
-from envace_demo.ui.holder import Loader, ModelHolder
-
-F = TypeVar("F", bound=Callable[..., Any])
-
+# First: on ZeroGPU, `spaces` must patch torch before anything imports it.
 try:  # the `spaces` package exists on Hugging Face Spaces only
     import spaces as _spaces
 except ImportError:
     _spaces = None
+
+from envace_demo.errors import EnvaceError  # noqa: E402
+from envace_demo.models.hardware import resolve  # noqa: E402
+from envace_demo.settings import Settings  # noqa: E402
+from envace_demo.ui.holder import Loader, ModelHolder  # noqa: E402
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 DEFAULT_MAX_SECONDS = Settings().gpu_seconds
 _max_seconds = DEFAULT_MAX_SECONDS
