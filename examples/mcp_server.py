@@ -8,8 +8,9 @@ Point the demo at it with ``--mcp "python examples/mcp_server.py"`` (or the URL)
 
 FastMCP derives each tool's schema from a Python signature. Here the tools already
 exist as JSON Schemas (``examples/<env>/tools.json``), so this uses the SDK's
-low-level ``Server`` (mcp 1.x) and serves them unchanged: the model sees exactly the schemas of the built-in
-environment, and a call returns exactly what the built-in environment returns.
+low-level ``Server`` (mcp 1.x) and serves them unchanged: the model sees exactly the
+schemas of the built-in environment, and a call returns exactly what the built-in
+environment returns.
 
 The state lives in this process (one stdio client = one fresh state). Besides the
 tools, the server offers the environment's state as the JSON resource
