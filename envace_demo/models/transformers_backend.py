@@ -86,8 +86,12 @@ class TransformersBackend(Backend):
         model_id: str | None = None,
         max_think_chars: int = MAX_THINK_CHARS,
         max_calls: int = MAX_CALLS,
+        device_map: str = "auto",
     ) -> TransformersBackend:
         """Load ``model`` (a hub id or a local folder).
+
+        ``device_map`` (CUDA): ``"auto"`` spreads a model over the GPUs present; ZeroGPU
+        wants ``"cuda"``, placed at once with no memory survey of a GPU it only emulates.
 
         ``dtype="auto"``: bfloat16 on CUDA, ``CPU_AUTO_DTYPE`` on CPU.
         ``quantization``: "4bit" (NF4) or "8bit" with bitsandbytes, CUDA only.
@@ -104,7 +108,7 @@ class TransformersBackend(Backend):
             raise ConfigError(f"quantization={quantization!r}: expected none, 4bit or 8bit")
         kwargs: dict = {"dtype": torch_dtype}
         if device == "cuda":
-            kwargs["device_map"] = "auto"
+            kwargs["device_map"] = device_map
         if quantization:
             if device != "cuda":
                 raise ConfigError(
@@ -569,7 +573,10 @@ def _bnb_config(quantization: str, torch):
     try:
         import bitsandbytes  # noqa: F401
     except ImportError as err:
-        raise ModelError(f"quantization={quantization} needs bitsandbytes: pip install bitsandbytes") from err
+        raise ModelError(
+            f"quantization={quantization} needs bitsandbytes: pip install -r requirements-gpu.txt "
+            "(on a Space, add its bitsandbytes line to requirements.txt)"
+        ) from err
     if quantization == "4bit":
         return BitsAndBytesConfig(
             load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.bfloat16

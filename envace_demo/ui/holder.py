@@ -55,18 +55,28 @@ class ModelHolder:
     def start(self, settings: Settings | None = None) -> None:
         """Begin loading (again, with ``settings`` to switch models). Returns at once."""
         with self._lock:
-            if self._thread is not None and self._thread.is_alive():
-                raise ModelError("a model is already loading; wait for it to finish")
-            if settings is not None:
-                self.settings = settings
-            # Released before loading the next one: two large models may not fit together.
-            # Running episodes keep their own reference until they end.
-            self._released = self._backend.info.model_id if self._backend is not None else None
-            self._backend, self._error = None, None
-            self._ready.clear()
-            self._started = time.monotonic()
+            self._begin(settings)
             self._thread = threading.Thread(target=self._load, name="envace-model-load", daemon=True)
             self._thread.start()
+
+    def load_here(self, settings: Settings | None = None) -> None:
+        """Load in the calling thread and return when done (ZeroGPU: the weights must be
+        placed on cuda at import, in the main thread). A failure is kept for ``status``."""
+        with self._lock:
+            self._begin(settings)
+        self._load()
+
+    def _begin(self, settings: Settings | None) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            raise ModelError("a model is already loading; wait for it to finish")
+        if settings is not None:
+            self.settings = settings
+        # Released before loading the next one: two large models may not fit together.
+        # Running episodes keep their own reference until they end.
+        self._released = self._backend.info.model_id if self._backend is not None else None
+        self._backend, self._error = None, None
+        self._ready.clear()
+        self._started = time.monotonic()
 
     def _load(self) -> None:
         gc.collect()  # release a previous model before loading the next one

@@ -8,10 +8,20 @@ from typing import Any, Iterator
 import gradio as gr
 
 from envace_demo.errors import EnvaceError
+from envace_demo.models.hardware import DEFAULT_GPU_MODEL, EMBEDDED, QWEN3_SMALL
 from envace_demo.ui import render
 from envace_demo.ui.common import AppContext
 
 QUANTIZATIONS = ["none", "4bit", "8bit"]
+
+
+def model_choices(current: str | None, small_model: str) -> list[str]:
+    """The models offered by name (any hub id or local path may be typed too): the small
+    CPU ones, the Qwen3-family ones the 8B's template and tokens fit, and the 8B."""
+    choices = [EMBEDDED, small_model, *QWEN3_SMALL, DEFAULT_GPU_MODEL]
+    if current and current not in choices:
+        choices.insert(0, current)
+    return choices
 
 # Restated from the paper (arXiv 2608.06197), sections "test-time rehearsal" and "results".
 METHOD_MD = """
@@ -82,10 +92,11 @@ def build_model_tab(ctx: AppContext, banner: gr.HTML, timer: gr.Timer) -> gr.JSO
             info = gr.JSON(model_info(ctx), label="model", elem_id="model-info")
             gr.Markdown("### Load or switch")
             allowed = ctx.options.allow_model_switch
-            model = gr.Textbox(
-                value=ctx.settings.model or "",
-                placeholder="embedded, Team-ACE/EnvACE-Qwen3-8B or /path/to/model",
-                label="model (hub id or local path)",
+            model = gr.Dropdown(
+                model_choices(ctx.settings.model, ctx.settings.small_model),
+                value=ctx.settings.model or EMBEDDED,
+                allow_custom_value=True,
+                label="model (pick one, or type a hub id or local path)",
                 interactive=allowed,
             )
             quant = gr.Dropdown(
@@ -106,7 +117,7 @@ def build_model_tab(ctx: AppContext, banner: gr.HTML, timer: gr.Timer) -> gr.JSO
             raise gr.Error("switching models is off in public mode")
         try:
             settings = ctx.settings.replace(
-                model=name.strip() or None, quantization=None if quantization == "none" else quantization
+                model=(name or "").strip() or None, quantization=None if quantization == "none" else quantization
             )
             ctx.holder.start(settings)
         except EnvaceError as err:

