@@ -226,7 +226,7 @@ class Episode:
                     yield from self._advance(k, runs, waiting, gens)
         except _Stop as stop:
             for rehearsal, run in runs.values():  # the ones still running end with the episode
-                run.close()
+                yield from _unwind(run, stop)
                 rehearsal.ended = stop.reason
                 yield RehearsalFinished(rehearsal)
             raise
@@ -262,7 +262,11 @@ class Episode:
                     return done.value
                 reply = None
                 if isinstance(item, _Request):
-                    (reply,) = yield from self._run_batch([item])
+                    try:
+                        (reply,) = yield from self._run_batch([item])
+                    except _Stop as stop:
+                        yield from _unwind(run, stop)
+                        raise
                 else:
                     yield item
         finally:
@@ -316,11 +320,12 @@ class Episode:
                         self._check_limits()  # Stop or the time limit during the call
                 except _Stop as stop:
                     # The record says why this call has no rehearsed or real response.
-                    if step.error is None:
-                        missing = "rehearsal" if rehearse and step.rehearsed is None else "real call"
+                    missing = "rehearsal" if rehearse and step.rehearsed is None else "real call"
+                    if step.error is None and (missing == "rehearsal" or (commit and step.real is None)):
                         step.error = f"{_STOP_WORDS.get(stop.reason, stop.reason)} before the {missing}"
-                    yield StepUpdated(where, rindex, step, "acted")
+                        yield StepUpdated(where, rindex, step, "acted")
                     raise
+                if commit and self.executor is not None:
                     real_results.append((call, step.real))
                     turn.results.append((call, step.real))
                     if step.error:
@@ -524,6 +529,20 @@ class Episode:
             raise _Stop("cancelled")
         if time.monotonic() > self._deadline:
             raise _Stop("time_limit")
+
+
+def _unwind(run: _Run, stop: _Stop) -> Generator[Event, None, None]:
+    """Tell a waiting trajectory that the episode stopped, so that the step it was on can
+    record why it has no response; pass on what it reports, then close it."""
+    try:
+        item = run.throw(stop)
+        while not isinstance(item, _Request):
+            yield item
+            item = run.send(None)
+    except (_Stop, StopIteration):
+        pass
+    finally:
+        run.close()
 
 
 def _next_batch(waiting: dict[int, _Request]) -> list[int]:

@@ -202,3 +202,52 @@ def test_embedded_model_imagines_a_pasted_schema(embedded_backend):
     traj = run_episode(embedded_backend, Task("w", "What's the weather in Oslo?", tools), _config("imagine", 1))
     step = traj.rehearsals[0].steps[0]
     assert step.call.name == "get_weather" and isinstance(step.rehearsed, (dict, list)) and step.rehearsed
+
+
+def test_calls_that_fail_validation_are_answered_by_the_engine_not_the_model(scripted):
+    bad = call_text("get_account", {"account_id": "1003"})  # breaks the declared ^ACC-[0-9]{4}$
+    backend = scripted(actor=[bad, ANSWER, bad, ANSWER], rehearser=[])  # the rehearser is never asked
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), create("bank"))
+    for step in (traj.rehearsals[0].steps[0], traj.steps[0]):
+        assert step.valid is False and step.rehearsal_text is None
+        error = step.rehearsed["error_tool_call"]
+        assert error["code"] == "INVALID_PARAMETERS"
+        assert error["details"]["errors"] == step.validation_errors and "does not match" in step.validation_errors[0]
+    step = traj.steps[0]
+    assert step.real["error"]["code"] == "INVALID_PARAMETERS"  # the environment's own verdict
+    assert step.fidelity >= 0.5  # same failure, worded differently
+
+
+def test_validation_error_names_the_failed_check():
+    from envace_demo.engine import validation_error
+    from envace_demo.record import ToolCall
+
+    tool = create("bank").tools()[0]
+    call = ToolCall("get_account", {"account_id": "x"})
+    assert validation_error(call, None, [])["error_tool_call"]["code"] == "TOOL_NOT_AVAILABLE"
+    assert validation_error(call, tool, ["account_id: bad"])["error_tool_call"]["details"] == {"errors": ["account_id: bad"]}
+    assert validation_error(call, tool, []) is None  # valid: only the model can say what happens
+
+
+def test_declared_formats_are_checked_for_the_badge():
+    from envace_demo.engine import check_arguments
+
+    (tool,) = load_tools([{"name": "book", "parameters": {"type": "object", "properties": {"day": {"type": "string", "format": "date"}}}}])
+    assert check_arguments(tool, {"day": "2025-03-14"}) == []
+    assert check_arguments(tool, {"day": "next tuesday"}) and "date" in check_arguments(tool, {"day": "x"})[0]
+
+
+def test_a_step_cut_by_a_stop_says_what_it_lacks(scripted):
+    cancel = threading.Event()
+    predicted = {"account_id": "ACC-1003", "balance": 1.0}
+
+    def stop_now(prompt):
+        cancel.set()  # Stop pressed while the committed call is being rehearsed
+        return result_text(predicted)
+
+    backend = scripted(actor=[BALANCE, ANSWER, BALANCE], rehearser=[result_text(predicted), stop_now])
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), create("bank"), cancel=cancel)
+    assert traj.ended == "cancelled"
+    (step,) = traj.steps
+    assert step.call is not None and step.rehearsed is None and step.real is None
+    assert step.error == "stopped before the rehearsal"
