@@ -289,7 +289,9 @@ class Episode:
             require = cfg.require_first_call and turn_index == 0
             prompt = actor_prompt(self.backend, conversation, self.task.tools)
             (gen,) = yield from self._act(conversation, where, rindex, require=require, prompt=prompt)
-            action = parse_action(gen.text, self._tool_names, require_call=require)
+            action = parse_action(
+                gen.text, self._tool_names, require_call=require, cut=gen.finish_reason == "length"
+            )
             step = self._new_step(steps, action, gen, prompt)
             if action.error:
                 step.error = f"{action.error}: {action.error_message}"
