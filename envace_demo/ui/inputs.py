@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from envace_demo.engine import MODES, EpisodeConfig
-from envace_demo.envs.registry import ENVIRONMENTS, tasks_path
+from envace_demo.envs.registry import ENVIRONMENTS, create, tasks_path
 from envace_demo.errors import ConfigError, SchemaError, TaskError
 from envace_demo.models.base import Backend, Sampling
 from envace_demo.schemas import Limits, Tool, load_tools
@@ -173,7 +173,8 @@ def build_task(req: RunRequest) -> Task:
             raise TaskError("user message: empty; say what the agent should do")
         return Task(name="mcp", prompt=prompt, tools=[], env=req.environment)
     tools = load_tools(req.tools, req.limits)
-    if not req.allow_regex:
+    # The bundled environments' own id patterns are the operator's, not a visitor's regex.
+    if not req.allow_regex and not _bundled(req.environment, tools):
         _refuse_regex(tools)
     prompt = (req.message or "").strip()
     if not prompt:
@@ -196,6 +197,14 @@ _SUB_MAPS = ("properties", "$defs", "dependentSchemas")
 _SUB_ONE = ("items", "additionalProperties", "propertyNames", "contains", "not", "if", "then", "else",
             "unevaluatedItems", "unevaluatedProperties", "contentSchema")
 _SUB_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+
+
+def _bundled(environment: str, tools: list[Tool]) -> bool:
+    """Whether ``tools`` are exactly the schemas ``environment`` ships with."""
+    if environment not in ENVIRONMENTS:
+        return False
+    own = create(environment).tools()
+    return [t.to_dict() for t in tools] == [t.to_dict() for t in own]
 
 
 def _refuse_regex(tools: list[Tool]) -> None:
