@@ -6,8 +6,7 @@ default mode) and once without. From the records:
 
 - ``cpu_episode_p50_s`` / ``cpu_episode_p95_s``: wall-clock seconds of the parallel episodes.
 - ``rehearsal_valid_rate``: of the responses the model rehearsed, the share that is one
-  ``<execution_result>`` holding a value of the tool's declared response shape (or the
-  tool's domain error). Errors the engine wrote itself (a call that failed validation:
+  ``<execution_result>`` holding a value of the tool's declared response shape. Errors the engine wrote itself (a call that failed validation:
   nothing for the model to predict) are counted apart, as ``decided_by_validation``.
 - ``mean_fidelity``: the mean fidelity of the committed steps of the parallel episodes.
 - ``placeholder_copies``: call arguments or model-rehearsed values that hold placeholder
@@ -29,7 +28,6 @@ from typing import Any, Callable, Iterable
 from jsonschema import Draft202012Validator
 
 from envace_demo.calls import parse_execution_result
-from envace_demo.models.grammar import domain_error_schema
 from envace_demo.prompts import copies_placeholder, find_placeholders
 from envace_demo.record import Step, Trajectory
 
@@ -68,16 +66,11 @@ def _steps(traj: Trajectory) -> Iterable[Step]:
 
 def rehearsal_valid(step: Step, response_schema: dict | None) -> bool:
     """Whether the model's rehearsal of ``step`` is one ``<execution_result>`` whose value fits
-    the declared response (any non-empty object or array when none is declared) or is the
-    tool's own domain error."""
+    the declared response (when none is declared: any non-empty object or array)."""
     value, problem = parse_execution_result(step.rehearsal_text or "")
     if problem:
         return False
-    if response_schema is None:
-        return True
-    return Draft202012Validator(response_schema).is_valid(value) or Draft202012Validator(
-        domain_error_schema()
-    ).is_valid(value)
+    return response_schema is None or Draft202012Validator(response_schema).is_valid(value)
 
 
 @dataclass

@@ -54,8 +54,11 @@ def test_report_has_every_key_its_goal_and_whether_it_is_met(tmp_path):
 
 def test_all_goals_met_needs_every_goal_figure():
     met = {"parallel_rehearsal_ratio": 1.0, "decode_roofline_fraction": 0.9, "constrained_speed_ratio": 0.95,
-           "page_served_s": 3.0, "model_ready_s": 9.0, "grpo_step_s": 2.0}
+           "page_served_s": 3.0, "model_ready_s": 9.0, "grpo_step_s": 2.0,
+           "cpu_episode_p50_s": 40.0, "cpu_episode_p95_s": 90.0, "rehearsal_valid_rate": 0.97,
+           "mean_fidelity": 0.6, "placeholder_copies": 0}
     assert report.build(met, {}, {}, quick=False)["all_goals_met"] is True
+    assert report.build({**met, "placeholder_copies": 1}, {}, {}, quick=False)["all_goals_met"] is False
     assert report.build({**met, "grpo_step_s": None}, {}, {}, quick=False)["all_goals_met"] is False
     with pytest.raises(KeyError, match="tok_per_s"):
         report.build({"tok_per_s": 3}, {}, {}, quick=False)
@@ -344,9 +347,9 @@ def test_episode_stats_count_valid_rehearsals_copies_and_unrequested_writes():
                       rehearsals=[Rehearsal(index=0, steps=imagined)], steps=committed)
     stats = episode_stats(traj, responses, bank.state_changing, is_read_only=True)
     assert (stats.rehearsed, stats.decided) == (6, 1)
-    # valid: the declared shape (0, committed 0) and the domain error (3); not: a wrong shape (1),
-    # no result block (2), and the deposit answered with get_account's shape.
-    assert stats.rehearsed_valid == 3
+    # valid: the declared shape (0, committed 0); not: a wrong shape (1), no result block (2), an
+    # error the declaration does not hold (3), and the deposit answered with get_account's shape.
+    assert stats.rehearsed_valid == 2
     assert stats.placeholder_copies == ["<what is wrong>"]
     assert stats.fidelities == [1.0, 0.25] and stats.unrequested_writes == ["deposit"]
     assert episode_stats(traj, responses, bank.state_changing, is_read_only=False).unrequested_writes == []

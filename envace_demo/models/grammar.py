@@ -263,15 +263,18 @@ def call_schema(tools) -> dict:
 
 
 def result_schema(response_schema: dict | None) -> dict:
-    """What the rehearsed result of a call that passed validation may be: the declared
-    response (or a bounded generic one) or a domain failure. The contract's
-    ``error_tool_call`` is not offered: format, availability and parameters were already
-    checked by the engine, which writes those errors itself."""
+    """What the rehearsed result of a call that passed validation may be.
+
+    A declared response is followed as declared: a tool whose failures should be
+    predictable declares them in it. (Offered "the declared shape or any domain error",
+    the embedded model predicted an error for nearly every call, and its actor then tried
+    one tool after another, writes included.) Without a declaration: a bounded generic
+    value or a domain failure. The contract's ``error_tool_call`` is never offered: format,
+    availability and parameters were already checked by the engine, which writes those
+    errors itself."""
     if response_schema is not None:
-        result = bound_schema(response_schema, MAX_RESULT_STRING, MAX_RESULT_ITEMS)
-    else:
-        result = generic_result_schema()
-    return {"anyOf": [result, domain_error_schema()]}
+        return bound_schema(response_schema, MAX_RESULT_STRING, MAX_RESULT_ITEMS)
+    return {"anyOf": [generic_result_schema(), domain_error_schema()]}
 
 
 def structural_tag(
