@@ -21,6 +21,7 @@ The arithmetic (``episode_stats``, ``aggregate``, ``percentile``) is pure and te
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
@@ -185,7 +186,9 @@ def run(backend, quick: bool, config_for: Callable[[str, int], Any], log: Callab
                              "fidelity": traj.fidelity, "rehearsed": one.rehearsed, "valid": one.rehearsed_valid,
                              "decided": one.decided, "copies": len(one.placeholder_copies),
                              "unrequested_writes": one.unrequested_writes,
+                             "fidelities": one.fidelities, "placeholder_copies": one.placeholder_copies,
                              "calls": [f"{c.name} {c.arguments}" for c in traj.committed_calls()]})
+                log("row " + json.dumps(rows[-1], ensure_ascii=False, default=str))
                 log(f"{task.env}/{task.name} seed {seed} {mode}: {traj.seconds:.0f} s, {traj.ended}, "
                     f"success {traj.success}, rehearsed {one.rehearsed_valid}/{one.rehearsed} valid, "
                     f"fidelity {traj.fidelity}, writes {one.unrequested_writes}")
