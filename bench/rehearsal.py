@@ -6,8 +6,9 @@ default mode) and once without. From the records:
 
 - ``cpu_episode_p50_s`` / ``cpu_episode_p95_s``: wall-clock seconds of the parallel episodes.
 - ``rehearsal_valid_rate``: of the responses the model rehearsed, the share that is one
-  ``<execution_result>`` holding a value of the tool's declared response shape. Errors the engine wrote itself (a call that failed validation:
-  nothing for the model to predict) are counted apart, as ``decided_by_validation``.
+  ``<execution_result>`` holding a value of the tool's declared response shape. Errors the
+  engine wrote itself (a call that failed validation: nothing for the model to predict) are
+  counted apart, as ``decided_by_validation``.
 - ``mean_fidelity``: the mean fidelity of the committed steps of the parallel episodes.
 - ``placeholder_copies``: call arguments or model-rehearsed values that hold placeholder
   text of the prompt they were generated from (``prompts.find_placeholders``), both modes.
@@ -183,7 +184,8 @@ def run(backend, quick: bool, config_for: Callable[[str, int], Any], log: Callab
                 stats[mode].append(one)
                 rows.append({"env": task.env, "task": task.name, "seed": seed, "mode": mode,
                              "seconds": round(traj.seconds, 1), "ended": traj.ended, "success": traj.success,
-                             "fidelity": traj.fidelity, "rehearsed": one.rehearsed, "valid": one.rehearsed_valid,
+                             "fidelity": traj.fidelity, "rehearsed": one.rehearsed,
+                             "valid": one.rehearsed_valid,
                              "decided": one.decided, "copies": len(one.placeholder_copies),
                              "unrequested_writes": one.unrequested_writes,
                              "fidelities": one.fidelities, "placeholder_copies": one.placeholder_copies,

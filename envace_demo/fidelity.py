@@ -39,8 +39,8 @@ def _as_error(value: Any) -> Any:
     """A call-level error in the common ``{"error": {"code", "message"}}`` form: the
     rehearsal contract wraps it as ``error_tool_call`` (with optional ``details``) where an
     environment answers ``error``; both mean the same failure."""
-    if isinstance(value, dict) and set(value) == {"error_tool_call"} and isinstance(value["error_tool_call"], dict):
-        inner = value["error_tool_call"]
+    inner = value.get("error_tool_call") if isinstance(value, dict) and len(value) == 1 else None
+    if isinstance(inner, dict):
         return {"error": {k: v for k, v in inner.items() if k in ("code", "message")}}
     return value
 
