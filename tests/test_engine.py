@@ -251,3 +251,17 @@ def test_a_step_cut_by_a_stop_says_what_it_lacks(scripted):
     (step,) = traj.steps
     assert step.call is not None and step.rehearsed is None and step.real is None
     assert step.error == "stopped before the rehearsal"
+
+
+def test_a_required_first_turn_cut_by_the_token_limit_keeps_its_complete_calls(scripted):
+    from dataclasses import replace
+
+    class CutBackend(scripted):
+        def generate(self, *args, **kwargs):  # every generation ends at the token limit
+            return [replace(g, finish_reason="length") for g in super().generate(*args, **kwargs)]
+
+    cut = BALANCE + '\n<tool_call>\n{"name": "get_account", "arguments": {"acc'
+    traj = run_episode(CutBackend(actor=[cut, ANSWER]), _task(),
+                       EpisodeConfig(mode="none", require_first_call=True), create("bank"))
+    assert traj.steps[0].call.arguments == {"account_id": "ACC-1003"} and traj.steps[0].error is None
+    assert traj.steps[0].real["balance"] == 310.25 and traj.ended == "max_new_tokens"
