@@ -265,3 +265,26 @@ def test_a_required_first_turn_cut_by_the_token_limit_keeps_its_complete_calls(s
                        EpisodeConfig(mode="none", require_first_call=True), create("bank"))
     assert traj.steps[0].call.arguments == {"account_id": "ACC-1003"} and traj.steps[0].error is None
     assert traj.steps[0].real["balance"] == 310.25 and traj.ended == "max_new_tokens"
+
+
+@pytest.mark.slow  # three constrained rehearsals of up to 200 tokens
+def test_embedded_rehearsals_follow_the_declared_shape_and_copy_no_placeholder(embedded_backend):
+    from jsonschema import Draft202012Validator
+
+    from envace_demo.calls import parse_execution_result
+    from envace_demo.models.base import Constraint
+    from envace_demo.prompts import Conversation, copies_placeholder, find_placeholders, rehearser_messages, rehearser_prompt
+    from envace_demo.record import ToolCall
+
+    tools = create("bank").tools()
+    (tool,) = [t for t in tools if t.name == "get_account"]
+    call = ToolCall("get_account", {"account_id": "ACC-1003"})
+    messages = rehearser_messages(tools, [], Conversation(_task().prompt), BALANCE, call, tool)
+    prompt = rehearser_prompt(embedded_backend, messages)
+    gens = embedded_backend.generate(prompt, Sampling(seed=0, max_new_tokens=200), n=3,
+                                     constraint=Constraint(role="rehearser", response_schema=tool.response))
+    for gen in gens:
+        value, problem = parse_execution_result(gen.text)
+        assert problem is None, gen.text
+        assert Draft202012Validator(tool.response).is_valid(value), gen.text
+        assert copies_placeholder(value, find_placeholders(prompt)) == [], gen.text
