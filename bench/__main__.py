@@ -4,7 +4,8 @@ Measures the demo on this machine against the goals of ``bench/report.py`` and
 writes ``bench/results.json`` and ``bench/RESULTS.md``. ``--quick`` (fewer repeats,
 shorter runs) stays under 10 minutes on 2 idle CPU cores; ``--json`` prints the
 result object on stdout (progress goes to stderr). Sections: startup, decode,
-dtype, parallel, grpo, gpu (only with CUDA).
+dtype, parallel, grpo, gpu (only with CUDA), rehearsal (every example task × 3 seeds,
+parallel and without rehearsal; ``--quick``: 6 tasks × 1 seed).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 from bench import report
 
 ROOT = Path(__file__).resolve().parents[1]
-SECTIONS = ("startup", "decode", "dtype", "parallel", "grpo", "gpu")
+SECTIONS = ("startup", "decode", "dtype", "parallel", "grpo", "gpu", "rehearsal")
 
 
 def log(message: str) -> None:
@@ -188,6 +189,44 @@ class Bench:
             return
         task = find_task("bank", "check-balance")
         self.details["gpu"] = gpu.gpu_section(self.quick, (lambda b: _actor_prompt(b, task), task))
+
+
+    def rehearsal(self) -> None:
+        from bench import rehearsal
+        from envace_demo.engine import EpisodeConfig
+        from envace_demo.models.base import Sampling
+        from envace_demo.settings import Settings
+        from envace_demo.ui.inputs import RunRequest
+
+        backend = self.backend()
+        settings = Settings.from_env()
+        defaults = RunRequest(tools="", environment="", message="")  # the Playground's default controls
+
+        def config_for(mode: str, seed: int) -> EpisodeConfig:
+            return EpisodeConfig(
+                mode=mode,
+                n=defaults.n,
+                sampling=Sampling(
+                    temperature=defaults.temperature,
+                    top_p=defaults.top_p,
+                    top_k=defaults.top_k,
+                    max_new_tokens=min(settings.max_new_tokens, defaults.max_new_tokens),
+                    seed=seed,
+                ),
+                max_steps=min(settings.max_steps, defaults.max_steps),
+                episode_seconds=settings.episode_seconds,
+                constrained=defaults.constrained and backend.supports_constraints,
+                require_first_call=backend.requires_first_call,
+            )
+
+        load = round(os.getloadavg()[0], 2)
+        figures, details = rehearsal.run(backend, self.quick, config_for, log)
+        details["load_before"], details["load_after"] = load, round(os.getloadavg()[0], 2)
+        details["config"] = {k: v for k, v in vars(config_for("parallel", 0)).items() if k != "redact"}
+        details["config"]["sampling"] = vars(details["config"]["sampling"])
+        log(f"rehearsal: {figures}")
+        self.figures.update(figures)
+        self.details["rehearsal"] = details
 
 
 def main(argv: list[str] | None = None) -> int:

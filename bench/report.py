@@ -37,6 +37,15 @@ GOALS: dict[str, Goal] = {
     "cold_model_ready_s": REPORT,
     "grpo_step_s": _at_most(5),
     "peak_rss_mb": REPORT,
+    # World rehearsal with the embedded model over the example environments (bench/rehearsal.py).
+    "cpu_episode_p50_s": _at_most(60),
+    "cpu_episode_p95_s": _at_most(120),
+    "rehearsal_valid_rate": _at_least(0.95),
+    "mean_fidelity": _at_least(0.5),
+    "placeholder_copies": _at_most(0),
+    "success_none": REPORT,
+    "success_parallel": REPORT,
+    "unrequested_writes": REPORT,
 }
 KEYS = tuple(GOALS)
 

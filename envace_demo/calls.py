@@ -319,6 +319,7 @@ def parse_action(
     *,
     require_call: bool = False,
     thinking_open: bool = False,
+    cut: bool = False,
 ) -> Action:
     """Parse one actor output. Never raises for bad model output.
 
@@ -329,8 +330,15 @@ def parse_action(
 
     On any error ``calls`` is empty: in training each error ended the episode, so a
     turn with one bad block executes nothing.
+
+    ``cut``: the generation was stopped by the token limit, not by the model. A last block
+    it cut off before its closing tag is then dropped when complete calls precede it: the
+    model did not write a bad call, the budget ended it (a small model under a grammar
+    repeats its call until the limit cuts the last one in half).
     """
     thinking, rest = split_thinking(text, thinking_open)
+    if cut:
+        rest = _drop_cut_block(rest)
     action = Action(text=text, thinking=thinking)
     try:
         action.content, action.calls = parse_calls(rest, tool_names)
@@ -342,6 +350,17 @@ def parse_action(
         action.error = err.code
         action.error_message = str(err).removeprefix(f"{err.code}: ")
     return action
+
+
+def _drop_cut_block(rest: str) -> str:
+    """``rest`` without a final ``<tool_call>`` block that has no closing tag, provided an
+    earlier block is closed (otherwise the cut block is all there is, and its error stands)."""
+    last = rest.rfind(CALL_OPEN)
+    if last <= 0 or rest.find(CALL_CLOSE, last) != -1:
+        return rest
+    if rest.rfind(CALL_CLOSE, 0, last) == -1:
+        return rest
+    return rest[:last].rstrip()
 
 
 def format_call(call: ToolCall) -> str:

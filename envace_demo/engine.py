@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Generator, Iterator
 
+from jsonschema import Draft202012Validator
+
 from envace_demo import memory as memory_mod
 from envace_demo.calls import parse_action, parse_execution_result
 from envace_demo.envs.base import Environment
@@ -43,6 +45,8 @@ from envace_demo.schemas import Tool, find_tool, validate_arguments
 from envace_demo.tasks import Task, evaluate
 
 MODES = ("none", "parallel", "sequential", "imagine")
+# How an interrupted step names the reason the episode stopped.
+_STOP_WORDS = {"time_limit": "the time limit came", "cancelled": "stopped"}
 _STREAM_INTERVAL_S = 0.1
 # A backend that ignores its cancel switch is abandoned this long after being told to stop.
 _HALT_GRACE_S = 5.0
@@ -222,7 +226,7 @@ class Episode:
                     yield from self._advance(k, runs, waiting, gens)
         except _Stop as stop:
             for rehearsal, run in runs.values():  # the ones still running end with the episode
-                run.close()
+                yield from _unwind(run, stop)
                 rehearsal.ended = stop.reason
                 yield RehearsalFinished(rehearsal)
             raise
@@ -258,7 +262,11 @@ class Episode:
                     return done.value
                 reply = None
                 if isinstance(item, _Request):
-                    (reply,) = yield from self._run_batch([item])
+                    try:
+                        (reply,) = yield from self._run_batch([item])
+                    except _Stop as stop:
+                        yield from _unwind(run, stop)
+                        raise
                 else:
                     yield item
         finally:
@@ -281,7 +289,9 @@ class Episode:
             require = cfg.require_first_call and turn_index == 0
             prompt = actor_prompt(self.backend, conversation, self.task.tools)
             (gen,) = yield from self._act(conversation, where, rindex, require=require, prompt=prompt)
-            action = parse_action(gen.text, self._tool_names, require_call=require)
+            action = parse_action(
+                gen.text, self._tool_names, require_call=require, cut=gen.finish_reason == "length"
+            )
             step = self._new_step(steps, action, gen, prompt)
             if action.error:
                 step.error = f"{action.error}: {action.error_message}"
@@ -299,16 +309,25 @@ class Episode:
                     step = self._new_step(steps, action, None, prompt)
                 step.call, step.call_index = call, ci
                 tool = find_tool(self.task.tools, call.name)
-                step.validation_errors = validate_arguments(tool, call.arguments) if tool else []
+                step.validation_errors = check_arguments(tool, call.arguments) if tool else []
                 step.valid = tool is not None and not step.validation_errors
                 yield StepUpdated(where, rindex, step, "acted")
-                if rehearse:
-                    yield from self._rehearse_step(step, tool, conversation, real_results, where, rindex)
-                    yield StepUpdated(where, rindex, step, "rehearsed")
+                try:
+                    if rehearse:
+                        yield from self._rehearse_step(step, tool, conversation, real_results, where, rindex)
+                        yield StepUpdated(where, rindex, step, "rehearsed")
+                    if commit and self.executor is not None:
+                        self._execute(step, tool)
+                        yield StepUpdated(where, rindex, step, "executed")
+                        self._check_limits()  # Stop or the time limit during the call
+                except _Stop as stop:
+                    # The record says why this call has no rehearsed or real response.
+                    missing = "rehearsal" if rehearse and step.rehearsed is None else "real call"
+                    if step.error is None and (missing == "rehearsal" or (commit and step.real is None)):
+                        step.error = f"{_STOP_WORDS.get(stop.reason, stop.reason)} before the {missing}"
+                        yield StepUpdated(where, rindex, step, "acted")
+                    raise
                 if commit and self.executor is not None:
-                    self._execute(step, tool)
-                    yield StepUpdated(where, rindex, step, "executed")
-                    self._check_limits()  # Stop or the time limit during the call
                     real_results.append((call, step.real))
                     turn.results.append((call, step.real))
                     if step.error:
@@ -358,6 +377,13 @@ class Episode:
         rindex: int | None,
     ) -> Generator[_Request, list[Generation], None]:
         assert step.call is not None
+        decided = validation_error(step.call, tool, step.validation_errors)
+        if decided is not None:
+            # Validation is certain here: the engine writes the contract's error itself and
+            # the model is not asked (it could only guess what the engine already knows).
+            step.rehearsed = decided
+            step.rehearsal_text = None
+            return
         messages = rehearser_messages(
             self.task.tools, real_results, conversation, step.action.text, step.call, tool
         )
@@ -507,6 +533,20 @@ class Episode:
             raise _Stop("time_limit")
 
 
+def _unwind(run: _Run, stop: _Stop) -> Generator[Event, None, None]:
+    """Tell a waiting trajectory that the episode stopped, so that the step it was on can
+    record why it has no response; pass on what it reports, then close it."""
+    try:
+        item = run.throw(stop)
+        while not isinstance(item, _Request):
+            yield item
+            item = run.send(None)
+    except (_Stop, StopIteration):
+        pass
+    finally:
+        run.close()
+
+
 def _next_batch(waiting: dict[int, _Request]) -> list[int]:
     """The trajectories to serve next: those waiting for the role most of them wait for
     (ties: the role of the lowest index). Serving the larger group first lets the rest
@@ -517,6 +557,46 @@ def _next_batch(waiting: dict[int, _Request]) -> list[int]:
     first = waiting[min(waiting)].role
     role = max(counts, key=lambda r: (counts[r], r == first))
     return sorted(k for k, request in waiting.items() if request.role == role)
+
+
+def check_arguments(tool: Tool, arguments: dict) -> list[str]:
+    """The call's schema violations: ``validate_arguments`` plus the declared ``format``s
+    (jsonschema only annotates formats unless asked to check them). This is what the
+    validation badge shows."""
+    errors = validate_arguments(tool, arguments)
+    if errors or not isinstance(arguments, dict):
+        return errors
+    checker = Draft202012Validator(tool.parameters, format_checker=Draft202012Validator.FORMAT_CHECKER)
+    return [
+        f"{'/'.join(str(p) for p in err.absolute_path) or 'arguments'}: {err.message}"
+        for err in checker.iter_errors(arguments)
+        if err.validator == "format"
+    ]
+
+
+def validation_error(call: ToolCall, tool: Tool | None, errors: list[str]) -> dict | None:
+    """The rehearsal contract's error object (method doc §3) when the engine's own checks
+    already decide the call: its tool is not in the whitelist (``TOOL_NOT_AVAILABLE``) or
+    its arguments break the input schema (``INVALID_PARAMETERS``, one ``details.errors``
+    entry per violation). None when the call passes: only then is the model asked.
+    (A call whose format is broken never gets here: the parser ends the turn first.)"""
+    if tool is None:
+        return {
+            "error_tool_call": {
+                "code": "TOOL_NOT_AVAILABLE",
+                "message": f"{call.name!r} is not in the candidate tool whitelist",
+            }
+        }
+    if errors:
+        noun = "violation" if len(errors) == 1 else "violations"
+        return {
+            "error_tool_call": {
+                "code": "INVALID_PARAMETERS",
+                "message": f"{call.name}: {len(errors)} input schema {noun}",
+                "details": {"errors": list(errors)},
+            }
+        }
+    return None
 
 
 def _failure(code: str, message: str) -> dict:

@@ -35,6 +35,16 @@ def _scalar(a: Any, b: Any) -> float:
     return 1.0 if a == b else 0.0
 
 
+def _as_error(value: Any) -> Any:
+    """A call-level error in the common ``{"error": {"code", "message"}}`` form: the
+    rehearsal contract wraps it as ``error_tool_call`` (with optional ``details``) where an
+    environment answers ``error``; both mean the same failure."""
+    inner = value.get("error_tool_call") if isinstance(value, dict) and len(value) == 1 else None
+    if isinstance(inner, dict):
+        return {"error": {k: v for k, v in inner.items() if k in ("code", "message")}}
+    return value
+
+
 def similarity(rehearsed: Any, real: Any, depth: int = 0) -> float:
     if depth > _MAX_DEPTH:
         return 1.0 if rehearsed == real else 0.0
@@ -62,7 +72,7 @@ def fidelity(rehearsed: Any, real: Any) -> float | None:
     """The score of one step, or None when either side is missing."""
     if rehearsed is None or real is None:
         return None
-    return round(similarity(rehearsed, real), 4)
+    return round(similarity(_as_error(rehearsed), _as_error(real)), 4)
 
 
 def mean_fidelity(scores: list[float | None]) -> float | None:

@@ -47,8 +47,9 @@ def render(attempts: list[dict]) -> str:
         return ""
     lines = [
         "Rehearsal memory. Before acting for real you rehearsed this request privately; the tool "
-        "results below were predicted, not real. Use them to choose your calls, avoid predicted "
-        "errors, and then act for real."
+        "results below were predicted, not real. They are not a plan to repeat: make only the calls "
+        "the user's request needs, avoid predicted errors, and answer as soon as you have what was "
+        "asked. Never change anything the user did not ask to change."
     ]
     for a in attempts:
         lines.append(f"Attempt {a['index'] + 1}:")

@@ -11,6 +11,7 @@ thinking on. The user message has five labelled sections and ends with ``/think`
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,27 +27,59 @@ LATEST_RESPONSE = "RL model's latest response:"
 CURRENT_TOOL = "Current tool to simulate:"
 RESULT_OPEN, RESULT_CLOSE = "<execution_result>", "</execution_result>"
 
+# The instruction prose. It names the contract's codes and tags exactly but shows no
+# literal sample object: a small model copies whatever sample it is shown (it used to answer
+# every call with a sample error message written in angle brackets).
 REHEARSER_SYSTEM = f"""You are a tool executor. You never talk to the user: given one tool call, you \
 return exactly what the tool would return.
 
-First validate the call, in this order, and stop at the first failure:
-1. The call is well formed (a tool name and a JSON object of arguments). If not, the result is \
-{{"error_tool_call": {{"code": "INVALID_TOOL_CALL_FORMAT", "message": "<what is wrong>"}}}}.
-2. The tool name is in the candidate tool whitelist. If not, the result is \
-{{"error_tool_call": {{"code": "TOOL_NOT_AVAILABLE", "message": "<which name>"}}}}.
-3. The arguments satisfy the tool's input schema: required parameters present, types and enums \
-respected. If not, the result is {{"error_tool_call": {{"code": "INVALID_PARAMETERS", \
-"message": "<summary>", "details": {{"errors": ["<one entry per violation>"]}}}}}}.
+First validate the call, in this order, and stop at the first check that fails:
+1. Format: the call has a tool name and a JSON object of arguments. If not, the result is an \
+object whose only key is "error_tool_call"; it holds "code" set to INVALID_TOOL_CALL_FORMAT and a \
+"message" that says what is malformed.
+2. Availability: the tool name is in the candidate tool whitelist. If not, "error_tool_call" holds \
+"code" set to TOOL_NOT_AVAILABLE and a "message" naming the unknown tool.
+3. Parameters: the arguments satisfy the tool's input schema (required parameters present, types, \
+enums and patterns respected). If not, "error_tool_call" holds "code" set to INVALID_PARAMETERS, a \
+"message" summing up the problem, and "details" whose "errors" list has one entry per violation.
 
 If the call is valid, produce its result. When an earlier call of the same tool with similar \
 arguments has a known result, stay consistent with it; otherwise invent a realistic result that \
-fits the tool and every fact established so far (including domain failures such as an unknown id).
+fits the tool, its declared response schema when it has one, and every fact established so far. \
+A valid call can still fail in the tool's own domain (an unknown id, too little money): then the \
+result is the tool's own error.
 
-The result must be a non-empty JSON object or array: no commentary, no markdown. Think first, then \
-answer in this form:
-{RESULT_OPEN}
-{{...}}
-{RESULT_CLOSE}"""
+The result is a non-empty JSON object or array with real values: no commentary, no markdown. Think \
+briefly, then write the JSON result between a {RESULT_OPEN} line and a {RESULT_CLOSE} line."""
+
+
+# Placeholder text in a prompt: an angle-bracket phrase that is not a tag (it has a space
+# or a hyphen, e.g. the Qwen3 template's "<function-name>"), or a bare ellipsis.
+_PLACEHOLDER = re.compile(r"<(?!/)([^<>\n]{0,60}[ -][^<>\n]{0,60})>")
+ELLIPSES = ("...", "…", "{...}")
+
+
+def find_placeholders(text: str) -> set[str]:
+    """The placeholder fragments of ``text`` (a prompt), e.g. ``{"<what is wrong>"}``."""
+    return {m.group(0) for m in _PLACEHOLDER.finditer(text)}
+
+
+def copies_placeholder(value: Any, placeholders: set[str]) -> list[str]:
+    """The strings inside ``value`` (a call's arguments or a result) that hold one of
+    ``placeholders`` or are a bare ellipsis: text a model copied instead of a value."""
+    found: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            if item.strip() in ELLIPSES or any(p in item for p in placeholders):
+                found.append(item)
+    return found
 
 
 def _json(value: Any) -> str:
@@ -125,13 +158,16 @@ def rehearser_messages(
     else:
         shots = "(none)"
     schema = tool.parameters if tool else {}
+    # Beyond the contract's three lines: the declared response shape, when there is one
+    # (the constrained rehearser is held to it; the prompt says so instead of leaving a guess).
+    response = f"\n- response schema (JSON Schema): {_json(tool.response)}" if tool and tool.response else ""
     sections = [
         f"{CANDIDATE_TOOLS}\n{_json([t.to_openai() for t in tools])}",
         f"{PREVIOUS_CALLS}\n{shots}",
         f"{HISTORY}\n" + "\n".join(conversation.history_lines()),
         f"{LATEST_RESPONSE}\n{latest_response}",
         f"{CURRENT_TOOL}\n- name: {call.name}\n- input schema (JSON Schema): {_json(schema)}\n"
-        f"- arguments (JSON, parsed from caller's tool_call): {_json(call.arguments)}",
+        f"- arguments (JSON, parsed from caller's tool_call): {_json(call.arguments)}{response}",
     ]
     user = "\n\n".join(sections) + "\n\n/think"
     return [{"role": "system", "content": REHEARSER_SYSTEM}, {"role": "user", "content": user}]

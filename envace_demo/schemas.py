@@ -83,7 +83,7 @@ _ANNOTATIONS = {
 _OPENING = {"patternProperties", "allOf", "anyOf", "oneOf", "if", "then", "else", "dependentSchemas"}
 
 _PARAM_KEYS = ("parameters", "input_schema", "inputSchema")
-_RESPONSE_KEYS = ("response", "returns", "output_schema", "outputSchema")
+_RESPONSE_KEYS = ("response", "x-response-schema", "returns", "output_schema", "outputSchema")
 
 
 @dataclass(frozen=True)

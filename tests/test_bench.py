@@ -54,8 +54,11 @@ def test_report_has_every_key_its_goal_and_whether_it_is_met(tmp_path):
 
 def test_all_goals_met_needs_every_goal_figure():
     met = {"parallel_rehearsal_ratio": 1.0, "decode_roofline_fraction": 0.9, "constrained_speed_ratio": 0.95,
-           "page_served_s": 3.0, "model_ready_s": 9.0, "grpo_step_s": 2.0}
+           "page_served_s": 3.0, "model_ready_s": 9.0, "grpo_step_s": 2.0,
+           "cpu_episode_p50_s": 40.0, "cpu_episode_p95_s": 90.0, "rehearsal_valid_rate": 0.97,
+           "mean_fidelity": 0.6, "placeholder_copies": 0}
     assert report.build(met, {}, {}, quick=False)["all_goals_met"] is True
+    assert report.build({**met, "placeholder_copies": 1}, {}, {}, quick=False)["all_goals_met"] is False
     assert report.build({**met, "grpo_step_s": None}, {}, {}, quick=False)["all_goals_met"] is False
     with pytest.raises(KeyError, match="tok_per_s"):
         report.build({"tok_per_s": 3}, {}, {}, quick=False)
@@ -283,3 +286,97 @@ def test_profile_sums_samples_by_kind_and_ignores_loading_and_other_threads(tmp_
     assert kinds["linear layers (GEMM)"] == 7
     assert kinds["KV cache growth (torch.cat per step)"] == 3
     assert kinds["the rest (Python: generate loop, engine, trainer)"] == 2
+
+
+# ---- rehearsal keys (bench/rehearsal.py) ---------------------------------------------------
+
+
+def _rehearsal_step(index, name, arguments, rehearsal_text=None, rehearsed=None, real=None, fidelity=None,
+                    prompts=None):
+    from envace_demo.record import Action, Step, ToolCall
+
+    step = Step(index=index, action=Action(text=""), call=ToolCall(name, arguments))
+    step.rehearsal_text, step.rehearsed, step.real, step.fidelity = rehearsal_text, rehearsed, real, fidelity
+    step.prompts = prompts or {}
+    return step
+
+
+def test_percentile_interpolates_between_order_statistics():
+    from bench.rehearsal import percentile
+
+    assert percentile([], 50) is None
+    assert percentile([7.0], 95) == 7.0
+    assert percentile([4.0, 1.0, 3.0, 2.0], 50) == 2.5
+    assert percentile([float(i) for i in range(1, 21)], 95) == pytest.approx(19.05)
+
+
+def test_read_only_tasks_are_those_whose_check_inspects_no_state():
+    from bench.rehearsal import read_only
+
+    assert read_only(find_task("bank", "check-balance").check)
+    assert not read_only(find_task("bank", "deposit-cash").check)
+    assert not read_only(find_task("bank", "withdraw-insufficient").check)  # asks for a withdrawal
+
+
+def test_episode_stats_count_valid_rehearsals_copies_and_unrequested_writes():
+    from bench.rehearsal import episode_stats
+    from envace_demo.record import Rehearsal, Trajectory
+
+    bank = create("bank")
+    responses = {t.name: t.response for t in bank.tools()}
+    good = {"account_id": "ACC-1003", "owner": "Ben", "type": "checking", "currency": "USD", "balance": 1.0,
+            "status": "active", "daily_transfer_limit": 1.0, "transferred_today": 0.0}
+    prompt = {"rehearser": 'write "code" and <what is wrong> here'}
+    copied = {**good, "owner": "<what is wrong>"}
+    imagined = [
+        _rehearsal_step(0, "get_account", {"account_id": "ACC-1003"}, result_text(copied), copied, prompts=prompt),
+        _rehearsal_step(1, "get_account", {"account_id": "ACC-1003"}, result_text({"balance": 1}), {"balance": 1}),
+        _rehearsal_step(2, "get_account", {"account_id": "ACC-1003"}, "no tags at all", None),
+        _rehearsal_step(3, "get_account", {"account_id": "ACC-1003"},
+                        result_text({"error": {"code": "ACCOUNT_NOT_FOUND", "message": "no such account"}}),
+                        {"error": {"code": "ACCOUNT_NOT_FOUND", "message": "no such account"}}, prompts=prompt),
+        _rehearsal_step(4, "get_account", {"account_id": "1003"}, None,
+                        {"error_tool_call": {"code": "INVALID_PARAMETERS", "message": "m"}}),  # engine-decided
+    ]
+    committed = [
+        _rehearsal_step(0, "get_account", {"account_id": "ACC-1003"}, result_text(good), good, good, 1.0),
+        _rehearsal_step(1, "deposit", {"account_id": "ACC-1003", "amount": 1}, result_text(good), good,
+                        {"new_balance": 1}, 0.25),
+    ]
+    traj = Trajectory(mode="parallel", model={}, tools=[], prompt="p", seconds=12.0, success=True,
+                      rehearsals=[Rehearsal(index=0, steps=imagined)], steps=committed)
+    stats = episode_stats(traj, responses, bank.state_changing, is_read_only=True)
+    assert (stats.rehearsed, stats.decided) == (6, 1)
+    # valid: the declared shape (0, committed 0); not: a wrong shape (1), no result block (2), an
+    # error the declaration does not hold (3), and the deposit answered with get_account's shape.
+    assert stats.rehearsed_valid == 2
+    assert stats.placeholder_copies == ["<what is wrong>"]
+    assert stats.fidelities == [1.0, 0.25] and stats.unrequested_writes == ["deposit"]
+    assert episode_stats(traj, responses, bank.state_changing, is_read_only=False).unrequested_writes == []
+
+
+def test_aggregate_gives_every_rehearsal_key():
+    from bench import rehearsal
+    from bench.rehearsal import EpisodeStats, aggregate
+
+    parallel = [
+        EpisodeStats(10.0, True, rehearsed=4, rehearsed_valid=4, fidelities=[1.0, 0.5]),
+        EpisodeStats(30.0, False, rehearsed=2, rehearsed_valid=1, fidelities=[0.0], unrequested_writes=["deposit"]),
+        EpisodeStats(20.0, None, decided=3, placeholder_copies=["<x y>"]),
+    ]
+    none = [EpisodeStats(5.0, True), EpisodeStats(6.0, True), EpisodeStats(7.0, False, unrequested_writes=["w"])]
+    figures, details = aggregate(parallel, none)
+    assert figures == {
+        "cpu_episode_p50_s": 20.0,
+        "cpu_episode_p95_s": 29.0,
+        "rehearsal_valid_rate": round(5 / 6, 4),
+        "mean_fidelity": 0.5,
+        "placeholder_copies": 1,
+        "success_none": round(2 / 3, 4),
+        "success_parallel": 0.5,  # the unjudged episode is left out
+        "unrequested_writes": 1,
+    }
+    assert details["decided_by_validation"] == 3 and details["unrequested_writes_none"] == 1
+    assert set(figures) <= set(report.KEYS)
+    assert {t.name for t in rehearsal.tasks_for(quick=True)} == {n for names in rehearsal.QUICK_TASKS.values() for n in names}
+    assert len(rehearsal.tasks_for(quick=False)) == sum(len(list(open(f"examples/{e}/tasks.jsonl"))) for e in rehearsal.ENVIRONMENTS)

@@ -383,3 +383,13 @@ def test_closing_tag_inside_a_string_argument_does_not_split_the_block():
     assert action.error is None, action.error_message
     assert action.calls[0].arguments == {"content": "a </tool_call> b"}
     assert action.content == "done"
+
+
+def test_a_block_cut_by_the_token_limit_is_dropped_after_complete_calls():
+    one = '<tool_call>\n{"name": "a", "arguments": {"x": 1}}\n</tool_call>'
+    cut = one + '\n<tool_call>\n{"name": "a", "argu'
+    action = parse_action(cut, ["a"], require_call=True, cut=True)
+    assert action.error is None and [c.arguments for c in action.calls] == [{"x": 1}]
+    # The model's own stop keeps the strict reading; and a cut first block stays an error.
+    assert parse_action(cut, ["a"], cut=False).error == "JSON_DECODE_ERROR"
+    assert parse_action('<tool_call>\n{"name": "a", "argu', ["a"], cut=True).error == "JSON_DECODE_ERROR"

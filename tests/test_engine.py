@@ -202,3 +202,89 @@ def test_embedded_model_imagines_a_pasted_schema(embedded_backend):
     traj = run_episode(embedded_backend, Task("w", "What's the weather in Oslo?", tools), _config("imagine", 1))
     step = traj.rehearsals[0].steps[0]
     assert step.call.name == "get_weather" and isinstance(step.rehearsed, (dict, list)) and step.rehearsed
+
+
+def test_calls_that_fail_validation_are_answered_by_the_engine_not_the_model(scripted):
+    bad = call_text("get_account", {"account_id": "1003"})  # breaks the declared ^ACC-[0-9]{4}$
+    backend = scripted(actor=[bad, ANSWER, bad, ANSWER], rehearser=[])  # the rehearser is never asked
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), create("bank"))
+    for step in (traj.rehearsals[0].steps[0], traj.steps[0]):
+        assert step.valid is False and step.rehearsal_text is None
+        error = step.rehearsed["error_tool_call"]
+        assert error["code"] == "INVALID_PARAMETERS"
+        assert error["details"]["errors"] == step.validation_errors and "does not match" in step.validation_errors[0]
+    step = traj.steps[0]
+    assert step.real["error"]["code"] == "INVALID_PARAMETERS"  # the environment's own verdict
+    assert step.fidelity >= 0.5  # same failure, worded differently
+
+
+def test_validation_error_names_the_failed_check():
+    from envace_demo.engine import validation_error
+    from envace_demo.record import ToolCall
+
+    tool = create("bank").tools()[0]
+    call = ToolCall("get_account", {"account_id": "x"})
+    assert validation_error(call, None, [])["error_tool_call"]["code"] == "TOOL_NOT_AVAILABLE"
+    assert validation_error(call, tool, ["account_id: bad"])["error_tool_call"]["details"] == {"errors": ["account_id: bad"]}
+    assert validation_error(call, tool, []) is None  # valid: only the model can say what happens
+
+
+def test_declared_formats_are_checked_for_the_badge():
+    from envace_demo.engine import check_arguments
+
+    (tool,) = load_tools([{"name": "book", "parameters": {"type": "object", "properties": {"day": {"type": "string", "format": "date"}}}}])
+    assert check_arguments(tool, {"day": "2025-03-14"}) == []
+    assert check_arguments(tool, {"day": "next tuesday"}) and "date" in check_arguments(tool, {"day": "x"})[0]
+
+
+def test_a_step_cut_by_a_stop_says_what_it_lacks(scripted):
+    cancel = threading.Event()
+    predicted = {"account_id": "ACC-1003", "balance": 1.0}
+
+    def stop_now(prompt):
+        cancel.set()  # Stop pressed while the committed call is being rehearsed
+        return result_text(predicted)
+
+    backend = scripted(actor=[BALANCE, ANSWER, BALANCE], rehearser=[result_text(predicted), stop_now])
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), create("bank"), cancel=cancel)
+    assert traj.ended == "cancelled"
+    (step,) = traj.steps
+    assert step.call is not None and step.rehearsed is None and step.real is None
+    assert step.error == "stopped before the rehearsal"
+
+
+def test_a_required_first_turn_cut_by_the_token_limit_keeps_its_complete_calls(scripted):
+    from dataclasses import replace
+
+    class CutBackend(scripted):
+        def generate(self, *args, **kwargs):  # every generation ends at the token limit
+            return [replace(g, finish_reason="length") for g in super().generate(*args, **kwargs)]
+
+    cut = BALANCE + '\n<tool_call>\n{"name": "get_account", "arguments": {"acc'
+    traj = run_episode(CutBackend(actor=[cut, ANSWER]), _task(),
+                       EpisodeConfig(mode="none", require_first_call=True), create("bank"))
+    assert traj.steps[0].call.arguments == {"account_id": "ACC-1003"} and traj.steps[0].error is None
+    assert traj.steps[0].real["balance"] == 310.25 and traj.ended == "max_new_tokens"
+
+
+@pytest.mark.slow  # three constrained rehearsals of up to 200 tokens
+def test_embedded_rehearsals_follow_the_declared_shape_and_copy_no_placeholder(embedded_backend):
+    from jsonschema import Draft202012Validator
+
+    from envace_demo.calls import parse_execution_result
+    from envace_demo.models.base import Constraint
+    from envace_demo.prompts import Conversation, copies_placeholder, find_placeholders, rehearser_messages, rehearser_prompt
+    from envace_demo.record import ToolCall
+
+    tools = create("bank").tools()
+    (tool,) = [t for t in tools if t.name == "get_account"]
+    call = ToolCall("get_account", {"account_id": "ACC-1003"})
+    messages = rehearser_messages(tools, [], Conversation(_task().prompt), BALANCE, call, tool)
+    prompt = rehearser_prompt(embedded_backend, messages)
+    gens = embedded_backend.generate(prompt, Sampling(seed=0, max_new_tokens=200), n=3,
+                                     constraint=Constraint(role="rehearser", response_schema=tool.response))
+    for gen in gens:
+        value, problem = parse_execution_result(gen.text)
+        assert problem is None, gen.text
+        assert Draft202012Validator(tool.response).is_valid(value), gen.text
+        assert copies_placeholder(value, find_placeholders(prompt)) == [], gen.text

@@ -83,7 +83,8 @@ def library() -> LibraryEnvironment:
 def test_bank_get_account(bank):
     r = ok(bank, "get_account", {"account_id": "ACC-1003"})
     assert r["balance"] == 310.25 and r["owner"] == "Ben Okafor" and r["status"] == "active"
-    assert ok(bank, "get_account", {"account_id": " acc-1003 "})["account_id"] == "ACC-1003"
+    # The declared id shape is the contract: another spelling is a schema violation.
+    assert bank.execute("get_account", {"account_id": " acc-1003 "})["error"]["code"] == "INVALID_PARAMETERS"
 
 
 def test_bank_list_transactions_newest_first_and_limited(bank):
@@ -147,7 +148,8 @@ def test_bank_freeze_blocks_money_movement(bank):
     ("tool", "args", "code"),
     [
         ("get_account", {"account_id": "ACC-9999"}, "ACCOUNT_NOT_FOUND"),
-        ("list_transactions", {"account_id": "nope"}, "ACCOUNT_NOT_FOUND"),
+        ("list_transactions", {"account_id": "nope"}, "INVALID_PARAMETERS"),
+        ("list_transactions", {"account_id": "ACC-0000"}, "ACCOUNT_NOT_FOUND"),
         ("deposit", {"account_id": "ACC-9999", "amount": 5}, "ACCOUNT_NOT_FOUND"),
         ("withdraw", {"account_id": "ACC-9999", "amount": 5}, "ACCOUNT_NOT_FOUND"),
         (
@@ -197,7 +199,7 @@ def test_bank_freeze_blocks_money_movement(bank):
         ),
         (
             "transfer",
-            {"from_account_id": "ACC-1001", "to_account_id": "acc-1001", "amount": 1},
+            {"from_account_id": "ACC-1001", "to_account_id": "ACC-1001", "amount": 1},
             "SAME_ACCOUNT",
         ),
         ("freeze_account", {"account_id": "ACC-1004", "reason": "lost_card"}, "ALREADY_FROZEN"),
@@ -237,7 +239,6 @@ def test_files_read_file_normalizes_paths(files):
     r = ok(files, "read_file", {"path": "/notes/todo.txt"})
     assert "plumber" in r["content"] and r["size"] == len(r["content"].encode())
     for spelling in (
-        "notes/todo.txt",
         "/notes/./todo.txt",
         "//notes//todo.txt",
         "/projects/../notes/todo.txt",
@@ -320,11 +321,11 @@ def test_files_delete_file(files):
         ("move_file", {"source": "/system/readme.txt", "destination": "/archive"}, "PERMISSION_DENIED"),
         ("move_file", {"source": "/notes/todo.txt", "destination": "/system"}, "PERMISSION_DENIED"),
         ("read_file", {"path": "/../etc/passwd"}, "PATH_ESCAPES_ROOT"),
-        ("read_file", {"path": "../secret.txt"}, "PATH_ESCAPES_ROOT"),
+        ("read_file", {"path": "../secret.txt"}, "INVALID_PARAMETERS"),  # not absolute
         ("list_directory", {"path": "/notes/../.."}, "PATH_ESCAPES_ROOT"),
         ("write_file", {"path": "/notes/../../x.txt", "content": "x"}, "PATH_ESCAPES_ROOT"),
         ("move_file", {"source": "/notes/todo.txt", "destination": "/../todo.txt"}, "PATH_ESCAPES_ROOT"),
-        ("read_file", {"path": "   "}, "INVALID_PATH"),
+        ("read_file", {"path": "   "}, "INVALID_PARAMETERS"),
         ("read_file", {"path": "/notes/\x00todo.txt"}, "INVALID_PATH"),
         ("create_directory", {"path": "/" + "a" * 256}, "INVALID_PATH"),
     ],
@@ -401,7 +402,7 @@ def test_library_list_books_filters_and_sorts(library):
 
 
 def test_library_get_book(library):
-    r = ok(library, "get_book", {"book_id": "bk-016"})
+    r = ok(library, "get_book", {"book_id": "BK-016"})
     assert (r["title"], r["shelf"], r["available"], r["holds"]) == ("Moby-Dick", "CLA MEL", 1, 0)
     assert ok(library, "get_book", {"book_id": "BK-005"})["holds"] == 1
 
@@ -494,7 +495,44 @@ def test_tools_json_loads_and_matches_handlers(env_name):
             if node.get("type") == "array":
                 assert "maxItems" in node, t.name
             if node.get("type") == "string":
-                assert "maxLength" in node or "enum" in node, t.name
+                assert any(k in node for k in ("maxLength", "enum", "pattern", "format")), t.name
+        # Ids and paths declare their real shape, in the call and in the response alike.
+        for schema in (t.parameters, t.response):
+            for name, node in _named(schema):
+                if name in ID_PATTERNS[env_name]:
+                    assert node.get("pattern") == ID_PATTERNS[env_name][name], (t.name, name)
+
+
+ID_PATTERNS = {
+    "bank": {k: "^ACC-[0-9]{4}$" for k in ("account_id", "from_account_id", "to_account_id")}
+    | {"transaction_id": "^TX-[0-9]{4}$"},
+    "files": {k: "^/[^<>]{0,299}$" for k in ("path", "source", "destination")},
+    "library": {"book_id": "^BK-[0-9]{3}$", "patron_id": "^P-[0-9]{4}$"},
+}
+
+
+def _named(schema):
+    """(property name, schema) of every property, at any depth."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for name, sub in (node.get("properties") or {}).items():
+                yield name, sub
+            stack.extend(v for v in node.values() if isinstance(v, (dict, list)))
+        elif isinstance(node, list):
+            stack.extend(node)
+
+
+def test_seeded_ids_fit_their_declared_shapes():
+    import re
+
+    from envace_demo.envs import bank
+
+    assert all(re.fullmatch(r"ACC-[0-9]{4}", a) for a in bank._seed()["accounts"])
+    state = registry.create("library").state()
+    assert state["books"] and all(re.fullmatch(r"BK-[0-9]{3}", b) for b in state["books"])
+    assert state["patrons"] and all(re.fullmatch(r"P-[0-9]{4}", p) for p in state["patrons"])
 
 
 @pytest.mark.parametrize("env_name", ENV_NAMES)

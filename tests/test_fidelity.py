@@ -49,3 +49,14 @@ def test_scores_stay_in_unit_interval_and_deep_nesting_is_bounded():
 def test_mean_ignores_missing():
     assert mean_fidelity([1.0, None, 0.5]) == 0.75
     assert mean_fidelity([None]) is None
+
+
+def test_a_rehearsed_call_error_matches_the_environments_error_of_the_same_code():
+    from envace_demo.fidelity import fidelity
+
+    rehearsed = {"error_tool_call": {"code": "INVALID_PARAMETERS", "message": "x: bad", "details": {"errors": ["x"]}}}
+    same = {"error": {"code": "INVALID_PARAMETERS", "message": "x: bad"}}
+    other = {"error": {"code": "ACCOUNT_NOT_FOUND", "message": "x: bad"}}
+    assert fidelity(rehearsed, same) == 1.0
+    assert fidelity(rehearsed, other) < fidelity(rehearsed, same)
+    assert fidelity(rehearsed, {"balance": 1.0}) == 0.0

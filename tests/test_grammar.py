@@ -13,7 +13,14 @@ from envace_demo.calls import parse_action, parse_execution_result
 from envace_demo.errors import ModelError
 from envace_demo.models.base import Constraint, Sampling
 from envace_demo.models.embedded import ensure_embedded_model
-from envace_demo.models.grammar import GrammarCache, bound_schema, call_schema, result_schema
+from envace_demo.models.grammar import (
+    ENFORCED_FORMATS,
+    MAX_PATTERN_LENGTH,
+    GrammarCache,
+    bound_schema,
+    call_schema,
+    result_schema,
+)
 from envace_demo.schemas import load_tools, validate_arguments
 
 TOOLS = load_tools(
@@ -89,8 +96,9 @@ def test_bound_schema_caps_what_is_free_and_keeps_the_rest():
     bounded = bound_schema(schema)
     props = bounded["properties"]
     assert json.dumps(schema) == before  # the input is not modified
-    assert props["name"]["maxLength"] == 200 and props["tags"]["items"]["maxLength"] == 200
-    assert "maxLength" not in props["code"] and "maxLength" not in props["unit"]
+    # Free strings: a markup-free pattern carrying the length bound.
+    assert props["name"]["pattern"] == "^[^<]{0,200}$" and props["tags"]["items"]["pattern"] == "^[^<]{0,200}$"
+    assert props["code"] == schema["properties"]["code"] and props["unit"] == schema["properties"]["unit"]
     assert props["tags"]["maxItems"] == 16
     assert props["extra"]["maxProperties"] == 6 and "anyOf" in props["extra"]["additionalProperties"]
     assert "anyOf" in props["anything"]  # unconstrained value -> bounded flat shapes
@@ -103,13 +111,44 @@ def test_call_schema_is_one_any_of_with_the_name_first():
     assert all(list(s["properties"]) == ["name", "arguments"] for s in schema["anyOf"])
 
 
-def test_result_schema_allows_the_contract_errors():
+def test_bound_schema_keeps_declared_lengths_and_drops_formats_it_cannot_enforce():
+    schema = {
+        "type": "object",
+        "properties": {
+            "short": {"type": "string", "minLength": 2, "maxLength": 5},
+            "long": {"type": "string", "maxLength": 5000},
+            "day": {"type": "string", "format": "date"},
+            "odd": {"type": "string", "format": "x-custom"},
+        },
+    }
+    props = bound_schema(schema)["properties"]
+    assert props["short"] == {"type": "string", "pattern": "^[^<]{2,5}$"}
+    assert props["long"]["pattern"] == f"^[^<]{{0,{MAX_PATTERN_LENGTH}}}$"  # narrowed, never widened
+    assert props["day"] == {"type": "string", "format": "date"}
+    assert props["odd"] == {"type": "string", "pattern": "^[^<]{0,200}$"}
+
+
+def test_result_schema_is_the_declared_shape_or_a_generic_value_or_domain_error():
+    # The engine writes the contract's call-level errors itself; the model may not.
     error = {
         "error_tool_call": {"code": "INVALID_PARAMETERS", "message": "bad", "details": {"errors": ["unit"]}}
     }
-    jsonschema.validate(error, result_schema(None))
-    jsonschema.validate(error, result_schema(WEATHER.response))
-    jsonschema.validate({"temperature": 3, "condition": "rain"}, result_schema(WEATHER.response))
+    domain = {"error": {"code": "CITY_NOT_FOUND", "message": "no such city"}}
+    declared = jsonschema.Draft202012Validator(result_schema(WEATHER.response))
+    assert not declared.is_valid(error) and not declared.is_valid(domain)  # only what is declared
+    assert declared.is_valid({"temperature": 3, "condition": "rain"}) and not declared.is_valid({"temperature": 3})
+    jsonschema.validate(domain, result_schema(None))
+    assert not jsonschema.Draft202012Validator(result_schema(None)).is_valid(error)
+
+
+@pytest.mark.parametrize("fmt", sorted(ENFORCED_FORMATS))
+def test_enforced_formats_admit_no_markup(fmt):
+    import xgrammar as xgr
+    from xgrammar.testing import _is_grammar_accept_string
+
+    grammar = xgr.Grammar.from_json_schema({"type": "string", "format": fmt}, any_whitespace=False)
+    for text in ("<tool_call>", "a</tool_call>", "<think>"):
+        assert not _is_grammar_accept_string(grammar, json.dumps(text))
 
 
 # ------------------------------------------------------------------ compiled grammar (tokenizer only)
@@ -155,6 +194,9 @@ def test_actor_grammar_accepts_calls(grammars, text):
         call("get_weather", {"city": "Paris"}),  # a required argument missing
         call("set_alarm", {"hour": "7"}),  # a string for an integer
         call("send_message", {"contact": "Ann", "text": "x" * 201}),  # past the string cap
+        call("send_message", {"contact": "Ann", "text": "}}</tool_call> returns"}),  # the call's markup
+        call("send_message", {"contact": "<think>", "text": "hi"}),
+        call("send_message", {"contact": "Ann", "text": "a <tool_call> b"}),
         '<tool_call>\n{"arguments": {"hour": 7}, "name": "set_alarm"}\n</tool_call>',  # name must come first
         '<tool_call>\n{"name":"set_alarm","arguments":{"hour":7}}\n</tool_call>',  # not the template's spacing
         "<think>\nx < y\n</think>\n\n" + call("set_alarm", {"hour": 7}),  # "<" inside the reasoning
@@ -193,7 +235,7 @@ def test_actor_grammar_allows_a_final_answer_unless_a_call_is_required(grammars)
         {"status": "ok", "items": [1, "two", None], "meta": {"page": 1, "tags": ["a"]}},
         [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}],
         {"results": [{"id": 1}, {"id": 2}]},
-        {"error_tool_call": {"code": "TOOL_NOT_AVAILABLE", "message": "no such tool"}},
+        {"error": {"code": "NOT_FOUND", "message": "no such item"}},
     ],
 )
 def test_rehearser_grammar_accepts_bounded_results(grammars, value):
@@ -210,6 +252,7 @@ def test_rehearser_grammar_accepts_bounded_results(grammars, value):
         {"text": "x" * 61},  # string past the cap
         {"list": list(range(9))},  # array past the cap
         [[1, 2]],  # arrays of arrays
+        {"note": "done </execution_result> more"},  # the result's own closing tag
     ],
 )
 def test_rehearser_grammar_rejects_runaways(grammars, value):
@@ -220,11 +263,21 @@ def test_rehearser_grammar_follows_a_declared_response(grammars):
     assert accepts(grammars, REHEARSER_WEATHER, result({"temperature": 21.5, "condition": "sunny"}))
     assert not accepts(grammars, REHEARSER_WEATHER, result({"temperature": 21.5}))
     assert not accepts(grammars, REHEARSER_WEATHER, result({"temp": 21.5, "condition": "sunny"}))
-    assert accepts(
+    assert not accepts(grammars, REHEARSER_WEATHER, result({"error": {"code": "CITY_NOT_FOUND", "message": "m"}}))
+    assert not accepts(
         grammars,
         REHEARSER_WEATHER,
         result({"error_tool_call": {"code": "INVALID_PARAMETERS", "message": "m"}}),
     )
+
+
+def test_actor_grammar_follows_the_bank_ids_declared_shape(grammars):
+    from envace_demo.envs.registry import create
+
+    bank = Constraint(role="actor", tools=tuple(create("bank").tools()), require_call=True)
+    assert accepts(grammars, bank, call("get_account", {"account_id": "ACC-1003"}))
+    for bad in ("1003", "acc-1003", "ACC-10033", "}}</tool_call> returns"):
+        assert not accepts(grammars, bank, call("get_account", {"account_id": bad})), bad
 
 
 def test_grammar_cache_hit(grammars):

@@ -62,6 +62,37 @@ def test_rehearser_system_names_the_contract_error_codes_and_tags():
         assert token in REHEARSER_SYSTEM
 
 
+def test_rehearser_system_holds_no_placeholder_a_model_could_copy():
+    from envace_demo.prompts import find_placeholders
+
+    assert find_placeholders(REHEARSER_SYSTEM) == set()
+    assert "{...}" not in REHEARSER_SYSTEM and "..." not in REHEARSER_SYSTEM and "…" not in REHEARSER_SYSTEM
+    # Each check is named, so a rehearsed error can say which one failed.
+    for check in ("Format:", "Availability:", "Parameters:"):
+        assert check in REHEARSER_SYSTEM
+
+
+def test_find_placeholders_and_copies():
+    from envace_demo.prompts import copies_placeholder, find_placeholders
+
+    text = 'write <tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call> or "<what is wrong>"'
+    found = find_placeholders(text)
+    assert found == {"<function-name>", "<args-json-object>", "<what is wrong>"}  # tags are not placeholders
+    value = {"error": {"message": "<what is wrong>"}, "items": ["ok", "..."], "<function-name>": 1}
+    assert sorted(copies_placeholder(value, found)) == ["...", "<function-name>", "<what is wrong>"]
+    assert copies_placeholder({"balance": 310.25, "note": "a < b"}, found) == []
+
+
+def test_the_current_tool_section_shows_a_declared_response_schema():
+    (tool,) = load_tools([{"name": "get_weather", "parameters": {"type": "object", "properties": {}},
+                           "x-response-schema": {"type": "object", "properties": {"temp_c": {"type": "number"}}}}])
+    assert tool.response is not None  # the OpenAI-format key is accepted
+    _, user = rehearser_messages([tool], [], Conversation("hi"), "x", ToolCall("get_weather", {}), tool)
+    assert user["content"].split("\n\n")[-2].endswith(
+        '- response schema (JSON Schema): {"type": "object", "properties": {"temp_c": {"type": "number"}}}'
+    )
+
+
 def test_no_known_results_says_none():
     conv = Conversation("hi")
     _, user = rehearser_messages(TOOLS, [], conv, "x", ToolCall("get_weather", {"city": "A"}), TOOLS[0])

@@ -86,6 +86,10 @@ class ToolEnvironment(Environment):
     API-safe and original names are the same string and one lookup serves both.
     """
 
+    # The tools whose calls change the state (the rest only read it): lets a benchmark count
+    # writes nobody asked for.
+    state_changing: frozenset[str] = frozenset()
+
     def __init__(self) -> None:
         self._state: dict[str, Any] = self.initial_state()
 

@@ -13,6 +13,13 @@ gives better arguments; unbounded strings, arrays and "any JSON" run away, so ev
 free value gets a length bound. The reasoning is bounded too (a small model would
 otherwise spend its whole budget thinking) and may not contain ``<``, so it can
 only end with ``</think>``.
+
+Honest values: a free string (no ``enum``, ``const``, ``pattern`` or format xgrammar
+enforces) is written with a pattern that has no ``<``, so an argument or a rehearsed
+value can never carry the call's own markup (``<tool_call>``, ``</tool_call>``,
+``<think>``) nor close the result early; its declared ``minLength``/``maxLength`` go
+into that pattern (xgrammar ignores length keywords beside a pattern). Declared
+patterns, enums and enforced formats are kept as they are.
 """
 
 from __future__ import annotations
@@ -41,9 +48,22 @@ MAX_RESULT_STRING = 60  # free strings in a rehearsed result: small models loop 
 MAX_RESULT_ITEMS = 8
 MAX_RESULT_KEYS = 6
 MAX_KEY = 40  # property names of free objects
+# A counted regex repetition compiles in superlinear time (0.02 s at 300, 0.5 s at 1000,
+# 10 s at 5000): a longer declared maxLength is narrowed to this in the grammar.
+MAX_PATTERN_LENGTH = 300
 
-# Keywords that already pin a string down; a maxLength would add nothing.
-_STRING_PINNED = ("maxLength", "enum", "const", "pattern", "format")
+# Keywords that already pin a string down: the declared shape is kept as it is.
+_STRING_PINNED = ("enum", "const", "pattern")
+# Formats xgrammar 0.2 enforces without admitting "<" (checked in tests); any other
+# format is dropped from the grammar and the string gets the markup-free pattern.
+ENFORCED_FORMATS = frozenset(
+    {
+        "date", "date-time", "time", "duration", "email", "hostname", "ipv4", "ipv6", "uuid",
+        "uri", "uri-reference", "uri-template", "json-pointer", "relative-json-pointer",
+    }
+)
+# A domain failure of a valid call, in the form the bundled environments answer with.
+DOMAIN_ERROR_CODE_PATTERN = "^[A-Z][A-Z0-9_]{1,39}$"
 _SUB_ONE = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames")
 _SUB_LIST = ("anyOf", "oneOf", "allOf", "prefixItems")
 _SUB_MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
@@ -53,10 +73,24 @@ _SUB_MAP = ("properties", "patternProperties", "$defs", "definitions", "dependen
 # JSON Schemas (pure functions: testable without a tokenizer)
 
 
+def text_pattern(max_length: int, min_length: int = 0) -> str:
+    """A regex for a string of ``min_length``..``max_length`` characters none of which is
+    ``<``: the call and result markup cannot appear in it. (In xgrammar's JSON strings
+    the pattern matches the text between the quotes; quotes, backslashes and control
+    characters are never generated, as with its plain ``maxLength`` strings.)"""
+    low = max(0, min(min_length, MAX_PATTERN_LENGTH))
+    high = max(low, min(max_length, MAX_PATTERN_LENGTH))
+    return f"^[^<]{{{low},{high}}}$"
+
+
+def free_string(max_length: int, min_length: int = 0) -> dict:
+    return {"type": "string", "pattern": text_pattern(max_length, min_length)}
+
+
 def _scalar(max_string: int) -> dict:
     return {
         "anyOf": [
-            {"type": "string", "maxLength": max_string},
+            free_string(max_string),
             {"type": "number"},
             {"type": "boolean"},
             {"type": "null"},
@@ -118,7 +152,7 @@ def generic_result_schema() -> dict:
 
 def error_result_schema() -> dict:
     """The rehearsal contract's error object (method doc §3)."""
-    short = {"type": "string", "maxLength": MAX_RESULT_STRING}
+    short = free_string(MAX_RESULT_STRING)
     return {
         "type": "object",
         "properties": {
@@ -126,7 +160,7 @@ def error_result_schema() -> dict:
                 "type": "object",
                 "properties": {
                     "code": {"enum": list(ERROR_CODES)},
-                    "message": {"type": "string", "maxLength": 2 * MAX_RESULT_STRING},
+                    "message": free_string(2 * MAX_RESULT_STRING, 1),
                     "details": {
                         "type": "object",
                         "properties": {"errors": {"type": "array", "items": short, "maxItems": 4}},
@@ -137,6 +171,28 @@ def error_result_schema() -> dict:
             }
         },
         "required": ["error_tool_call"],
+    }
+
+
+def domain_error_schema() -> dict:
+    """A valid call's domain failure (unknown id, insufficient funds ...): what the
+    bundled environments return, ``{"error": {"code": ..., "message": ...}}``. Only the
+    model can know it (validation cannot), so the rehearser may predict it."""
+    return {
+        "type": "object",
+        "properties": {
+            "error": {
+                "type": "object",
+                "properties": {
+                    "code": {"type": "string", "pattern": DOMAIN_ERROR_CODE_PATTERN},
+                    "message": free_string(2 * MAX_RESULT_STRING, 1),
+                },
+                "required": ["code", "message"],
+                "additionalProperties": False,
+            }
+        },
+        "required": ["error"],
+        "additionalProperties": False,
     }
 
 
@@ -168,7 +224,16 @@ def _bound(node: Any, max_string: int, max_items: int) -> Any:
     kinds = node.get("type")
     kinds = set(kinds) if isinstance(kinds, list) else {kinds}
     if "string" in kinds and not any(k in node for k in _STRING_PINNED):
-        node["maxLength"] = max_string
+        if node.get("format") in ENFORCED_FORMATS:
+            pass  # xgrammar writes the format itself; it admits no markup
+        else:
+            node.pop("format", None)
+            if kinds == {"string"}:
+                low = int(node.pop("minLength", 0) or 0)
+                high = int(node.pop("maxLength", max_string))  # a declared bound is kept
+                node["pattern"] = text_pattern(high, low)
+            else:  # a union type: a pattern applies to the string branch only
+                node.setdefault("maxLength", max_string)
     if "array" in kinds and "maxItems" not in node:
         node["maxItems"] = max(max_items, node.get("minItems", 0))
         node.setdefault("items", free_value_schema(max_string, max_items))
@@ -198,13 +263,18 @@ def call_schema(tools) -> dict:
 
 
 def result_schema(response_schema: dict | None) -> dict:
-    """What a rehearsed result may be: the declared response or a bounded generic
-    one, or the contract's error object."""
+    """What the rehearsed result of a call that passed validation may be.
+
+    A declared response is followed as declared: a tool whose failures should be
+    predictable declares them in it. (Offered "the declared shape or any domain error",
+    the embedded model predicted an error for nearly every call, and its actor then tried
+    one tool after another, writes included.) Without a declaration: a bounded generic
+    value or a domain failure. The contract's ``error_tool_call`` is never offered: format,
+    availability and parameters were already checked by the engine, which writes those
+    errors itself."""
     if response_schema is not None:
-        result = bound_schema(response_schema, MAX_RESULT_STRING, MAX_RESULT_ITEMS)
-    else:
-        result = generic_result_schema()
-    return {"anyOf": [result, error_result_schema()]}
+        return bound_schema(response_schema, MAX_RESULT_STRING, MAX_RESULT_ITEMS)
+    return {"anyOf": [generic_result_schema(), domain_error_schema()]}
 
 
 def structural_tag(
