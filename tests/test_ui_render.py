@@ -174,10 +174,11 @@ def test_committed_steps_show_action_rehearsed_and_real_with_badges(scripted):
     assert "task succeeded" in outcome and "310.25" in outcome and "ended: answer" in outcome
 
 
-def test_memory_card_lists_each_attempt(scripted):
+def test_memory_card_lists_each_rehearsal_by_the_name_the_panels_use(scripted):
     view = _view(_parallel_events(scripted))
     card = render.memory_html(view.trajectory.memory)
-    assert card.count("<b>Attempt") == 2 and "get_account" in card and "Ben Okafor" in card
+    assert card.count("<b>Rehearsal ") == 2 and "<b>Attempt" not in card
+    assert "get_account" in card and "Ben Okafor" in card
 
 
 def test_pickled_events_render_the_same_as_live_ones(scripted):
@@ -249,7 +250,7 @@ def test_metrics_table_and_badges():
     assert (
         table["success"] == ["no", "yes"]
         and table["real errors hit"] == [2, 0]
-        and table["mean fidelity"] == ["—", 0.9]
+        and table["mean fidelity"] == ["—", "0.90"]
     )
     assert "ev-good" in render.fidelity_badge(0.85) and "ev-bad" in render.fidelity_badge(0.2)
     assert "fidelity —" in render.fidelity_badge(None)
@@ -289,7 +290,7 @@ def test_runner_compare_and_suite_with_a_scripted_model(scripted):
         ("check-balance", "parallel", True),
     ]
     assert rows[0]["step_fidelities"] == [] and len(rows[1]["step_fidelities"]) == 1
-    assert render.suite_table(rows)[1][:3] == ["check-balance", "parallel", True]
+    assert render.suite_table(rows)[1][:3] == ["check-balance", "parallel", "yes"]
     figures = charts.suite_figures(rows)
     assert list(figures[0].data[0].y) == [1.0, 1.0]  # success rate by mode
     assert list(figures[1].data[0].y) == [0, 0]  # real errors by mode
@@ -355,7 +356,7 @@ def test_holder_reports_loading_then_a_failure_with_its_message():
     assert "failed to load" in render.model_status_html(st.state, st.model, st.seconds, st.error, st.info)
 
 
-def test_holder_switches_models_and_a_failed_switch_says_what_was_released(scripted):
+def test_holder_switches_models_and_a_failed_switch_keeps_the_working_model(scripted):
     first, second = scripted(), scripted()
 
     def loader(settings):
@@ -370,9 +371,33 @@ def test_holder_switches_models_and_a_failed_switch_says_what_was_released(scrip
     assert holder.wait(60) is second and holder.status().state == "ready"
     assert holder.status().info["model_id"] == "scripted"
     holder.start(Settings(model="/nowhere"))
-    with pytest.raises(ModelError, match="could not load /nowhere: OSError: no such folder"):
+    assert holder.wait(60) is second  # loaded again: the page keeps a model that works
+    st = holder.status()
+    assert st.state == "ready" and st.model == "other"
+    assert st.note == "could not load /nowhere: OSError: no such folder; kept scripted"
+    banner = render.model_status_html(st.state, st.model, st.seconds, st.error, st.info, st.note)
+    assert "ev-status-warn" in banner and "model switch failed" in banner
+
+
+def test_a_failed_switch_whose_previous_model_fails_too_says_both():
+    calls = []
+
+    def loader(settings):
+        calls.append(settings.model)
+        if len(calls) > 1:
+            raise OSError(f"no {settings.model}")
+        from conftest import ScriptedBackend
+
+        return ScriptedBackend()
+
+    holder = ModelHolder(Settings(model="first"), loader=loader)
+    holder.start()
+    holder.wait(60)
+    holder.start(Settings(model="/nowhere"))
+    with pytest.raises(ModelError, match="could not load /nowhere: OSError: no /nowhere"):
         holder.wait(60)
-    assert "the previous model, scripted, was released" in holder.status().error
+    assert calls == ["first", "/nowhere", "first"]
+    assert "the previous model, scripted, could not be loaded again" in holder.status().error
 
 
 def test_session_downloads_are_its_own_and_removed_on_close():

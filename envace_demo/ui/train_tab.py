@@ -156,7 +156,7 @@ def adapter_zip(job: TrainingJob) -> str | None:
     return str(path)
 
 
-def build_train_tab(ctx: AppContext) -> gr.Timer:
+def build_train_tab(ctx: AppContext) -> gr.HTML:
     slot = TrainingSlot()
     allowed = ctx.options.allow_training
     first = source_choices()[0][1]
@@ -293,6 +293,7 @@ def build_train_tab(ctx: AppContext) -> gr.Timer:
         try:
             backend = ctx.holder.wait(timeout=0.0)
             apply_adapter(backend, job.result.adapter_dir)
+            ctx.holder.set_adapter(job.result.out_dir.name)
         except EnvaceError as err:
             return render.status_html(ctx.options.redact(str(err)), "error")
         return render.status_html(
@@ -311,6 +312,7 @@ def build_train_tab(ctx: AppContext) -> gr.Timer:
             if not has_adapter(backend):
                 return render.status_html("no adapter is applied", "info")
             remove_adapter(backend)
+            ctx.holder.set_adapter(None)
         except EnvaceError as err:
             return render.status_html(ctx.options.redact(str(err)), "error")
         return render.status_html(f"removed: back to the base weights of {backend.info.model_id}", "ok")
@@ -325,4 +327,4 @@ def build_train_tab(ctx: AppContext) -> gr.Timer:
     apply.click(apply_adapter_now, None, [applied], **ctx.model_event(), **private)
     remove.click(remove_adapter_now, None, [applied], **ctx.model_event(), **private)
     source.change(lambda s: gr.Accordion(open=s == OWN), [source], [own_box], queue=False, **private)
-    return timer
+    return applied
