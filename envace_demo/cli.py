@@ -401,6 +401,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+RECORDING_SECONDS = 900.0
+
+
 def cmd_showcase(args: argparse.Namespace) -> int:
     """Each example environment's first task (the Playground's default request), in
     parallel mode with the defaults fitted to this model on this machine, recorded."""
@@ -419,6 +422,8 @@ def cmd_showcase(args: argparse.Namespace) -> int:
     settings = budget_mod.apply(settings, fitted)
     args.mode, args.temperature, args.top_p, args.top_k = "parallel", 0.6, 0.95, 20
     config = episode_config(args, settings, backend)
+    # Nobody waits on a recording: a busy machine must not cut it short.
+    config.episode_seconds = max(config.episode_seconds, RECORDING_SECONDS)
     budget = {"n": config.n, "max_steps": config.max_steps, "max_new_tokens": config.sampling.max_new_tokens,
               "episode_seconds": config.episode_seconds}
     print(f"{backend.info.model_id}: {speed.decode:.1f} tokens/s; {json.dumps(budget)}")

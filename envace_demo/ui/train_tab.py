@@ -109,11 +109,16 @@ def progress_html(job: TrainingJob) -> str:
     )
 
 
-def eval_table(before: EvalResult | None, after: EvalResult | None) -> list[list[Any]]:
-    """Rows: held-out success without and with rehearsal, before and after, and the change."""
+CUT = "cut by Stop"
 
-    def pct(value: float | None) -> str:
-        return "–" if value is None else f"{100 * value:.0f}%"
+
+def eval_table(before: EvalResult | None, after: EvalResult | None, stopped: bool = False) -> list[list[Any]]:
+    """Rows: held-out success without and with rehearsal, before and after, and the
+    change; ``stopped``: Stop ended the run, so the evaluation after it never ran."""
+    missing = CUT if stopped else "–"
+
+    def pct(value: float | None, empty: str = "–") -> str:
+        return empty if value is None else f"{100 * value:.0f}%"
 
     rows = []
     for label, key in (("success without rehearsal", "success_without"), ("success with rehearsal", "success_with")):
@@ -122,9 +127,9 @@ def eval_table(before: EvalResult | None, after: EvalResult | None) -> list[list
         if b is None and a is None and before is not None:
             continue  # that mode was not evaluated in this run
         change = f"{100 * (a - b):+.0f} pts" if a is not None and b is not None else "–"
-        rows.append([label, pct(b), pct(a), change])
+        rows.append([label, pct(b), pct(a, missing), change])
     if before is not None:
-        rows.append(["held-out tasks", str(before.tasks), str(after.tasks if after else "–"), ""])
+        rows.append(["held-out tasks", str(before.tasks), str(after.tasks if after else missing), ""])
     return rows
 
 
@@ -137,9 +142,13 @@ def job_status(job: TrainingJob, redact) -> str:
     result = job.result
     if result is None:
         return render.status_html("training ended without a result", "error")
-    what = "stopped" if result.stopped else "done"
     saved = "adapter saved" if result.adapter_dir else "no step finished, nothing saved"
-    return render.status_html(f"{what}: {result.steps_done} steps in {result.seconds:.0f} s, {saved}", "ok")
+    if result.stopped:
+        cut = "; Stop cut the final evaluation (no after figures)" if result.before is not None else ""
+        return render.status_html(
+            f"stopped: {result.steps_done} steps in {result.seconds:.0f} s, {saved}{cut}", "warn"
+        )
+    return render.status_html(f"done: {result.steps_done} steps in {result.seconds:.0f} s, {saved}", "ok")
 
 
 def adapter_zip(job: TrainingJob) -> str | None:
@@ -210,7 +219,7 @@ def build_train_tab(ctx: AppContext) -> gr.HTML:
             status = gr.HTML(elem_id="train-status")
             progress = gr.HTML(elem_id="train-progress")
         with gr.Column(scale=3):
-            curves = gr.Plot(training_curves([]), label="training curves", elem_id="train-curves")
+            curves = gr.Plot(training_curves([]), show_label=False, elem_id="train-curves")
             table = gr.Dataframe(
                 headers=["held-out", "before", "after", "change"],
                 label="before / after (same run, same seeds)",
@@ -261,7 +270,9 @@ def build_train_tab(ctx: AppContext) -> gr.HTML:
         finished = not job.running
         update: dict = {
             progress: "" if finished else progress_html(job),
-            table: gr.Dataframe(value=eval_table(job.before, job.after)),
+            table: gr.Dataframe(
+                value=eval_table(job.before, job.after, stopped=job.result is not None and job.result.stopped)
+            ),
             timer: gr.Timer(active=not finished),
             train: gr.Button(interactive=allowed and finished),
         }
