@@ -415,3 +415,110 @@ def test_schema_status_lists_the_tools():
 
     ok = render.schema_ok_html(load_tools(example_tools("files")))
     assert ok.startswith('<div class="ev-schema ev-schema-ok">') and "read_file" in html.unescape(ok)
+
+
+# ---- what a run says about itself: colours, titles, speed, the header ------------------------
+
+
+def _finished(success, ended, mode="parallel") -> Trajectory:
+    return Trajectory(mode=mode, model={}, tools=[], prompt=PROMPT, success=success, ended=ended)
+
+
+@pytest.mark.parametrize(
+    "success, ended, mode, kind",
+    [
+        (True, "answer", "parallel", "ok"),
+        (False, "answer", "parallel", "error"),  # a failed check
+        (None, "time_limit", "parallel", "error"),
+        (False, "time_limit", "parallel", "error"),
+        (None, "cancelled", "none", "error"),
+        (None, "model_error: out of memory", "none", "error"),
+        (None, "answer", "parallel", "info"),  # a custom request: no check, not a success
+        (None, "max_steps", "imagine", "warn"),
+        (None, "answer", "imagine", "info"),
+    ],
+)
+def test_only_a_passed_check_gets_the_success_colour(success, ended, mode, kind):
+    traj = _finished(success, ended, mode)
+    assert render.outcome_kind(traj) == kind
+    assert f'data-kind="{kind}"' in render.outcome_html(traj)
+    status = render.status_html("finished", render.outcome_kind(traj))
+    assert ("ev-status-ok" in status) is (kind == "ok")
+
+
+def test_imagine_says_it_commits_nothing_and_its_memory_card_is_filled(scripted):
+    from envace_demo.ui.playground import shown_memory
+
+    backend = scripted(actor=[BALANCE, ANSWER], rehearser=[result_text(PREDICTED)])
+    task = find_task("bank", "check-balance")
+    traj = list(Episode(backend, task, EpisodeConfig(mode="imagine", n=1)).run())[-1].trajectory
+    assert "commits nothing" in render.outcome_html(traj) and "task succeeded" not in render.outcome_html(traj)
+    assert "<b>Rehearsal 1</b>" in shown_memory(traj)
+    traj.memory = None  # cut by a time limit before the engine summed up its rehearsals
+    assert "<b>Rehearsal 1</b>" in shown_memory(traj)
+
+
+def test_step_titles_show_the_call_and_its_arguments(scripted):
+    view = _view(_parallel_events(scripted))
+    titles = [m["metadata"]["title"] for m in render.rehearsal_messages(view)]
+    assert 'step 1: get_account(account_id="ACC-1003")' in titles
+    assert html.escape('get_account(account_id="ACC-1003")') in render.steps_html(view)
+    long_step = view.trajectory.steps[0]
+    long_step.call.arguments = {"account_id": "ACC-" + "9" * 200}
+    title = render.call_title(long_step)
+    assert len(title) == 90 and title.endswith("…)")
+
+
+def test_progress_shows_elapsed_time_and_live_tokens_per_second(scripted):
+    events = _parallel_events(scripted)
+    view = render.LiveView()
+    for event in events[:-1]:
+        view.apply(event)
+    tokens = view.tokens()
+    assert tokens > 0
+    text = render.progress_text(view, now=view.started + 4.0)
+    assert text.endswith(f"· 4.0 s · {tokens / 4.0:.1f} tokens/s")
+    view.apply(events[-1])
+    assert render.progress_text(view).startswith("finished: answer in ")
+
+
+def test_the_estimate_follows_the_controls_and_says_when_the_model_is_not_timed():
+    from envace_demo.budget import Speed
+
+    speed = Speed(decode=25.0, prefill=1000.0)
+    short = render.estimate_html(speed, "parallel", 2, 2, 192, 120)
+    longer = render.estimate_html(speed, "parallel", 4, 3, 192, 120)
+    seconds = [int(s.split('data-seconds="')[1].split('"')[0]) for s in (short, longer)]
+    assert seconds[0] < seconds[1] and "at 25 tokens/s" in short and "time limit 120 s" in short
+    assert "it will be cut" in render.estimate_html(speed, "sequential", 8, 8, 192, 120)
+    assert "known once the model has loaded" in render.estimate_html(None, "parallel", 2, 2, 192, 120)
+
+
+def test_the_header_names_the_loaded_model_and_the_adapter_on_it():
+    info = {"model_id": "embedded (SmolLM2-135M-Instruct)"}
+    plain = render.header_model_html("ready", "embedded", info, None)
+    assert "embedded (SmolLM2-135M-Instruct)" in plain and "no adapter" in plain
+    assert "EnvACE-Qwen3-8B" not in plain
+    tuned = render.header_model_html("ready", "embedded", info, "run-20261201-0300")
+    assert "adapter: <code>run-20261201-0300</code>" in tuned and "fine-tuned" in tuned
+    assert "loading <code>Team-ACE/EnvACE-Qwen3-8B</code>" in render.header_model_html(
+        "loading", "Team-ACE/EnvACE-Qwen3-8B", None, None
+    )
+
+
+def test_the_holder_records_the_adapter_and_fits_a_budget_to_the_measured_speed(scripted):
+    from envace_demo.budget import Speed
+
+    backend = scripted()
+    holder = ModelHolder(Settings(), loader=lambda s: backend, measure=lambda b: Speed(25.0, 1000.0))
+    holder.start()
+    holder.wait(60)
+    st = holder.status()
+    assert st.speed == Speed(25.0, 1000.0) and st.budget is not None and st.budget.n == 2
+    assert st.budget.estimate_seconds <= Settings().target_seconds
+    holder.set_adapter("run-1")
+    assert holder.status().adapter == "run-1"
+    off = ModelHolder(Settings(target_seconds=0), loader=lambda s: backend, measure=lambda b: Speed(25.0, 1000.0))
+    off.start()
+    off.wait(60)
+    assert off.status().budget is None
