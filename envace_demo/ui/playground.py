@@ -344,14 +344,17 @@ def build_playground(ctx: AppContext, state: gr.State) -> Playground:
         update: dict = {budget_timer: gr.Timer(active=False)}
         fitted = st.budget
         if fitted is not None:
-            steps_value = min(fitted.max_steps, ctx.options.max_steps)
-            tokens_value = min(fitted.max_new_tokens, ctx.options.max_new_tokens)
+            # Values the operator set on purpose are kept (budget.apply), within the caps.
+            settings = budget_mod.apply(ctx.settings, fitted)
+            n_value = min(fitted.n, ctx.options.max_n)
+            steps_value = min(settings.max_steps, ctx.options.max_steps)
+            tokens_value = min(settings.max_new_tokens, ctx.options.max_new_tokens)
             update |= {
-                n: gr.Slider(value=fitted.n),
+                n: gr.Slider(value=n_value),
                 sampling.max_steps: gr.Slider(value=steps_value),
                 sampling.max_new_tokens: gr.Slider(value=tokens_value),
                 estimate: render.estimate_html(
-                    st.speed, mode_value, fitted.n, steps_value, tokens_value, limit_seconds()
+                    st.speed, mode_value, n_value, steps_value, tokens_value, settings.episode_seconds
                 ),
             }
         return update

@@ -274,7 +274,7 @@ def model_status_html(
     text = f"model ready: {info['model_id']} on {info['device']} ({info['dtype']}{extra}{rate}), loaded in {seconds:.1f} s"
     if note:
         return status_html(f"model switch failed: {note}. {text}", "warn")
-    return status_html(text, "info")
+    return status_html(text, "ok")
 
 
 def header_model_html(state: str, model: str, info: dict | None, adapter: str | None) -> str:
