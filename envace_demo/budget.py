@@ -136,6 +136,18 @@ def fit(speed: Speed, target_seconds: float = TARGET_SECONDS, mode: str = "paral
     )
 
 
+def observed(speed: Speed, generations: list[tuple[int, int, float]], weight: float = 0.5) -> Speed:
+    """``speed`` moved toward what a run just saw: ``generations`` are (prompt tokens,
+    new tokens, seconds) of single-row generations. A machine that got busier since the
+    model was timed makes the next estimate longer. Unchanged without usable figures."""
+    predicted = sum(p / speed.prefill + n / speed.decode for p, n, s in generations if s > 0)
+    actual = sum(s for _, _, s in generations if s > 0)
+    if predicted <= 0 or actual <= 0:
+        return speed
+    ratio = (1 - weight) + weight * predicted / actual
+    return Speed(decode=speed.decode * ratio, prefill=speed.prefill * ratio)
+
+
 _FITTED = ("max_steps", "max_new_tokens", "episode_seconds")
 
 

@@ -245,7 +245,7 @@ def test_a_first_visit_shows_the_showcase_then_the_default_run_ends_within_its_b
     expect(note).to_be_visible(timeout=60_000)
     assert "Nothing has run yet" in note.inner_text() and "SmolLM2-135M" in note.inner_text()
     assert page.locator("#committed-steps .ev-step").count() >= 1
-    assert page.locator("#rehearsals").get_by_text("Rehearsal 2").count() >= 1
+    page.locator("#rehearsals").get_by_text("Rehearsal 2").first.wait_for(timeout=30_000)
     assert page.locator("#outcome .ev-outcome").count() == 1
     assert "ready: press Run" in page.locator("#run-status").inner_text()
     page.screenshot(path=str(ARTIFACTS / "browser-first-look.png"), full_page=True)

@@ -89,3 +89,14 @@ def test_the_embedded_model_is_timed_and_its_budget_fits_a_two_core_machine(embe
     assert speed.decode > 1 and speed.prefill > speed.decode  # prefill runs many tokens at once
     fitted = budget.fit(speed)
     assert budget.MIN_STEPS <= fitted.max_steps < budget.MAX_STEPS  # a 135M model on a CPU is no GPU
+
+
+def test_a_busier_machine_than_measured_slows_the_next_estimate():
+    speed = Speed(decode=20.0, prefill=1000.0)
+    # Two turns predicted at 1 s prefill + 2 s decode each took 12 s: four times slower.
+    slower = budget.observed(speed, [(1000, 40, 12.0), (1000, 40, 12.0)], weight=1.0)
+    assert slower.decode == pytest.approx(5.0) and slower.prefill == pytest.approx(250.0)
+    halfway = budget.observed(speed, [(1000, 40, 12.0)])  # default weight: half the way
+    assert halfway.decode == pytest.approx(20.0 * (0.5 + 0.5 * 0.25))
+    assert budget.estimate_seconds(halfway, "parallel", 2, 2, 160) > budget.estimate_seconds(speed, "parallel", 2, 2, 160)
+    assert budget.observed(speed, []) == speed and budget.observed(speed, [(10, 0, 0.0)]) == speed

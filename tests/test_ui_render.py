@@ -522,3 +522,17 @@ def test_the_holder_records_the_adapter_and_fits_a_budget_to_the_measured_speed(
     off.start()
     off.wait(60)
     assert off.status().budget is None
+
+
+def test_the_holder_follows_the_speed_a_finished_run_saw(scripted):
+    from envace_demo.budget import Speed
+
+    holder = ModelHolder(Settings(), loader=lambda s: scripted(), measure=lambda b: Speed(20.0, 1000.0))
+    holder.start()
+    holder.wait(60)
+    events = _parallel_events(scripted)
+    traj = events[-1].trajectory
+    for step in traj.steps:
+        step.prompt_tokens, step.act_tokens, step.act_seconds = 1000, 40, 12.0  # 4x slower than timed
+    holder.observe(traj)
+    assert holder.status().speed.decode < 20.0

@@ -132,6 +132,14 @@ class ModelHolder:
         self._budget = budget_mod.fit(self._speed, self.settings.target_seconds)
         log.info("budget: %s", budget_mod.describe(self._budget, self._speed))
 
+    def observe(self, trajectory) -> None:
+        """Move the measured speed toward what a finished run saw (its committed actor
+        turns: one row each), so estimates follow the machine's load."""
+        if self._speed is None:
+            return
+        turns = [(s.prompt_tokens, s.act_tokens, s.act_seconds) for s in trajectory.steps if s.call_index == 0]
+        self._speed = budget_mod.observed(self._speed, turns)
+
     def set_adapter(self, name: str | None) -> None:
         """Record the adapter applied to the loaded model (None: removed), for the header."""
         self._adapter = name

@@ -203,7 +203,7 @@ def build_playground(ctx: AppContext, state: gr.State) -> Playground:
 
     outputs = [
         status, schema_box, rehearsals, memory, steps, outcome, download, pick,
-        manual_box, manual_call, manual_text, manual_status, showcase_note,
+        manual_box, manual_call, manual_text, manual_status, showcase_note, estimate,
     ]
 
     def ask_for_response(call: PendingCall, view: render.LiveView) -> dict:
@@ -284,6 +284,7 @@ def build_playground(ctx: AppContext, state: gr.State) -> Playground:
             }
         traj = view.trajectory
         assert traj is not None
+        ctx.holder.observe(traj)
         session.trajectory = traj
         session.manual = None
         choices = render.inspector_choices(traj)
@@ -298,6 +299,7 @@ def build_playground(ctx: AppContext, state: gr.State) -> Playground:
             ),
             pick: gr.Dropdown(choices=choices, value=choices[0][1] if choices else None),
             manual_box: gr.Group(visible=False),
+            estimate: show_estimate(traj.mode, traj.n or 1, config.max_steps, config.sampling.max_new_tokens),
         }
 
     def send_response(session: Session | None, text: str) -> str:
