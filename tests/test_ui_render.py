@@ -97,7 +97,8 @@ def test_public_caps_are_enforced_on_the_server_side():
     public = UIOptions.from_settings(Settings(public=True))
     with pytest.raises(ConfigError, match="n: expected an integer from 1 to 4"):
         _request(n=5).check(public)
-    _request(n=4).check(public)
+    # Public caps are the settings' own step and token values.
+    _request(n=4, max_new_tokens=Settings().max_new_tokens, max_steps=Settings().max_steps).check(public)
     with pytest.raises(ConfigError, match="max_new_tokens"):
         _request(max_new_tokens=100_000).check(UIOptions())
     with pytest.raises(ConfigError, match="mode"):

@@ -12,7 +12,6 @@ from typing import Any
 from envace_demo.settings import PROJECT_ROOT, Settings
 
 SERVER_PATH = "<server path>"
-PUBLIC_MAX_NEW_TOKENS, PUBLIC_MAX_STEPS = 384, 6  # public mode's caps on one run
 SECRET = "<secret>"
 # Credentials that look like one whoever issued them (Hugging Face, OpenAI-style, bearer headers).
 _TOKEN = re.compile(r"\bhf_[A-Za-z0-9]{16,}|\bsk-[A-Za-z0-9_-]{16,}|(?i:\bbearer\s+)[A-Za-z0-9._~+/-]{8,}=*")
@@ -70,9 +69,8 @@ class UIOptions:
             return cls(
                 **shared,
                 max_n=4,
-                # The fitted defaults stay under these caps; the settings may raise them.
-                max_new_tokens=max(PUBLIC_MAX_NEW_TOKENS, settings.max_new_tokens),
-                max_steps=max(PUBLIC_MAX_STEPS, settings.max_steps),
+                max_new_tokens=settings.max_new_tokens,
+                max_steps=settings.max_steps,
                 max_suite_tasks=8,
                 allow_model_switch=False,
                 max_input_bytes=settings.max_input_bytes,
