@@ -91,6 +91,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_episode_flags(p, "none")
     _add_model_flags(p)
+
+    p = sub.add_parser(
+        "showcase", help="record one parallel-rehearsal run per example environment (the Playground shows them on opening)"
+    )
+    p.add_argument("--out", default="examples/showcase/", help="folder for the records (one <env>.json each)")
+    p.add_argument("--env", action="append", help="only this example environment (repeatable; default: all)")
+    p.add_argument("--n", type=int, default=2, help="rehearsal budget N (steps, new tokens and the limit are fitted to the model's speed)")
+    p.add_argument("--seed", type=int, default=0)
+    _add_model_flags(p)
     from envace_demo.train.cli import register as register_train
 
     register_train(sub)
@@ -388,7 +397,43 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"envs": cmd_envs, "schema": cmd_schema, "run": cmd_run, "eval": cmd_eval}
+RECORDING_SECONDS = 900.0
+
+
+def cmd_showcase(args: argparse.Namespace) -> int:
+    """Each example environment's first task (the Playground's default request), in
+    parallel mode with the defaults fitted to this model on this machine, recorded."""
+    from envace_demo import budget as budget_mod
+    from envace_demo import showcase
+    from envace_demo.envs.registry import ENVIRONMENTS
+
+    envs = args.env or list(ENVIRONMENTS)
+    unknown = [e for e in envs if e not in ENVIRONMENTS]
+    if unknown:
+        raise TaskError(f"--env {unknown[0]}: no such example environment; choose from {', '.join(ENVIRONMENTS)}")
+    settings = settings_from(args)
+    backend = load_model(settings)
+    speed = budget_mod.measure_speed(backend)
+    fitted = budget_mod.fit(speed, settings.target_seconds) if settings.target_seconds else None
+    settings = budget_mod.apply(settings, fitted)
+    args.mode, args.temperature, args.top_p, args.top_k = "parallel", 0.6, 0.95, 20
+    config = episode_config(args, settings, backend)
+    # Nobody waits on a recording: a busy machine must not cut it short.
+    config.episode_seconds = max(config.episode_seconds, RECORDING_SECONDS)
+    budget = {"n": config.n, "max_steps": config.max_steps, "max_new_tokens": config.sampling.max_new_tokens,
+              "episode_seconds": config.episode_seconds}
+    print(f"{backend.info.model_id}: {speed.decode:.1f} tokens/s; {json.dumps(budget)}")
+    for env in envs:
+        task = env_tasks(env)[0]
+        traj = _run_task(backend, task, config)
+        path = showcase.save(
+            showcase.Showcase(env, traj, showcase.COMMAND, budget=budget, speed=speed.to_dict()), Path(args.out)
+        )
+        print(f"{env}/{task.name}: ended {traj.ended}, success {traj.success}, {traj.seconds:.1f} s -> {path}")
+    return 0
+
+
+COMMANDS = {"envs": cmd_envs, "schema": cmd_schema, "run": cmd_run, "eval": cmd_eval, "showcase": cmd_showcase}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

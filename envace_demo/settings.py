@@ -45,10 +45,20 @@ class Settings:
         default=PROJECT_ROOT / ".cache",
         metadata={"env": "ENVACE_CACHE_DIR", "help": "where the embedded model is converted once"},
     )
-    max_steps: int = field(default=6, metadata={"env": "ENVACE_MAX_STEPS", "help": "actor turns per trajectory"})
-    max_new_tokens: int = field(default=384, metadata={"env": "ENVACE_MAX_NEW_TOKENS", "help": "new tokens per generation"})
+    # The next three are fallbacks: with target_seconds set, a value left at its default is
+    # replaced by one fitted to the loaded model's measured speed (envace_demo.budget).
+    max_steps: int = field(default=3, metadata={"env": "ENVACE_MAX_STEPS", "help": "actor turns per trajectory"})
+    max_new_tokens: int = field(default=192, metadata={"env": "ENVACE_MAX_NEW_TOKENS", "help": "new tokens per generation"})
     episode_seconds: float = field(
-        default=600.0, metadata={"env": "ENVACE_EPISODE_SECONDS", "help": "wall-clock limit of one episode"}
+        default=120.0, metadata={"env": "ENVACE_EPISODE_SECONDS", "help": "wall-clock limit of one episode"}
+    )
+    target_seconds: float = field(
+        default=60.0,
+        metadata={
+            "env": "ENVACE_TARGET_SECONDS",
+            "help": "seconds the default run should take: N, steps, new tokens and the limit are fitted to the "
+            "loaded model's measured speed (a value you set yourself is kept); 0: no fitting",
+        },
     )
     public: bool = field(
         default=False, metadata={"env": "ENVACE_PUBLIC", "help": "public mode (caps, no outbound); default on inside a Space"}
@@ -135,6 +145,8 @@ class Settings:
             raise ConfigError(f"device={self.device!r}: expected auto, cpu or cuda")
         if self.max_steps < 1 or self.max_new_tokens < 1 or self.episode_seconds <= 0:
             raise ConfigError("max_steps, max_new_tokens and episode_seconds must be positive")
+        if self.target_seconds < 0:
+            raise ConfigError(f"target_seconds={self.target_seconds!r}: must be positive, or 0 for no fitting")
         if self.backend not in ("transformers", "openai"):
             raise ConfigError(f"backend={self.backend!r}: expected transformers or openai")
         if self.backend == "openai" and not self.base_url:

@@ -3,6 +3,8 @@
 Loads the page, pastes a schema, runs (parallel, N=1, one actor turn), sees the three
 columns filled, then pastes an invalid schema and sees the located error beside the
 editor, with the user's message untouched; then Stop halts a run mid-generation.
+A second app with its own defaults: a first visit sees the recorded showcase before
+anything runs, then the default example runs to its end within the fitted budget.
 Screenshots go to tests/artifacts/.
 """
 
@@ -135,6 +137,9 @@ def test_stop_cancels_a_running_episode_promptly(page):
     assert time.monotonic() - started < 10  # a generation under way is halted, not waited for
     assert "ended: cancelled" in page.locator("#outcome").inner_text()
     assert "cancelled" in page.locator("#run-status").inner_text()
+    # Stopped is not success: the failure colour, on the status and on the outcome.
+    assert page.locator("#run-status .ev-status-error").count() == 1
+    assert page.locator("#outcome .ev-outcome").get_attribute("data-kind") == "error"
 
 
 def test_fine_tune_draws_per_role_curves_live_then_applies_the_adapter(page):
@@ -163,9 +168,15 @@ def test_fine_tune_draws_per_role_curves_live_then_applies_the_adapter(page):
     page.click("#train-apply")
     page.locator("#train-applied .ev-status-ok").wait_for(timeout=120_000)
     assert "with the adapter of run-" in page.locator("#train-applied").inner_text()
+    pytest.importorskip("playwright.sync_api").expect(page.locator("#header-model")).to_contain_text(
+        "adapter: run-", timeout=30_000
+    )  # the header says the weights that run are fine-tuned
     page.screenshot(path=str(ARTIFACTS / "browser-fine-tune-done.png"), full_page=True)
     page.get_by_role("button", name="Remove the adapter").click()  # the module's app is shared
     page.locator("#train-applied", has_text="removed").wait_for(timeout=120_000)
+    pytest.importorskip("playwright.sync_api").expect(page.locator("#header-model")).to_contain_text(
+        "no adapter", timeout=30_000
+    )
 
 
 def test_manual_environment_waits_for_the_typed_response(page):
@@ -193,3 +204,80 @@ def test_manual_environment_waits_for_the_typed_response(page):
     real = page.locator("#committed-steps .ev-step").first.locator(".ev-col.ev-real pre").inner_text()
     assert json.loads(real) == {"typed_by": "a person", "balance": 4242.5}
     assert not box.is_visible()
+
+
+# ---- the page as a first-time visitor finds it: default settings, fitted budget ------------
+
+
+@pytest.fixture(scope="module")
+def default_app(tmp_path_factory):
+    """The app with its own defaults: no step or token settings, so the budget fitted to
+    the model's measured speed applies (empty values count as unset)."""
+    launched = LaunchedApp(
+        tmp_path_factory.mktemp("default-app") / "app.log",
+        extra_env={"ENVACE_MAX_NEW_TOKENS": "", "ENVACE_MAX_STEPS": ""},
+    )
+    try:
+        yield launched
+    finally:
+        launched.stop()
+
+
+@pytest.fixture(scope="module")
+def first_page(default_app):
+    playwright = pytest.importorskip("playwright.sync_api")
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+        try:
+            yield browser.new_page(viewport={"width": 1400, "height": 1000})
+        finally:
+            browser.close()
+
+
+def test_a_first_visit_shows_the_showcase_then_the_default_run_ends_within_its_budget(default_app, first_page):
+    expect = pytest.importorskip("playwright.sync_api").expect
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page = first_page
+    page.goto(default_app.url)
+
+    # Before anything runs: the recorded showcase fills the panels, and names its model.
+    note = page.locator("#showcase .ev-showcase")
+    expect(note).to_be_visible(timeout=60_000)
+    assert "Nothing has run yet" in note.inner_text() and "SmolLM2-135M" in note.inner_text()
+    assert page.locator("#committed-steps .ev-step").count() >= 1
+    page.locator("#rehearsals").get_by_text("Rehearsal 2").first.wait_for(timeout=30_000)
+    assert page.locator("#outcome .ev-outcome").count() == 1
+    assert "ready: press Run" in page.locator("#run-status").inner_text()
+    page.screenshot(path=str(ARTIFACTS / "browser-first-look.png"), full_page=True)
+
+    # The header names the model that runs, not the 8B model the method was trained as.
+    page.wait_for_selector("#model-banner .ev-status-ok", timeout=300_000)
+    header = page.locator("#header-model")
+    expect(header).to_contain_text("embedded (SmolLM2-135M-Instruct)", timeout=30_000)
+    assert "no adapter" in header.inner_text() and "EnvACE-Qwen3-8B" not in header.inner_text()
+
+    # The estimate, once the model is timed; the budget it promises is the run's limit.
+    estimate = page.locator("#run-estimate .ev-estimate[data-seconds]")
+    estimate.wait_for(timeout=60_000)
+    text = estimate.inner_text()
+    limit = float(text.split("time limit ")[1].split(" s")[0])
+    assert "tokens/s" in text and int(estimate.get_attribute("data-seconds")) > 0
+
+    run = page.locator("#run-button")
+    started = time.monotonic()
+    run.click()
+    expect(run).to_be_disabled(timeout=10_000)  # no second run of the same page meanwhile
+    expect(note).to_have_count(0, timeout=30_000)  # the showcase gives way to the live run
+    expect(page.locator("#run-status")).to_contain_text("tokens/s", timeout=int(limit * 1000))
+    outcome = page.locator("#outcome .ev-outcome")
+    outcome.wait_for(timeout=int((limit + 60) * 1000))
+    took = time.monotonic() - started
+    page.screenshot(path=str(ARTIFACTS / "browser-default-run.png"), full_page=True)
+    expect(run).to_be_enabled(timeout=10_000)
+
+    result = outcome.inner_text()
+    assert "ended: time_limit" not in result and took <= limit + 15  # ended within its budget
+    # The colour tells the verdict: green only when the example's check passed.
+    succeeded = "task succeeded" in result
+    assert (outcome.get_attribute("data-kind") == "ok") is succeeded
+    assert (page.locator("#run-status .ev-status-ok").count() == 1) is succeeded

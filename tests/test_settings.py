@@ -8,7 +8,7 @@ from envace_demo.settings import Settings
 
 def test_defaults_without_environment():
     s = Settings.from_env({})
-    assert s.model is None and s.public is False and s.max_steps == 6
+    assert s.model is None and s.public is False and s.max_steps == 3
 
 
 def test_environment_variables_are_converted():
@@ -20,7 +20,7 @@ def test_environment_variables_are_converted():
 
 def test_cli_overrides_beat_environment():
     s = Settings.from_env({"ENVACE_MODEL": "embedded"}, model="/models/envace", max_steps=None)
-    assert s.model == "/models/envace" and s.max_steps == 6
+    assert s.model == "/models/envace" and s.max_steps == 3
 
 
 def test_a_space_is_public_by_default_and_can_opt_out():

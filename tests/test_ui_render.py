@@ -98,7 +98,8 @@ def test_public_caps_are_enforced_on_the_server_side():
     public = UIOptions.from_settings(Settings(public=True))
     with pytest.raises(ConfigError, match="n: expected an integer from 1 to 4"):
         _request(n=5).check(public)
-    _request(n=4).check(public)
+    # Public caps are the settings' own step and token values.
+    _request(n=4, max_new_tokens=Settings().max_new_tokens, max_steps=Settings().max_steps).check(public)
     with pytest.raises(ConfigError, match="max_new_tokens"):
         _request(max_new_tokens=100_000).check(UIOptions())
     with pytest.raises(ConfigError, match="mode"):
@@ -175,10 +176,11 @@ def test_committed_steps_show_action_rehearsed_and_real_with_badges(scripted):
     assert "task succeeded" in outcome and "310.25" in outcome and "ended: answer" in outcome
 
 
-def test_memory_card_lists_each_attempt(scripted):
+def test_memory_card_lists_each_rehearsal_by_the_name_the_panels_use(scripted):
     view = _view(_parallel_events(scripted))
     card = render.memory_html(view.trajectory.memory)
-    assert card.count("<b>Attempt") == 2 and "get_account" in card and "Ben Okafor" in card
+    assert card.count("<b>Rehearsal ") == 2 and "<b>Attempt" not in card
+    assert "get_account" in card and "Ben Okafor" in card
 
 
 def test_pickled_events_render_the_same_as_live_ones(scripted):
@@ -250,7 +252,7 @@ def test_metrics_table_and_badges():
     assert (
         table["success"] == ["no", "yes"]
         and table["real errors hit"] == [2, 0]
-        and table["mean fidelity"] == ["—", 0.9]
+        and table["mean fidelity"] == ["—", "0.90"]
     )
     assert "ev-good" in render.fidelity_badge(0.85) and "ev-bad" in render.fidelity_badge(0.2)
     assert "fidelity —" in render.fidelity_badge(None)
@@ -290,7 +292,7 @@ def test_runner_compare_and_suite_with_a_scripted_model(scripted):
         ("check-balance", "parallel", True),
     ]
     assert rows[0]["step_fidelities"] == [] and len(rows[1]["step_fidelities"]) == 1
-    assert render.suite_table(rows)[1][:3] == ["check-balance", "parallel", True]
+    assert render.suite_table(rows)[1][:3] == ["check-balance", "parallel", "yes"]
     figures = charts.suite_figures(rows)
     assert list(figures[0].data[0].y) == [1.0, 1.0]  # success rate by mode
     assert list(figures[1].data[0].y) == [0, 0]  # real errors by mode
@@ -356,7 +358,7 @@ def test_holder_reports_loading_then_a_failure_with_its_message():
     assert "failed to load" in render.model_status_html(st.state, st.model, st.seconds, st.error, st.info)
 
 
-def test_holder_switches_models_and_a_failed_switch_says_what_was_released(scripted):
+def test_holder_switches_models_and_a_failed_switch_keeps_the_working_model(scripted):
     first, second = scripted(), scripted()
 
     def loader(settings):
@@ -371,9 +373,33 @@ def test_holder_switches_models_and_a_failed_switch_says_what_was_released(scrip
     assert holder.wait(60) is second and holder.status().state == "ready"
     assert holder.status().info["model_id"] == "scripted"
     holder.start(Settings(model="/nowhere"))
-    with pytest.raises(ModelError, match="could not load /nowhere: OSError: no such folder"):
+    assert holder.wait(60) is second  # loaded again: the page keeps a model that works
+    st = holder.status()
+    assert st.state == "ready" and st.model == "other"
+    assert st.note == "could not load /nowhere: OSError: no such folder; kept scripted"
+    banner = render.model_status_html(st.state, st.model, st.seconds, st.error, st.info, st.note)
+    assert "ev-status-warn" in banner and "model switch failed" in banner
+
+
+def test_a_failed_switch_whose_previous_model_fails_too_says_both():
+    calls = []
+
+    def loader(settings):
+        calls.append(settings.model)
+        if len(calls) > 1:
+            raise OSError(f"no {settings.model}")
+        from conftest import ScriptedBackend
+
+        return ScriptedBackend()
+
+    holder = ModelHolder(Settings(model="first"), loader=loader)
+    holder.start()
+    holder.wait(60)
+    holder.start(Settings(model="/nowhere"))
+    with pytest.raises(ModelError, match="could not load /nowhere: OSError: no /nowhere"):
         holder.wait(60)
-    assert "the previous model, scripted, was released" in holder.status().error
+    assert calls == ["first", "/nowhere", "first"]
+    assert "the previous model, scripted, could not be loaded again" in holder.status().error
 
 
 def test_session_downloads_are_its_own_and_removed_on_close():
@@ -391,3 +417,124 @@ def test_schema_status_lists_the_tools():
 
     ok = render.schema_ok_html(load_tools(example_tools("files")))
     assert ok.startswith('<div class="ev-schema ev-schema-ok">') and "read_file" in html.unescape(ok)
+
+
+# ---- what a run says about itself: colours, titles, speed, the header ------------------------
+
+
+def _finished(success, ended, mode="parallel") -> Trajectory:
+    return Trajectory(mode=mode, model={}, tools=[], prompt=PROMPT, success=success, ended=ended)
+
+
+@pytest.mark.parametrize(
+    "success, ended, mode, kind",
+    [
+        (True, "answer", "parallel", "ok"),
+        (False, "answer", "parallel", "error"),  # a failed check
+        (None, "time_limit", "parallel", "error"),
+        (False, "time_limit", "parallel", "error"),
+        (None, "cancelled", "none", "error"),
+        (None, "model_error: out of memory", "none", "error"),
+        (None, "answer", "parallel", "info"),  # a custom request: no check, not a success
+        (None, "max_steps", "imagine", "warn"),
+        (None, "answer", "imagine", "info"),
+    ],
+)
+def test_only_a_passed_check_gets_the_success_colour(success, ended, mode, kind):
+    traj = _finished(success, ended, mode)
+    assert render.outcome_kind(traj) == kind
+    assert f'data-kind="{kind}"' in render.outcome_html(traj)
+    status = render.status_html("finished", render.outcome_kind(traj))
+    assert ("ev-status-ok" in status) is (kind == "ok")
+
+
+def test_imagine_says_it_commits_nothing_and_its_memory_card_is_filled(scripted):
+    from envace_demo.ui.playground import shown_memory
+
+    backend = scripted(actor=[BALANCE, ANSWER], rehearser=[result_text(PREDICTED)])
+    task = find_task("bank", "check-balance")
+    traj = list(Episode(backend, task, EpisodeConfig(mode="imagine", n=1)).run())[-1].trajectory
+    assert "commits nothing" in render.outcome_html(traj) and "task succeeded" not in render.outcome_html(traj)
+    assert "<b>Rehearsal 1</b>" in shown_memory(traj)
+    traj.memory = None  # cut by a time limit before the engine summed up its rehearsals
+    assert "<b>Rehearsal 1</b>" in shown_memory(traj)
+
+
+def test_step_titles_show_the_call_and_its_arguments(scripted):
+    view = _view(_parallel_events(scripted))
+    titles = [m["metadata"]["title"] for m in render.rehearsal_messages(view)]
+    assert 'step 1: get_account(account_id="ACC-1003")' in titles
+    assert html.escape('get_account(account_id="ACC-1003")') in render.steps_html(view)
+    long_step = view.trajectory.steps[0]
+    long_step.call.arguments = {"account_id": "ACC-" + "9" * 200}
+    title = render.call_title(long_step)
+    assert len(title) == 90 and title.endswith("…)")
+
+
+def test_progress_shows_elapsed_time_and_live_tokens_per_second(scripted):
+    events = _parallel_events(scripted)
+    view = render.LiveView()
+    for event in events[:-1]:
+        view.apply(event)
+    tokens = view.tokens()
+    assert tokens > 0
+    text = render.progress_text(view, now=view.started + 4.0)
+    assert text.endswith(f"· 4.0 s · {tokens / 4.0:.1f} tokens/s")
+    view.apply(events[-1])
+    assert render.progress_text(view).startswith("finished: answer in ")
+
+
+def test_the_estimate_follows_the_controls_and_says_when_the_model_is_not_timed():
+    from envace_demo.budget import Speed
+
+    speed = Speed(decode=25.0, prefill=1000.0)
+    short = render.estimate_html(speed, "parallel", 2, 2, 192, 120)
+    longer = render.estimate_html(speed, "parallel", 4, 3, 192, 120)
+    seconds = [int(s.split('data-seconds="')[1].split('"')[0]) for s in (short, longer)]
+    assert seconds[0] < seconds[1] and "at 25 tokens/s" in short and "time limit 120 s" in short
+    assert "it will be cut" in render.estimate_html(speed, "sequential", 8, 8, 192, 120)
+    assert "known once the model has loaded" in render.estimate_html(None, "parallel", 2, 2, 192, 120)
+
+
+def test_the_header_names_the_loaded_model_and_the_adapter_on_it():
+    info = {"model_id": "embedded (SmolLM2-135M-Instruct)"}
+    plain = render.header_model_html("ready", "embedded", info, None)
+    assert "embedded (SmolLM2-135M-Instruct)" in plain and "no adapter" in plain
+    assert "EnvACE-Qwen3-8B" not in plain
+    tuned = render.header_model_html("ready", "embedded", info, "run-20261201-0300")
+    assert "adapter: <code>run-20261201-0300</code>" in tuned and "fine-tuned" in tuned
+    assert "loading <code>Team-ACE/EnvACE-Qwen3-8B</code>" in render.header_model_html(
+        "loading", "Team-ACE/EnvACE-Qwen3-8B", None, None
+    )
+
+
+def test_the_holder_records_the_adapter_and_fits_a_budget_to_the_measured_speed(scripted):
+    from envace_demo.budget import Speed
+
+    backend = scripted()
+    holder = ModelHolder(Settings(), loader=lambda s: backend, measure=lambda b: Speed(25.0, 1000.0))
+    holder.start()
+    holder.wait(60)
+    st = holder.status()
+    assert st.speed == Speed(25.0, 1000.0) and st.budget is not None and st.budget.n == 2
+    assert st.budget.estimate_seconds <= Settings().target_seconds
+    holder.set_adapter("run-1")
+    assert holder.status().adapter == "run-1"
+    off = ModelHolder(Settings(target_seconds=0), loader=lambda s: backend, measure=lambda b: Speed(25.0, 1000.0))
+    off.start()
+    off.wait(60)
+    assert off.status().budget is None
+
+
+def test_the_holder_follows_the_speed_a_finished_run_saw(scripted):
+    from envace_demo.budget import Speed
+
+    holder = ModelHolder(Settings(), loader=lambda s: scripted(), measure=lambda b: Speed(20.0, 1000.0))
+    holder.start()
+    holder.wait(60)
+    events = _parallel_events(scripted)
+    traj = events[-1].trajectory
+    for step in traj.steps:
+        step.prompt_tokens, step.act_tokens, step.act_seconds = 1000, 40, 12.0  # 4x slower than timed
+    holder.observe(traj)
+    assert holder.status().speed.decode < 20.0

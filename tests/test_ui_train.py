@@ -35,8 +35,9 @@ def test_curves_draw_one_line_per_role_and_step_wide_metrics_once():
     for trace in fig.data:
         by_name.setdefault(trace.name, []).append(trace)
     assert set(by_name) == {"actor", "rehearser", "all rows"}
-    assert len(by_name["actor"]) == 4  # reward, advantage spread, loss, generation length
-    assert len(by_name["all rows"]) == 1  # the valid-call rate is step-wide
+    assert len(by_name["actor"]) == 3  # reward, advantage spread, generation length
+    assert len(by_name["all rows"]) == 2  # task success and the valid-call rate are step-wide
+    assert "loss" not in {a.text for a in fig.layout.annotations}  # ~0 by construction: not plotted
     reward_actor = by_name["actor"][0]
     assert list(reward_actor.x) == [1, 2] and list(reward_actor.y) == pytest.approx([0.1, 0.2])
     assert sum(t.showlegend for t in fig.data) == 3  # one legend entry per line name
@@ -56,6 +57,21 @@ def test_eval_table_gives_before_after_and_the_change():
     assert rows[0] == ["success without rehearsal", "17%", "50%", "+33 pts"]
     assert all(r[0] != "success with rehearsal" for r in rows)  # not evaluated in this run
     assert eval_table(before, None)[0][:3] == ["success without rehearsal", "17%", "–"]
+    cut = eval_table(before, None, stopped=True)
+    assert cut[0][:3] == ["success without rehearsal", "17%", "cut by Stop"]
+    assert cut[-1] == ["held-out tasks", "6", "cut by Stop", ""]
+
+
+def test_every_panel_has_one_title_and_axis_titles():
+    rows = [{**_row(1), "success": 0.5, "grad_norm": 0.3}, {**_row(2), "success": 1.0, "grad_norm": 0.2}]
+    fig = training_curves(rows, total_steps=2)
+    assert fig.layout.title.text == "Training curves"
+    titles = [a.text for a in fig.layout.annotations]
+    assert len(titles) == len(set(titles)) == 6  # KL is absent without it
+    assert "gradient norm (how far a step moves)" in titles and "task success of the rollouts" in titles
+    layout = fig.to_dict()["layout"]
+    axes = [v for k, v in layout.items() if k.startswith(("xaxis", "yaxis"))]
+    assert len(axes) == 12 and all(axis.get("title", {}).get("text") for axis in axes)
 
 
 def test_task_sources_split_into_training_and_heldout():

@@ -24,7 +24,8 @@ HEADER = f"""# {TITLE}
 One policy **acts** (calls tools) and **rehearses** (predicts what the tools will answer).
 Here it rehearses privately, then commits one real execution: every committed step shows
 the action, the rehearsed response and the real one.
-[arXiv 2608.06197](https://arxiv.org/abs/2608.06197) · model `Team-ACE/EnvACE-Qwen3-8B`"""
+The method: [arXiv 2608.06197](https://arxiv.org/abs/2608.06197), trained as
+`Team-ACE/EnvACE-Qwen3-8B`; the model that runs here is named below."""
 
 
 def build_app(
@@ -39,16 +40,20 @@ def build_app(
     runner.bind(holder, options)
     ctx = AppContext(settings, options, holder)
 
-    def model_banner() -> tuple[str, dict, gr.Timer]:
+    def model_banner() -> tuple[str, str, dict, gr.Timer]:
         st = holder.status()
         redact = ctx.options.redact
-        html = render.model_status_html(st.state, st.model, st.seconds, redact(st.error), redact(st.info))
-        return html, model_info(ctx), gr.Timer(active=st.state == "loading")
+        html = render.model_status_html(
+            st.state, st.model, st.seconds, redact(st.error), redact(st.info), redact(st.note), st.speed
+        )
+        header = render.header_model_html(st.state, redact(st.model), redact(st.info), st.adapter)
+        return html, header, model_info(ctx), gr.Timer(active=st.state == "loading")
 
     with gr.Blocks(title=TITLE, analytics_enabled=False) as demo:
         # One Session per visitor, made on page load (a callable value would add a public endpoint).
         state = gr.State(None, delete_callback=_close)
         gr.Markdown(HEADER, elem_classes="ev-header")
+        header_model = gr.HTML(render.header_model_html("loading", "the model", None, None), elem_id="header-model")
         banner = gr.HTML(render.status_html("checking the model…", "busy"), elem_id="model-banner")
         timer = gr.Timer(1.0)
         with gr.Tabs():
@@ -57,13 +62,16 @@ def build_app(
             with gr.Tab("Compare", id="compare"):
                 build_compare(ctx, state)
             with gr.Tab("Fine-tune", id="fine-tune"):
-                build_train_tab(ctx)
+                applied = build_train_tab(ctx)
             with gr.Tab("Model", id="model"):
                 info = build_model_tab(ctx, banner, timer)
         refresh: dict[str, Any] = {"queue": False, "api_visibility": "private"}
         demo.load(new_session, None, [state], **refresh)
-        demo.load(model_banner, None, [banner, info, timer], **refresh)
-        timer.tick(model_banner, None, [banner, info, timer], **refresh)
+        shown = [banner, header_model, info, timer]
+        demo.load(model_banner, None, shown, **refresh)
+        timer.tick(model_banner, None, shown, **refresh)
+        # Apply and Remove change the weights that run: the header says so at once.
+        applied.change(model_banner, None, shown, **refresh)
         for name, fn in make_endpoints(ctx).items():
             gr.api(fn, api_name=name, **ctx.model_event())
     demo.queue(max_size=options.queue_size, default_concurrency_limit=options.concurrency)

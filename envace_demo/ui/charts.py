@@ -42,7 +42,12 @@ def success_rate(rows: list[dict]) -> go.Figure:
             marker_color=[_color(m) for m in modes],
         )
     )
-    fig.update_layout(title="Success rate by mode", yaxis=dict(range=[0, 1.15], tickformat=".0%"), **_LAYOUT)
+    fig.update_layout(
+        title="Success rate by mode",
+        xaxis_title="mode",
+        yaxis=dict(range=[0, 1.15], tickformat=".0%", title="tasks succeeded"),
+        **_LAYOUT,
+    )
     return fig
 
 
@@ -61,7 +66,7 @@ def real_errors(rows: list[dict]) -> go.Figure:
             marker_color=[_color(m) for m in modes],
         )
     )
-    fig.update_layout(title="Real errors hit by mode", **_LAYOUT)
+    fig.update_layout(title="Real errors hit by mode", xaxis_title="mode", yaxis_title="real errors (all tasks)", **_LAYOUT)
     return fig
 
 
@@ -77,7 +82,11 @@ def fidelity_distribution(rows: list[dict]) -> go.Figure:
                 )
             )
     fig.update_layout(
-        title="Fidelity of rehearsed responses", barmode="overlay", xaxis=dict(range=[0, 1]), **_LAYOUT
+        title="Fidelity of rehearsed responses",
+        barmode="overlay",
+        xaxis=dict(range=[0, 1], title="fidelity (rehearsed vs real)"),
+        yaxis_title="committed steps",
+        **_LAYOUT,
     )
     if not fig.data:
         fig.add_annotation(
@@ -93,10 +102,10 @@ def latency(rows: list[dict]) -> go.Figure:
         secs = [r["seconds"] for r in group]
         fig.add_trace(
             go.Box(
-                y=secs, name=f"{mode} (mean {mean(secs):.1f}s)", marker_color=_color(mode), boxpoints="all"
+                y=secs, name=f"{mode} (mean {mean(secs):.1f} s)", marker_color=_color(mode), boxpoints="all"
             )
         )
-    fig.update_layout(title="Latency per task (s)", **_LAYOUT)
+    fig.update_layout(title="Wall time per task", xaxis_title="mode", yaxis_title="seconds", **_LAYOUT)
     return fig
 
 

@@ -14,11 +14,13 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from envace_demo import budget as budget_mod
 from envace_demo.errors import EnvaceError, ModelError
 from envace_demo.models.base import Backend
 from envace_demo.settings import Settings
 
 Loader = Callable[[Settings], Backend]
+Measure = Callable[[Backend], budget_mod.Speed]
 log = logging.getLogger(__name__)
 
 
@@ -35,13 +37,23 @@ class HolderStatus:
     seconds: float  # time spent loading, or that it took
     error: str | None = None
     info: dict | None = None  # backend.info.to_dict() once ready
+    speed: budget_mod.Speed | None = None  # measured once loaded (None: not measured)
+    budget: budget_mod.Budget | None = None  # defaults fitted to that speed
+    adapter: str | None = None  # the fine-tuned adapter applied to the model, by name
+    note: str | None = None  # a failed switch: what failed, and that the working model stayed
 
 
 class ModelHolder:
-    """Loads a backend on a thread; ``wait`` hands it out once ready."""
+    """Loads a backend on a thread; ``wait`` hands it out once ready.
 
-    def __init__(self, settings: Settings, loader: Loader | None = None):
+    Once loaded, the backend's speed is measured (``measure``; by default only for the
+    real loader) and the run defaults fitted to it. A switch that fails loads the
+    previous model again, so the page keeps a working one.
+    """
+
+    def __init__(self, settings: Settings, loader: Loader | None = None, measure: Measure | None = None):
         self.settings = settings
+        self._measure = measure if measure is not None or loader is not None else budget_mod.measure_speed
         self._loader = loader or _default_loader
         self._lock = threading.Lock()
         self._ready = threading.Event()
@@ -51,6 +63,11 @@ class ModelHolder:
         self._took = 0.0
         self._thread: threading.Thread | None = None
         self._released: str | None = None  # the model a switch let go of, named in a failure
+        self._working: Settings | None = None  # the settings of the last model that loaded
+        self._speed: budget_mod.Speed | None = None
+        self._budget: budget_mod.Budget | None = None
+        self._adapter: str | None = None
+        self._note: str | None = None
 
     def start(self, settings: Settings | None = None) -> None:
         """Begin loading (again, with ``settings`` to switch models). Returns at once."""
@@ -75,24 +92,28 @@ class ModelHolder:
         # Running episodes keep their own reference until they end.
         self._released = self._backend.info.model_id if self._backend is not None else None
         self._backend, self._error = None, None
+        self._speed = self._budget = self._adapter = self._note = None
         self._ready.clear()
         self._started = time.monotonic()
 
     def _load(self) -> None:
         gc.collect()  # release a previous model before loading the next one
         _empty_cuda_cache()
-        try:
-            backend = self._loader(self.settings)
-        except EnvaceError as err:
-            self._error = str(err)
-        except Exception as err:  # any failure must reach the page, not kill the thread silently
-            self._error = (
-                f"could not load {self.settings.model or 'the default model'}: {type(err).__name__}: {err}"
-            )
-        else:
-            self._backend = backend
-        if self._error and self._released:
-            self._error += f" (the previous model, {self._released}, was released: load it again to go on)"
+        backend, error = self._try_load(self.settings)
+        previous = self._working
+        if backend is None and previous is not None and previous != self.settings:
+            log.error("switch failed (%s); loading the previous model again", error)
+            gc.collect()
+            backend, again = self._try_load(previous)
+            if backend is not None:
+                self._note = f"{error}; kept {backend.info.model_id}"
+                self.settings = previous
+            else:
+                error += f" (the previous model, {self._released}, could not be loaded again: {again})"
+        if backend is not None:
+            self._working = self.settings
+            self._fit(backend)
+        self._backend, self._error = backend, error if backend is None else None
         self._took = time.monotonic() - self._started
         if self._backend is not None:
             log.info("model ready: %s in %.1f s", self._backend.info.model_id, self._took)
@@ -100,13 +121,56 @@ class ModelHolder:
             log.error("model failed to load after %.1f s: %s", self._took, self._error)
         self._ready.set()
 
+    def _try_load(self, settings: Settings) -> tuple[Backend | None, str | None]:
+        try:
+            return self._loader(settings), None
+        except EnvaceError as err:
+            return None, str(err)
+        except Exception as err:  # any failure must reach the page, not kill the thread silently
+            log.exception("loading %s failed", settings.model or "the default model")  # for the operator
+            return None, f"could not load {settings.model or 'the default model'}: {type(err).__name__}: {err}"
+
+    def _fit(self, backend: Backend) -> None:
+        """Measure the backend's speed and fit the run defaults to it (skipped without
+        a measure: the settings' own defaults then apply)."""
+        if self._measure is None or not self.settings.target_seconds:
+            return
+        try:
+            self._speed = self._measure(backend)
+        except Exception as err:  # a failed measurement must not fail a model that loaded
+            log.warning("could not measure the model's speed (%s): the settings' defaults apply", err)
+            return
+        self._budget = budget_mod.fit(self._speed, self.settings.target_seconds)
+        log.info("budget: %s", budget_mod.describe(self._budget, self._speed))
+
+    def observe(self, trajectory) -> None:
+        """Move the measured speed toward what a finished run saw (its committed actor
+        turns: one row each), so estimates follow the machine's load."""
+        if self._speed is None:
+            return
+        turns = [(s.prompt_tokens, s.act_tokens, s.act_seconds) for s in trajectory.steps if s.call_index == 0]
+        self._speed = budget_mod.observed(self._speed, turns)
+
+    def set_adapter(self, name: str | None) -> None:
+        """Record the adapter applied to the loaded model (None: removed), for the header."""
+        self._adapter = name
+
     def status(self) -> HolderStatus:
         model = self.settings.model or "default"
         if not self._ready.is_set():
             return HolderStatus("loading", model, time.monotonic() - self._started if self._started else 0.0)
         if self._backend is None:
             return HolderStatus("failed", model, self._took, error=self._error or "not loaded")
-        return HolderStatus("ready", model, self._took, info=self._backend.info.to_dict())
+        return HolderStatus(
+            "ready",
+            self.settings.model or "default",
+            self._took,
+            info=self._backend.info.to_dict(),
+            speed=self._speed,
+            budget=self._budget,
+            adapter=self._adapter,
+            note=self._note,
+        )
 
     def wait(self, timeout: float) -> Backend:
         """The backend, once loaded; ModelError when loading failed or took too long."""

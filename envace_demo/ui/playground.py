@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, Iterator
 
 import gradio as gr
 
+from envace_demo import budget as budget_mod
+from envace_demo import memory as memory_mod
+from envace_demo import showcase as showcase_mod
 from envace_demo.envs.manual import PendingCall
 from envace_demo.errors import EnvaceError, SchemaError
 from envace_demo.events import EpisodeFinished, Generating
+from envace_demo.record import Trajectory
 from envace_demo.schemas import load_tools
 from envace_demo.ui import render, runner
 from envace_demo.ui.common import (
@@ -35,6 +40,7 @@ from envace_demo.ui.inputs import (
 )
 from envace_demo.ui.session import Session
 
+log = logging.getLogger(__name__)
 _FIRST_ENV = next(iter(gallery()))
 MEMORY_PLACEHOLDER = render.placeholder_card(
     "Rehearsal memory",
@@ -47,6 +53,35 @@ def schema_status(text: str) -> str:
         return render.schema_ok_html(load_tools(text or ""))
     except SchemaError as err:
         return render.schema_error_html(err)
+
+
+def shown_memory(traj: Trajectory) -> str:
+    """The memory card of a finished run; a run cut before the engine summed up its
+    rehearsals (imagine mode at a time limit) gets them summed up here."""
+    memory = traj.memory
+    if memory is None and traj.rehearsals:
+        memory = memory_mod.summarize(traj.rehearsals)
+    return render.memory_html(memory) or MEMORY_PLACEHOLDER
+
+
+def showcase_panels(env: str) -> tuple[str, list[dict], str, str, str]:
+    """(note, rehearsals, memory, steps, outcome) of ``env``'s recorded showcase; the
+    empty panels when it has none."""
+    try:
+        show = showcase_mod.load(env)
+    except EnvaceError as err:  # a broken record must not break the page
+        log.warning("showcase of %s not shown: %s", env, err)
+        show = None
+    if show is None:
+        return "", [], MEMORY_PLACEHOLDER, render.steps_placeholder(), ""
+    view = render.showcase_view(show.trajectory)
+    return (
+        render.showcase_html(show.model, show.command, show.budget),
+        render.rehearsal_messages(view),
+        shown_memory(show.trajectory),
+        render.steps_html(view),
+        render.outcome_html(show.trajectory),
+    )
 
 
 def _task_choices(env: str) -> list[tuple[str, str]]:
@@ -103,10 +138,16 @@ def build_playground(ctx: AppContext, state: gr.State) -> Playground:
             with gr.Row():
                 run = gr.Button("Run", variant="primary", elem_id="run-button")
                 stop = gr.Button("Stop", variant="stop", elem_id="stop-button")
+            estimate = gr.HTML(
+                render.estimate_html(None, "parallel", 2, 1, 1, ctx.settings.episode_seconds), elem_id="run-estimate"
+            )
     status = gr.HTML(render.status_html("ready: press Run"), elem_id="run-status")
+    note0, rehearsals0, memory0, steps0, outcome0 = showcase_panels(_FIRST_ENV)
+    showcase_note = gr.HTML(note0, elem_id="showcase")
     with gr.Row(equal_height=False):
         with gr.Column(scale=3):
             rehearsals = gr.Chatbot(
+                rehearsals0,
                 label="Rehearsals (imagined: actor + rehearser, nothing real)",
                 height="auto",
                 min_height=200,
@@ -118,9 +159,9 @@ def build_playground(ctx: AppContext, state: gr.State) -> Playground:
                 feedback_options=None,
             )
         with gr.Column(scale=2):
-            memory = gr.HTML(MEMORY_PLACEHOLDER, elem_id="memory-card")
+            memory = gr.HTML(memory0, elem_id="memory-card")
     gr.Markdown("### Committed run")
-    steps = gr.HTML(render.steps_placeholder(), elem_id="committed-steps")
+    steps = gr.HTML(steps0, elem_id="committed-steps")
     # The manual environment: shown while a committed call waits for the response you type.
     with gr.Group(visible=False, elem_id="manual-box") as manual_box:
         manual_call = gr.HTML(elem_id="manual-call")
@@ -137,7 +178,7 @@ def build_playground(ctx: AppContext, state: gr.State) -> Playground:
         manual_status = gr.HTML(elem_id="manual-status")
     with gr.Row(equal_height=False):
         with gr.Column(scale=4):
-            outcome = gr.HTML(elem_id="outcome")
+            outcome = gr.HTML(outcome0, elem_id="outcome")
         with gr.Column(scale=1, min_width=220):
             download = gr.DownloadButton("Download the record (JSON)", interactive=False, elem_id="download")
     with gr.Accordion("Prompt inspector: the exact rendered prompts of any step", open=False):
@@ -162,7 +203,7 @@ def build_playground(ctx: AppContext, state: gr.State) -> Playground:
 
     outputs = [
         status, schema_box, rehearsals, memory, steps, outcome, download, pick,
-        manual_box, manual_call, manual_text, manual_status,
+        manual_box, manual_call, manual_text, manual_status, showcase_note, estimate,
     ]
 
     def ask_for_response(call: PendingCall, view: render.LiveView) -> dict:
@@ -195,6 +236,7 @@ def build_playground(ctx: AppContext, state: gr.State) -> Playground:
             return
         yield {
             schema_box: render.schema_ok_html(task.tools),
+            showcase_note: "",
             rehearsals: [],
             memory: MEMORY_PLACEHOLDER,
             steps: render.steps_placeholder(),
@@ -204,7 +246,8 @@ def build_playground(ctx: AppContext, state: gr.State) -> Playground:
         }
         try:
             backend = yield from await_model(ctx.holder, ctx.options, lambda html: {status: html})
-            config = build_config(req, ctx.settings, backend)
+            # The time limit fitted to the model's measured speed (the sliders carry the rest).
+            config = build_config(req, budget_mod.apply(ctx.settings, ctx.holder.status().budget), backend)
         except EnvaceError as err:
             yield {status: render.status_html(ctx.options.redact(str(err)), "error")}
             return
@@ -241,15 +284,14 @@ def build_playground(ctx: AppContext, state: gr.State) -> Playground:
             }
         traj = view.trajectory
         assert traj is not None
+        ctx.holder.observe(traj)
         session.trajectory = traj
         session.manual = None
         choices = render.inspector_choices(traj)
         yield {
-            status: render.status_html(
-                render.progress_text(view), "error" if traj.ended == "cancelled" else "ok"
-            ),
+            status: render.status_html(render.progress_text(view), render.outcome_kind(traj)),
             rehearsals: render.rehearsal_messages(view),
-            memory: render.memory_html(traj.memory) or MEMORY_PLACEHOLDER,
+            memory: shown_memory(traj),
             steps: render.steps_html(view),
             outcome: render.outcome_html(traj),
             download: gr.DownloadButton(
@@ -257,6 +299,7 @@ def build_playground(ctx: AppContext, state: gr.State) -> Playground:
             ),
             pick: gr.Dropdown(choices=choices, value=choices[0][1] if choices else None),
             manual_box: gr.Group(visible=False),
+            estimate: show_estimate(traj.mode, traj.n or 1, config.max_steps, config.sampling.max_new_tokens),
         }
 
     def send_response(session: Session | None, text: str) -> str:
@@ -282,7 +325,41 @@ def build_playground(ctx: AppContext, state: gr.State) -> Playground:
             gr.Dropdown(choices=_task_choices(name), value=task.name),
             task.prompt,
             schema_status(text),
+            *showcase_panels(name),
         )
+
+    def limit_seconds() -> float:
+        return budget_mod.apply(ctx.settings, ctx.holder.status().budget).episode_seconds
+
+    def show_estimate(mode_value: str, n_value: float, steps_value: float, tokens_value: float) -> str:
+        st = ctx.holder.status()
+        return render.estimate_html(
+            st.speed, mode_value, int(n_value), int(steps_value), int(tokens_value), limit_seconds()
+        )
+
+    def fit_controls(mode_value: str) -> dict:
+        """Once the model is timed: the defaults fitted to it, and the estimate. The
+        timer stops then (a switch of model loads the page's defaults anew on reload)."""
+        st = ctx.holder.status()
+        if st.state == "loading":
+            return {}
+        update: dict = {budget_timer: gr.Timer(active=False)}
+        fitted = st.budget
+        if fitted is not None:
+            # Values the operator set on purpose are kept (budget.apply), within the caps.
+            settings = budget_mod.apply(ctx.settings, fitted)
+            n_value = min(fitted.n, ctx.options.max_n)
+            steps_value = min(settings.max_steps, ctx.options.max_steps)
+            tokens_value = min(settings.max_new_tokens, ctx.options.max_new_tokens)
+            update |= {
+                n: gr.Slider(value=n_value),
+                sampling.max_steps: gr.Slider(value=steps_value),
+                sampling.max_new_tokens: gr.Slider(value=tokens_value),
+                estimate: render.estimate_html(
+                    st.speed, mode_value, n_value, steps_value, tokens_value, settings.episode_seconds
+                ),
+            }
+        return update
 
     def environment_changed(env: str) -> gr.Dropdown:
         choices = _task_choices(env)
@@ -295,15 +372,29 @@ def build_playground(ctx: AppContext, state: gr.State) -> Playground:
 
     private: dict[str, Any] = {"api_visibility": "private"}
     inputs = [state, editor, environment, message, mode, n, *sampling.inputs()]
-    run.click(run_episode, inputs, outputs, **ctx.streamed_event())
+    # Run is off while its job runs: disabled first, outside the queue, then re-enabled
+    # after the job ends however it ends (.then runs after an error too).
+    for trigger in (run.click, message.submit):
+        started = trigger(lambda: gr.Button(interactive=False), None, [run], queue=False, **private)
+        ran = started.then(run_episode, inputs, outputs, **ctx.streamed_event())
+        ran.then(lambda: gr.Button(interactive=True), None, [run], queue=False, **private)
     stop.click(stop_session, [state], None, queue=False, **private)
     # Outside the model queue: the run that waits for this response holds it.
     manual_send.click(send_response, [state, manual_text], [manual_status], queue=False, **private)
-    message.submit(run_episode, inputs, outputs, **ctx.streamed_event())
     editor.change(schema_status, [editor], [schema_box], queue=False, trigger_mode="always_last", **private)
     example.input(
-        load_example, [example], [editor, environment, task_pick, message, schema_box], queue=False, **private
+        load_example,
+        [example],
+        [editor, environment, task_pick, message, schema_box, showcase_note, rehearsals, memory, steps, outcome],
+        queue=False,
+        **private,
     )
+    budget_timer = gr.Timer(1.0)
+    fitted = [budget_timer, n, sampling.max_steps, sampling.max_new_tokens, estimate]
+    budget_timer.tick(fit_controls, [mode], fitted, queue=False, show_progress="hidden", **private)
+    estimated = [mode, n, sampling.max_steps, sampling.max_new_tokens]
+    for control in estimated:
+        control.change(show_estimate, estimated, [estimate], queue=False, show_progress="hidden", **private)
     environment.input(environment_changed, [environment], [task_pick], queue=False, **private)
     task_pick.input(task_picked, [environment, task_pick, message], [message], queue=False, **private)
     pick.change(show_prompts, [state, pick], [actor_prompt, rehearser_prompt], queue=False, **private)

@@ -10,9 +10,11 @@ from __future__ import annotations
 import html
 import json
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from envace_demo.budget import Speed
 from envace_demo.errors import SchemaError
 from envace_demo.events import (
     EpisodeFinished,
@@ -46,10 +48,12 @@ class LiveView:
     # parallel rehearsal streams N rows under rehearsal 0: row r belongs to rehearsal r.
     live: dict[tuple[str, int | None], Generating] = field(default_factory=dict)
     finished: bool = False
+    started: float = 0.0  # time.monotonic() at EpisodeStarted
 
     def apply(self, event: Event) -> None:
         if isinstance(event, EpisodeStarted):
             self.trajectory = event.trajectory
+            self.started = time.monotonic()
         elif isinstance(event, EpisodeFinished):
             self.trajectory, self.finished = event.trajectory, True
             self.live.clear()
@@ -82,6 +86,21 @@ class LiveView:
     def live_for(self, where: str, rehearsal: int | None) -> Generating | None:
         return self.live.get((where, rehearsal))
 
+    def tokens(self) -> int:
+        """New tokens of every finished generation so far (imagined and committed)."""
+        traj = self.trajectory
+        if traj is None:
+            return 0
+        steps = [*traj.steps, *(s for r in traj.rehearsals for s in r.steps)]
+        # A turn with several calls is one generation, counted on its first call.
+        return sum(s.act_tokens * (s.call_index == 0) + s.rehearse_tokens for s in steps)
+
+    def tokens_per_second(self, now: float | None = None) -> float | None:
+        """Tokens generated per second of the episode so far; None before the first one."""
+        elapsed = (time.monotonic() if now is None else now) - self.started
+        tokens = self.tokens()
+        return tokens / elapsed if tokens and elapsed > 0 else None
+
 
 def _place(items: list, index: int, item: Any) -> None:
     if index < len(items):
@@ -90,13 +109,20 @@ def _place(items: list, index: int, item: Any) -> None:
         items.append(item)
 
 
-def progress_text(view: LiveView) -> str:
-    """One line saying what the episode is doing now."""
+def progress_text(view: LiveView, now: float | None = None) -> str:
+    """One line saying what the episode is doing now, with its time and live speed."""
     traj = view.trajectory
     if traj is None:
         return "starting…"
     if view.finished:
-        return f"finished: {traj.ended or 'done'} in {traj.seconds:.1f} s"
+        return f"finished: {ended_text(traj.ended)} in {seconds_text(traj.seconds)}"
+    elapsed = (time.monotonic() if now is None else now) - view.started
+    speed = view.tokens_per_second(now)
+    clock = f" · {seconds_text(elapsed)}" + (f" · {speed:.1f} tokens/s" if speed is not None else "")
+    return _doing(view, traj) + clock
+
+
+def _doing(view: LiveView, traj: Trajectory) -> str:
     if view.live:
         (where, target), gen = next(iter(view.live.items()))
         who = "actor is choosing a call" if gen.role == "actor" else "rehearser is predicting the response"
@@ -107,6 +133,40 @@ def progress_text(view: LiveView) -> str:
     if traj.memory is not None or traj.mode == "none":
         return "committed run: executing…"
     return "rehearsing…"
+
+
+def seconds_text(seconds: float) -> str:
+    """Seconds, one format everywhere: "12.3 s"."""
+    return f"{seconds:.1f} s"
+
+
+def fidelity_text(value: float | None) -> str:
+    """Fidelity, one format everywhere: two decimals, "—" when there is nothing to compare."""
+    return "—" if value is None else f"{value:.2f}"
+
+
+def yes_no(value: bool | None) -> str:
+    return "—" if value is None else "yes" if value else "no"
+
+
+_BROKEN = ("time_limit", "cancelled", "environment_error", "model_error")
+_NEUTRAL = ("answer", "no_environment")
+
+
+def ended_text(ended: str | None) -> str:
+    """Why a run ended: the engine's code ("time_limit", "model_error: …")."""
+    return ended or "done"
+
+
+def outcome_kind(traj: Trajectory) -> str:
+    """The status colour of a finished run. Green ("ok") only for a passed check; red
+    ("error") for a failed check, a time limit, Stop or an error; otherwise neutral
+    ("info") for an unjudged run that answered, amber ("warn") for one cut short."""
+    if traj.success is True:
+        return "ok"
+    if traj.success is False or (traj.ended or "").startswith(_BROKEN):
+        return "error"
+    return "info" if traj.ended in _NEUTRAL else "warn"
 
 
 # ---- small pieces ------------------------------------------------------------------------
@@ -131,6 +191,14 @@ def fence(text: str, lang: str = "") -> str:
 def call_text(step: Step) -> str:
     assert step.call is not None
     return to_json({"name": step.call.name, "arguments": step.call.arguments})
+
+
+def call_title(step: Step, limit: int = 90) -> str:
+    """The call as a title: ``get_account(account_id="ACC-1003")``, cut at ``limit``."""
+    assert step.call is not None
+    args = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in step.call.arguments.items())
+    text = f"{step.call.name}({args})"
+    return text if len(text) <= limit else text[: limit - 2] + "…)"
 
 
 def pending_rehearsal(view: LiveView, name: str, arguments: dict) -> Any:
@@ -160,7 +228,7 @@ def fidelity_badge(value: float | None) -> str:
     if value is None:
         return '<span class="ev-badge ev-muted" title="no rehearsed and real response to compare">fidelity —</span>'
     level = "ev-good" if value >= 0.8 else "ev-warn" if value >= 0.5 else "ev-bad"
-    return f'<span class="ev-badge {level}" title="rehearsed vs real: structure and values">fidelity {value:.2f}</span>'
+    return f'<span class="ev-badge {level}" title="rehearsed vs real: structure and values">fidelity {fidelity_text(value)}</span>'
 
 
 def validation_badge(step: Step) -> str:
@@ -181,22 +249,44 @@ def success_badge(success: bool | None) -> str:
 
 
 def status_html(text: str, kind: str = "info") -> str:
-    """A one-line status banner; kind: info, busy, ok, error."""
+    """A one-line status banner; kind: info, busy, ok (success only), warn, error."""
     spinner = '<span class="ev-spinner"></span>' if kind == "busy" else ""
     return f'<div class="ev-status ev-status-{esc(kind)}">{spinner}{esc(text)}</div>'
 
 
-def model_status_html(state: str, model: str, seconds: float, error: str | None, info: dict | None) -> str:
+def model_status_html(
+    state: str,
+    model: str,
+    seconds: float,
+    error: str | None,
+    info: dict | None,
+    note: str | None = None,
+    speed: Speed | None = None,
+) -> str:
+    """The model banner. ``note``: a switch that failed (the working model stayed)."""
     if state == "loading":
         return status_html(f"loading model {model}… ({seconds:.0f} s)", "busy")
     if state == "failed":
         return status_html(f"model failed to load: {error}", "error")
     assert info is not None
     extra = f", {info['memory_mb']:.0f} MB" if info.get("memory_mb") else ""
-    return status_html(
-        f"model ready: {info['model_id']} on {info['device']} ({info['dtype']}{extra}), loaded in {seconds:.1f} s",
-        "ok",
-    )
+    rate = f", {speed.decode:.0f} tokens/s" if speed is not None else ""
+    text = f"model ready: {info['model_id']} on {info['device']} ({info['dtype']}{extra}{rate}), loaded in {seconds:.1f} s"
+    if note:
+        return status_html(f"model switch failed: {note}. {text}", "warn")
+    return status_html(text, "ok")
+
+
+def header_model_html(state: str, model: str, info: dict | None, adapter: str | None) -> str:
+    """The header's line naming the model that runs, and the adapter applied to it."""
+    if state == "ready" and info is not None:
+        name = f"<code>{esc(info['model_id'])}</code>"
+    elif state == "loading":
+        name = f"loading <code>{esc(model)}</code>…"
+    else:
+        name = "none (it failed to load: see below)"
+    on = f' · adapter: <code>{esc(adapter)}</code> <span class="ev-badge ev-warn">fine-tuned</span>' if adapter else " · no adapter"
+    return f'<div class="ev-header-model">Model: {name}{on if state == "ready" else ""}</div>'
 
 
 # ---- schema editor ---------------------------------------------------------------------
@@ -276,7 +366,7 @@ def _imagined_step(s: Step, rid: str) -> list[dict]:
             out.append(_msg(fence(s.error), f"step {s.index + 1}: error", sid, rid))
         return out  # a plain answer is shown once, as "answer reached"
     valid = "" if s.valid else " (arguments invalid)"
-    out.append(_msg(fence(call_text(s), "json"), f"step {s.index + 1}: {s.call.name}{valid}", sid, rid))
+    out.append(_msg(fence(call_text(s), "json"), f"step {s.index + 1}: {call_title(s)}{valid}", sid, rid))
     if s.action.thinking and s.call_index == 0:
         out.append(_msg(esc(s.action.thinking.strip()), "reasoning", f"{sid}think", sid))
     if s.rehearsed is not None:
@@ -306,7 +396,7 @@ def memory_html(memory: dict | None) -> str:
         if a["answer"]:
             items.append(f"<li>answer: {esc(a['answer'][:300])}</li>")
         rows.append(
-            f"<div><b>Attempt {a['index'] + 1}</b> <small>({esc(a['ended'])})</small><ul>{''.join(items)}</ul></div>"
+            f"<div><b>Rehearsal {a['index'] + 1}</b> <small>(ended: {esc(ended_text(a['ended']))})</small><ul>{''.join(items)}</ul></div>"
         )
     return (
         '<div class="ev-card ev-memory"><div class="ev-card-title">Rehearsal memory</div>'
@@ -367,10 +457,10 @@ def _step_html(s: Step, traj: Trajectory, condensed: bool) -> str:
             f'<span class="ev-num">{s.index + 1}</span> {"unparsed turn" if s.error else "answer"}</div>{body}</div>'
         )
     bar = (
-        f'<div class="ev-bar"><span class="ev-num">{s.index + 1}</span> <code>{esc(s.call.name)}</code> '
+        f'<div class="ev-bar"><span class="ev-num">{s.index + 1}</span> <code>{esc(call_title(s))}</code> '
         f"{validation_badge(s)} {fidelity_badge(s.fidelity)}"
-        f'<span class="ev-time">act {s.act_seconds:.1f}s · rehearse {s.rehearse_seconds:.1f}s · '
-        f"real {s.execute_seconds * 1000:.0f}ms</span></div>"
+        f'<span class="ev-time">act {seconds_text(s.act_seconds)} · rehearse {seconds_text(s.rehearse_seconds)} · '
+        f"real {seconds_text(s.execute_seconds)}</span></div>"
     )
     act = ""
     if s.action.thinking and not condensed:
@@ -434,19 +524,64 @@ def outcome_html(traj: Trajectory | None) -> str:
         ("real errors", t["real_errors"]),
         ("imagined calls", t["imagined_calls"]),
         ("tokens", t["tokens"]),
-        ("seconds", f"{t['seconds']:.1f}"),
-        ("mean fidelity", "—" if traj.fidelity is None else f"{traj.fidelity:.2f}"),
+        ("wall time", seconds_text(t["seconds"])),
+        ("mean fidelity", fidelity_text(traj.fidelity)),
     ]
     chip_html = "".join(f'<span class="ev-chip"><b>{esc(v)}</b> {esc(k)}</span>' for k, v in chips)
-    answer = traj.final_answer if traj.final_answer else "(no final answer)"
-    judged = "" if traj.mode != "imagine" else '<span class="ev-badge ev-muted">imagine only</span>'
+    kind = outcome_kind(traj)
+    level = {"ok": "ev-good", "error": "ev-bad", "warn": "ev-warn"}.get(kind, "ev-muted")
+    ended = f'<span class="ev-badge {level}">ended: {esc(ended_text(traj.ended))}</span>'
+    if traj.mode == "imagine":
+        verdict = '<span class="ev-badge ev-muted ev-big">imagine only</span>'
+        answer = traj.final_answer or "(no final answer)"
+        note = (
+            '<div class="ev-note">Imagine mode commits nothing: no call was executed, every response '
+            "above was rehearsed. The rehearsal memory card sums them up.</div>"
+        )
+    else:
+        verdict, answer, note = success_badge(traj.success), traj.final_answer or "(no final answer)", ""
     return (
-        '<div class="ev-card ev-outcome">'
-        f'<div class="ev-card-title">Final answer {success_badge(traj.success) if not judged else judged} '
-        f'<span class="ev-badge ev-muted">ended: {esc(traj.ended)}</span></div>'
+        f'<div class="ev-card ev-outcome ev-outcome-{kind}" data-kind="{kind}">'
+        f'<div class="ev-card-title">Final answer {verdict} {ended}</div>'
         f'<div class="ev-answer-text">{esc(answer)}</div>'
+        + note
         + (f'<ul class="ev-reasons">{reasons}</ul>' if reasons else "")
         + f'<div class="ev-chips">{chip_html}</div></div>'
+    )
+
+
+# ---- before a run: the recorded showcase, the time estimate ---------------------------------
+
+
+def showcase_view(traj: Trajectory) -> LiveView:
+    """A finished record as a view, rendered like a run that just ended."""
+    return LiveView(trajectory=traj, finished=True)
+
+
+def showcase_html(model: str, command: str, budget: dict | None) -> str:
+    made = ""
+    if budget:
+        made = f" (N={budget.get('n')}, {budget.get('max_steps')} steps, {budget.get('max_new_tokens')} new tokens)"
+    return (
+        '<div class="ev-showcase"><b>Recorded showcase</b>: a parallel-rehearsal run of this example made by '
+        f"<code>{esc(model)}</code>{esc(made)} with <code>{esc(command)}</code>. Nothing has run yet: "
+        "press Run to run it live on the loaded model.</div>"
+    )
+
+
+def estimate_html(
+    speed: Speed | None, mode: str, n: int, max_steps: int, max_new_tokens: int, limit_seconds: float
+) -> str:
+    """The time a run with these controls should take on the loaded model."""
+    from envace_demo.budget import estimate_seconds
+
+    if speed is None:
+        return '<div class="ev-estimate">Estimate: known once the model has loaded and been timed.</div>'
+    seconds = estimate_seconds(speed, mode, n, max_steps, max_new_tokens)
+    over = " (longer than the limit: it will be cut)" if seconds > limit_seconds else ""
+    return (
+        f'<div class="ev-estimate" data-seconds="{seconds:.0f}">Estimate: about {seconds:.0f} s at '
+        f"{speed.decode:.0f} tokens/s (time limit {limit_seconds:.0f} s){esc(over)}</div>"
     )
 
 
@@ -510,8 +645,7 @@ def metrics_table(by_side: dict[str, dict]) -> tuple[list[str], list[list[Any]]]
     for key, label in METRIC_ROWS:
         row: list[Any] = [label]
         for side in sides:
-            v = by_side[side].get(key)
-            row.append("—" if v is None else ("yes" if v is True else "no" if v is False else v))
+            row.append(_cell(key, by_side[side].get(key)))
         rows.append(row)
     return ["metric", *sides], rows
 
@@ -531,4 +665,15 @@ SUITE_COLUMNS = [
 
 def suite_table(rows: list[dict]) -> list[list[Any]]:
     """Suite rows (SuiteRow.to_dict()) as table rows, in SUITE_COLUMNS order."""
-    return [[row[c] for c in SUITE_COLUMNS] for row in rows]
+    return [[_cell(c, row[c]) for c in SUITE_COLUMNS] for row in rows]
+
+
+def _cell(key: str, value: Any) -> Any:
+    """One format per kind of value across tables: yes/no, fidelity 0.00, seconds 0.0."""
+    if isinstance(value, bool) or (value is None and key == "success"):
+        return yes_no(value)
+    if key == "fidelity":
+        return fidelity_text(value)
+    if key == "seconds" and isinstance(value, (int, float)):
+        return round(float(value), 1)
+    return "—" if value is None else value

@@ -15,8 +15,15 @@ CSS = """
 .ev-status { padding: 8px 12px; border-radius: 8px; font-size: 0.92em; display: flex; align-items: center; gap: 8px;
   border: 1px solid var(--border-color-primary); }
 .ev-status-busy { background: #eef2ff; border-color: #c7d2fe; color: #3730a3; }
+/* The success colour: a passed check, a finished job. Never a failure, a time limit or an error. */
 .ev-status-ok { background: #ecfdf5; border-color: #a7f3d0; color: #065f46; }
 .ev-status-error { background: #fef2f2; border-color: #fecaca; color: #991b1b; }
+.ev-status-warn { background: #fffbeb; border-color: #fde68a; color: #92400e; }
+.ev-header-model { font-size: 0.95em; margin: 2px 0 6px; }
+.ev-estimate { font-size: 0.88em; color: var(--body-text-color-subdued); padding: 2px 4px; }
+.ev-note { font-size: 0.88em; color: var(--body-text-color-subdued); margin: 4px 0; }
+.ev-showcase { border: 1px dashed #a5b4fc; border-radius: 10px; padding: 8px 12px; margin-bottom: 8px;
+  background: #eef2ff; color: #3730a3; font-size: 0.9em; }
 .ev-spinner { width: 12px; height: 12px; border: 2px solid currentColor; border-right-color: transparent;
   border-radius: 50%; display: inline-block; animation: ev-spin 0.8s linear infinite; flex: none; }
 @keyframes ev-spin { to { transform: rotate(360deg); } }

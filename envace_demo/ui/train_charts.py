@@ -11,14 +11,18 @@ from plotly.subplots import make_subplots
 
 ROLE_COLORS = {"actor": "#6366f1", "rehearser": "#f59e0b"}
 STEP_COLOR = "#0f766e"
-# (metric name, panel title). KL appears only in runs that have it (beta > 0).
+TITLE = "Training curves"
+# (metric name, panel title, y-axis title). Quantities that move from step to step: the
+# GRPO loss is left out, it is near zero by construction (advantages are centred per
+# group and the ratio is 1 on the first pass). KL appears only in runs with beta > 0.
 PANELS = (
-    ("reward", "reward"),
-    ("advantage_std", "advantage spread (std)"),
-    ("loss", "loss"),
-    ("kl", "KL to the base model"),
-    ("valid_call_rate", "valid-call rate"),
-    ("gen_len", "generation length (tokens)"),
+    ("reward", "reward per role", "reward"),
+    ("success", "task success of the rollouts", "success rate"),
+    ("advantage_std", "advantage spread", "std"),
+    ("grad_norm", "gradient norm (how far a step moves)", "norm"),
+    ("kl", "KL to the base model", "KL"),
+    ("valid_call_rate", "valid-call rate", "rate"),
+    ("gen_len", "generation length", "tokens"),
 )
 
 
@@ -44,13 +48,15 @@ def _series(rows: list[dict], name: str) -> dict[str, tuple[list[int], list[floa
 
 def training_curves(rows: list[dict], total_steps: int | None = None) -> go.Figure:
     """The run's curves so far; an empty grid with a note before the first step."""
-    panels = [(name, title) for name, title in PANELS if name != "kl" or _series(rows, "kl")]
+    panels = [panel for panel in PANELS if panel[0] != "kl" or _series(rows, "kl")]
     cols = 3
     nrows = -(-len(panels) // cols)
-    fig = make_subplots(rows=nrows, cols=cols, subplot_titles=[t for _, t in panels], vertical_spacing=0.18)
+    fig = make_subplots(rows=nrows, cols=cols, subplot_titles=[t for _, t, _ in panels], vertical_spacing=0.22)
     shown: set[str] = set()
-    for index, (name, _) in enumerate(panels):
+    for index, (name, _, unit) in enumerate(panels):
         r, c = index // cols + 1, index % cols + 1
+        fig.update_yaxes(title_text=unit, row=r, col=c)
+        fig.update_xaxes(title_text="step", row=r, col=c)
         for label, (steps, values) in _series(rows, name).items():
             color = ROLE_COLORS.get(label, STEP_COLOR)
             fig.add_trace(
@@ -67,12 +73,12 @@ def training_curves(rows: list[dict], total_steps: int | None = None) -> go.Figu
                 col=c,
             )
             shown.add(label)
-        if name == "valid_call_rate":
+        if name in ("valid_call_rate", "success"):
             fig.update_yaxes(range=[0, 1.05], tickformat=".0%", row=r, col=c)
     if total_steps:
         fig.update_xaxes(range=[0.5, total_steps + 0.5], dtick=max(1, total_steps // 8))
-    fig.update_xaxes(title_text="step", row=nrows)
     fig.update_layout(
+        title=TITLE,
         template="plotly_white",
         height=260 * nrows + 60,
         margin=dict(l=40, r=10, t=90, b=40),

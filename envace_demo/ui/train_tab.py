@@ -112,11 +112,16 @@ def progress_html(job: TrainingJob) -> str:
     )
 
 
-def eval_table(before: EvalResult | None, after: EvalResult | None) -> list[list[Any]]:
-    """Rows: held-out success without and with rehearsal, before and after, and the change."""
+CUT = "cut by Stop"
 
-    def pct(value: float | None) -> str:
-        return "–" if value is None else f"{100 * value:.0f}%"
+
+def eval_table(before: EvalResult | None, after: EvalResult | None, stopped: bool = False) -> list[list[Any]]:
+    """Rows: held-out success without and with rehearsal, before and after, and the
+    change; ``stopped``: Stop ended the run, so the evaluation after it never ran."""
+    missing = CUT if stopped else "–"
+
+    def pct(value: float | None, empty: str = "–") -> str:
+        return empty if value is None else f"{100 * value:.0f}%"
 
     rows = []
     for label, key in (("success without rehearsal", "success_without"), ("success with rehearsal", "success_with")):
@@ -125,9 +130,9 @@ def eval_table(before: EvalResult | None, after: EvalResult | None) -> list[list
         if b is None and a is None and before is not None:
             continue  # that mode was not evaluated in this run
         change = f"{100 * (a - b):+.0f} pts" if a is not None and b is not None else "–"
-        rows.append([label, pct(b), pct(a), change])
+        rows.append([label, pct(b), pct(a, missing), change])
     if before is not None:
-        rows.append(["held-out tasks", str(before.tasks), str(after.tasks if after else "–"), ""])
+        rows.append(["held-out tasks", str(before.tasks), str(after.tasks if after else missing), ""])
     return rows
 
 
@@ -140,9 +145,13 @@ def job_status(job: TrainingJob, redact) -> str:
     result = job.result
     if result is None:
         return render.status_html("training ended without a result", "error")
-    what = "stopped" if result.stopped else "done"
     saved = "adapter saved" if result.adapter_dir else "no step finished, nothing saved"
-    return render.status_html(f"{what}: {result.steps_done} steps in {result.seconds:.0f} s, {saved}", "ok")
+    if result.stopped:
+        cut = "; Stop cut the final evaluation (no after figures)" if result.before is not None else ""
+        return render.status_html(
+            f"stopped: {result.steps_done} steps in {result.seconds:.0f} s, {saved}{cut}", "warn"
+        )
+    return render.status_html(f"done: {result.steps_done} steps in {result.seconds:.0f} s, {saved}", "ok")
 
 
 def adapter_zip(job: TrainingJob) -> str | None:
@@ -159,7 +168,7 @@ def adapter_zip(job: TrainingJob) -> str | None:
     return str(path)
 
 
-def build_train_tab(ctx: AppContext) -> gr.Timer:
+def build_train_tab(ctx: AppContext) -> gr.HTML:
     slot = TrainingSlot()
     allowed = ctx.options.allow_training
     first = source_choices()[0][1]
@@ -213,7 +222,7 @@ def build_train_tab(ctx: AppContext) -> gr.Timer:
             status = gr.HTML(elem_id="train-status")
             progress = gr.HTML(elem_id="train-progress")
         with gr.Column(scale=3):
-            curves = gr.Plot(training_curves([]), label="training curves", elem_id="train-curves")
+            curves = gr.Plot(training_curves([]), show_label=False, elem_id="train-curves")
             table = gr.Dataframe(
                 headers=["held-out", "before", "after", "change"],
                 label="before / after (same run, same seeds)",
@@ -264,7 +273,9 @@ def build_train_tab(ctx: AppContext) -> gr.Timer:
         finished = not job.running
         update: dict = {
             progress: "" if finished else progress_html(job),
-            table: gr.Dataframe(value=eval_table(job.before, job.after)),
+            table: gr.Dataframe(
+                value=eval_table(job.before, job.after, stopped=job.result is not None and job.result.stopped)
+            ),
             timer: gr.Timer(active=not finished),
             train: gr.Button(interactive=allowed and finished),
         }
@@ -296,6 +307,7 @@ def build_train_tab(ctx: AppContext) -> gr.Timer:
         try:
             backend = ctx.holder.wait(timeout=0.0)
             apply_adapter(backend, job.result.adapter_dir)
+            ctx.holder.set_adapter(job.result.out_dir.name)
         except EnvaceError as err:
             return render.status_html(ctx.options.redact(str(err)), "error")
         return render.status_html(
@@ -314,6 +326,7 @@ def build_train_tab(ctx: AppContext) -> gr.Timer:
             if not has_adapter(backend):
                 return render.status_html("no adapter is applied", "info")
             remove_adapter(backend)
+            ctx.holder.set_adapter(None)
         except EnvaceError as err:
             return render.status_html(ctx.options.redact(str(err)), "error")
         return render.status_html(f"removed: back to the base weights of {backend.info.model_id}", "ok")
@@ -328,4 +341,4 @@ def build_train_tab(ctx: AppContext) -> gr.Timer:
     apply.click(apply_adapter_now, None, [applied], **ctx.model_event(), **private)
     remove.click(remove_adapter_now, None, [applied], **ctx.model_event(), **private)
     source.change(lambda s: gr.Accordion(open=s == OWN), [source], [own_box], queue=False, **private)
-    return timer
+    return applied

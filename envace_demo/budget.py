@@ -1,0 +1,198 @@
+"""How much model work fits in a time budget, from the loaded model's measured speed.
+
+An episode's time is almost all generation: each turn of the actor and each rehearsal
+is one call to the model, decoding up to ``max_new_tokens``. So the defaults (steps,
+new tokens, N) are chosen from the model's decode speed, measured once after loading,
+so that the default run ends within ``target_seconds`` on whatever runs it: a 135M
+model on two CPU cores gets a short budget, the 8B model on a GPU a long one.
+
+Everything here but :func:`measure_speed` is pure arithmetic.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from envace_demo.errors import ConfigError
+
+TARGET_SECONDS = 60.0  # the default run should end within this
+# The time limit of an episode is this many times its target: a slower turn than the
+# typical one is let finish, a runaway is not.
+LIMIT_FACTOR = 2.0
+# Tokens a turn takes when the model is not cut short: bounded reasoning, then one call
+# (actor) or one JSON result (rehearser). Measured on the bank example with the embedded
+# model under constraint (actor 38-81, rehearser 45-160); a longer budget does not make
+# them longer.
+TYPICAL_TOKENS = {"actor": 64, "rehearser": 128}
+# Decoding N rows at once costs more than one row, far less than N rows one by one.
+BATCH_ROW_COST = 0.5
+# Rendered prompts (tool schemas, history) of the example environments: 1,000-1,900
+# tokens. Each generation pays their prefill: on a CPU that is most of its time. Rows of
+# a batch share their common prefix (the schemas) and prefill only where they differ.
+PROMPT_TOKENS = 1500
+DISTINCT_TOKENS = 300
+TOKEN_LADDER = (2048, 1536, 1024, 768, 512, 384, 256, 192, 160)
+# Two steps: one call and the answer.
+MIN_STEPS, MAX_STEPS = 2, 8
+
+
+@dataclass(frozen=True)
+class Speed:
+    """The loaded model's speed, in tokens per second."""
+
+    decode: float  # new tokens, one row
+    prefill: float  # prompt tokens
+
+    def __post_init__(self) -> None:
+        if not (self.decode > 0 and self.prefill > 0):
+            raise ConfigError(f"speed must be positive, got decode={self.decode}, prefill={self.prefill}")
+
+    def to_dict(self) -> dict:
+        return {"decode_tokens_per_s": round(self.decode, 1), "prefill_tokens_per_s": round(self.prefill, 1)}
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Defaults for a run, fitted to a speed."""
+
+    n: int
+    max_steps: int
+    max_new_tokens: int
+    episode_seconds: float  # the hard limit
+    estimate_seconds: float  # a typical run of the default mode with these defaults
+
+    def to_dict(self) -> dict:
+        return {
+            "n": self.n,
+            "max_steps": self.max_steps,
+            "max_new_tokens": self.max_new_tokens,
+            "episode_seconds": round(self.episode_seconds),
+            "estimate_seconds": round(self.estimate_seconds),
+        }
+
+
+def _generation_seconds(speed: Speed, role: str, max_new_tokens: int, rows: int) -> float:
+    tokens = min(max_new_tokens, TYPICAL_TOKENS[role])
+    prefill = PROMPT_TOKENS + DISTINCT_TOKENS * (rows - 1)
+    return prefill / speed.prefill + tokens * (1.0 + BATCH_ROW_COST * (rows - 1)) / speed.decode
+
+
+def _trajectory_seconds(speed: Speed, turns: int, max_new_tokens: int, rows: int, rehearsed: bool) -> float:
+    """``rows`` trajectories decoded together, each calling a tool at every one of its
+    ``turns`` turns, each call rehearsed if ``rehearsed``."""
+    per_turn = _generation_seconds(speed, "actor", max_new_tokens, rows)
+    if rehearsed:
+        per_turn += _generation_seconds(speed, "rehearser", max_new_tokens, rows)
+    return turns * per_turn
+
+
+def estimate_seconds(speed: Speed, mode: str, n: int, max_steps: int, max_new_tokens: int) -> float:
+    """Seconds an episode takes when every trajectory calls a tool at each of its
+    ``max_steps`` turns, with turns of typical length: the longest a run goes unless a
+    turn runs on to ``max_new_tokens``. (The small model seldom answers before its last
+    step, so for it this is also the usual time.)"""
+    if max_steps < 1 or max_new_tokens < 1 or n < 1:
+        raise ConfigError("estimate: n, max_steps and max_new_tokens must be positive")
+    total = 0.0
+    if mode in ("parallel", "imagine"):  # N trajectories advance together, batched
+        total += _trajectory_seconds(speed, max_steps, max_new_tokens, n, rehearsed=True)
+    elif mode == "sequential":  # one attempt after the other
+        total += n * _trajectory_seconds(speed, max_steps, max_new_tokens, 1, rehearsed=True)
+    elif mode != "none":
+        raise ConfigError(f"estimate: unknown mode {mode!r}")
+    if mode != "imagine":  # the committed run: each real call rehearsed first, unless mode none
+        total += _trajectory_seconds(speed, max_steps, max_new_tokens, 1, rehearsed=mode != "none")
+    return total
+
+
+def fit(speed: Speed, target_seconds: float = TARGET_SECONDS, mode: str = "parallel", n: int = 2) -> Budget:
+    """The largest defaults whose run fits ``target_seconds``.
+
+    - max_new_tokens: the longest of the ladder one generation can decode in a sixth
+      of the target (a turn that runs on is cut there);
+    - n: ``n``, or fewer where even ``MIN_STEPS`` steps with it would not fit;
+    - max_steps: the most steps (``MIN_STEPS`` to ``MAX_STEPS``) whose estimate fits;
+    - episode_seconds: ``LIMIT_FACTOR`` times the target.
+    """
+    if target_seconds <= 0:
+        raise ConfigError(f"target_seconds must be positive, got {target_seconds}")
+    per_generation = target_seconds / 6
+    tokens = next(
+        (t for t in TOKEN_LADDER if PROMPT_TOKENS / speed.prefill + t / speed.decode <= per_generation),
+        TOKEN_LADDER[-1],
+    )
+    while n > 1 and estimate_seconds(speed, mode, n, MIN_STEPS, tokens) > target_seconds:
+        n -= 1
+    steps = MIN_STEPS
+    while steps < MAX_STEPS and estimate_seconds(speed, mode, n, steps + 1, tokens) <= target_seconds:
+        steps += 1
+    return Budget(
+        n=n,
+        max_steps=steps,
+        max_new_tokens=tokens,
+        episode_seconds=target_seconds * LIMIT_FACTOR,
+        estimate_seconds=estimate_seconds(speed, mode, n, steps, tokens),
+    )
+
+
+def observed(speed: Speed, generations: list[tuple[int, int, float]], weight: float = 0.5) -> Speed:
+    """``speed`` moved toward what a run just saw: ``generations`` are (prompt tokens,
+    new tokens, seconds) of single-row generations. A machine that got busier since the
+    model was timed makes the next estimate longer. Unchanged without usable figures."""
+    predicted = sum(p / speed.prefill + n / speed.decode for p, n, s in generations if s > 0)
+    actual = sum(s for _, _, s in generations if s > 0)
+    if predicted <= 0 or actual <= 0:
+        return speed
+    ratio = (1 - weight) + weight * predicted / actual
+    return Speed(decode=speed.decode * ratio, prefill=speed.prefill * ratio)
+
+
+_FITTED = ("max_steps", "max_new_tokens", "episode_seconds")
+
+
+def apply(settings, budget: Budget | None):
+    """``settings`` with the budget's steps, new tokens and limit in place of those left
+    at their defaults (a value set on purpose is kept); unchanged without a budget or
+    with fitting off (``target_seconds`` 0)."""
+    from dataclasses import fields
+
+    if budget is None or not settings.target_seconds:
+        return settings
+    defaults = {f.name: f.default for f in fields(settings)}
+    changes = {name: getattr(budget, name) for name in _FITTED if getattr(settings, name) == defaults[name]}
+    return settings.replace(**changes) if changes else settings
+
+
+def measure_speed(backend, new_tokens: int = 48) -> Speed:
+    """Time two short generations on ``backend``: a long prompt with one new token
+    (prefill) and a short prompt with ``new_tokens`` (decode). About two seconds for the
+    embedded model on two cores; the first call also warms the backend up."""
+    from envace_demo.models.base import Sampling
+
+    greedy = Sampling(temperature=0.0, max_new_tokens=1, seed=0)
+    filler = " ".join(f"item {i}: a line of a long document." for i in range(PROMPT_TOKENS // 12))
+    long_prompt = backend.render([{"role": "user", "content": filler}], enable_thinking=False)
+    backend.generate(long_prompt, greedy)  # warm-up: lazy imports and first allocations
+    started = time.perf_counter()
+    gen = backend.generate(long_prompt, greedy)[0]
+    prefill = max(gen.prompt_tokens, 1) / max(time.perf_counter() - started, 1e-6)
+    short = backend.render(
+        [{"role": "user", "content": "Count from one to one hundred in words, separated by commas."}],
+        enable_thinking=False,
+    )
+    started = time.perf_counter()
+    gen = backend.generate(short, Sampling(temperature=0.0, max_new_tokens=new_tokens, seed=0))[0]
+    seconds = time.perf_counter() - started
+    # Take the short prompt's own prefill out of the decode time.
+    decode_seconds = max(seconds - gen.prompt_tokens / prefill, 1e-6)
+    return Speed(decode=max(gen.new_tokens, 1) / decode_seconds, prefill=prefill)
+
+
+def describe(budget: Budget, speed: Speed) -> str:
+    """One line for a banner or a log."""
+    return (
+        f"{speed.decode:.0f} tokens/s: N={budget.n}, {budget.max_steps} steps, "
+        f"{budget.max_new_tokens} new tokens; about {budget.estimate_seconds:.0f} s a run, "
+        f"limit {budget.episode_seconds:.0f} s"
+    )

@@ -1,0 +1,102 @@
+"""The run budget: estimates from a speed, defaults fitted to it, applied to settings."""
+
+from __future__ import annotations
+
+import pytest
+
+from envace_demo import budget
+from envace_demo.budget import Speed
+from envace_demo.errors import ConfigError
+from envace_demo.settings import Settings
+
+SLOW_CPU = Speed(decode=25.0, prefill=1000.0)  # the embedded model on two idle cores
+LAPTOP = Speed(decode=46.0, prefill=1500.0)
+GPU = Speed(decode=60.0, prefill=20_000.0)  # the 8B model on one GPU
+
+
+def test_an_estimate_is_generation_time_of_each_turn_and_rehearsal():
+    speed = Speed(decode=10.0, prefill=1500.0)  # 1 s of prefill per generation
+    # Mode none, one step: one actor turn (1 s prefill + 64 tokens at 10/s).
+    assert budget.estimate_seconds(speed, "none", 1, 1, 512) == pytest.approx(1 + 6.4)
+    # Parallel N=1, one step: a rehearsal turn (actor + rehearser), then the same committed.
+    assert budget.estimate_seconds(speed, "parallel", 1, 1, 512) == pytest.approx(2 * (1 + 6.4 + 1 + 12.8))
+    # A token budget below a turn's typical length bounds it.
+    assert budget.estimate_seconds(speed, "none", 1, 1, 32) == pytest.approx(1 + 3.2)
+    # Imagine is the rehearsal alone; sequential runs its N attempts one after the other.
+    assert budget.estimate_seconds(speed, "imagine", 1, 2, 512) == pytest.approx(
+        budget.estimate_seconds(speed, "parallel", 1, 2, 512) / 2
+    )
+    assert budget.estimate_seconds(speed, "sequential", 3, 2, 512) > budget.estimate_seconds(
+        speed, "parallel", 3, 2, 512
+    )
+
+
+def test_an_estimate_grows_with_steps_and_n_and_shrinks_with_speed():
+    base = budget.estimate_seconds(SLOW_CPU, "parallel", 2, 2, 160)
+    assert budget.estimate_seconds(SLOW_CPU, "parallel", 2, 3, 160) > base
+    assert budget.estimate_seconds(SLOW_CPU, "parallel", 4, 2, 160) > base
+    assert budget.estimate_seconds(LAPTOP, "parallel", 2, 2, 160) < base
+
+
+def test_fitted_defaults_fit_the_target_and_grow_with_the_speed():
+    slow, laptop, gpu = (budget.fit(s) for s in (SLOW_CPU, LAPTOP, GPU))
+    for fitted, speed in ((slow, SLOW_CPU), (laptop, LAPTOP), (gpu, GPU)):
+        assert fitted.estimate_seconds <= budget.TARGET_SECONDS
+        assert fitted.estimate_seconds == pytest.approx(
+            budget.estimate_seconds(speed, "parallel", fitted.n, fitted.max_steps, fitted.max_new_tokens)
+        )
+        assert fitted.episode_seconds == budget.TARGET_SECONDS * budget.LIMIT_FACTOR
+    assert (slow.max_steps, slow.max_new_tokens) < (laptop.max_steps, laptop.max_new_tokens)
+    assert laptop.max_steps <= gpu.max_steps and laptop.max_new_tokens < gpu.max_new_tokens
+    assert slow.n == gpu.n == 2 and gpu.max_steps > laptop.max_steps
+
+
+def test_a_machine_too_slow_for_two_rehearsals_gets_one_and_never_less_than_two_steps():
+    crawl = Speed(decode=2.0, prefill=100.0)
+    fitted = budget.fit(crawl)
+    assert (fitted.n, fitted.max_steps, fitted.max_new_tokens) == (1, budget.MIN_STEPS, budget.TOKEN_LADDER[-1])
+    assert fitted.estimate_seconds > budget.TARGET_SECONDS  # the estimate says so honestly
+
+
+def test_a_longer_target_allows_more():
+    assert budget.fit(SLOW_CPU, 300).max_steps > budget.fit(SLOW_CPU, 60).max_steps
+
+
+def test_bad_inputs_are_config_errors():
+    with pytest.raises(ConfigError, match="speed must be positive"):
+        Speed(decode=0.0, prefill=10.0)
+    with pytest.raises(ConfigError, match="unknown mode 'fast'"):
+        budget.estimate_seconds(SLOW_CPU, "fast", 1, 1, 16)
+    with pytest.raises(ConfigError, match="target_seconds must be positive"):
+        budget.fit(SLOW_CPU, 0)
+    with pytest.raises(ConfigError, match="target_seconds"):
+        Settings(target_seconds=-1).checked()
+
+
+def test_apply_replaces_defaults_keeps_chosen_values_and_can_be_off():
+    fitted = budget.Budget(n=2, max_steps=5, max_new_tokens=512, episode_seconds=90.0, estimate_seconds=40.0)
+    applied = budget.apply(Settings(), fitted)
+    assert (applied.max_steps, applied.max_new_tokens, applied.episode_seconds) == (5, 512, 90.0)
+    chosen = budget.apply(Settings(max_steps=7), fitted)
+    assert (chosen.max_steps, chosen.max_new_tokens) == (7, 512)
+    assert budget.apply(Settings(target_seconds=0), fitted) == Settings(target_seconds=0)
+    assert budget.apply(Settings(), None) == Settings()
+
+
+@pytest.mark.slow
+def test_the_embedded_model_is_timed_and_its_budget_fits_a_two_core_machine(embedded_backend):
+    speed = budget.measure_speed(embedded_backend)
+    assert speed.decode > 1 and speed.prefill > speed.decode  # prefill runs many tokens at once
+    fitted = budget.fit(speed)
+    assert budget.MIN_STEPS <= fitted.max_steps < budget.MAX_STEPS  # a 135M model on a CPU is no GPU
+
+
+def test_a_busier_machine_than_measured_slows_the_next_estimate():
+    speed = Speed(decode=20.0, prefill=1000.0)
+    # Two turns predicted at 1 s prefill + 2 s decode each took 12 s: four times slower.
+    slower = budget.observed(speed, [(1000, 40, 12.0), (1000, 40, 12.0)], weight=1.0)
+    assert slower.decode == pytest.approx(5.0) and slower.prefill == pytest.approx(250.0)
+    halfway = budget.observed(speed, [(1000, 40, 12.0)])  # default weight: half the way
+    assert halfway.decode == pytest.approx(20.0 * (0.5 + 0.5 * 0.25))
+    assert budget.estimate_seconds(halfway, "parallel", 2, 2, 160) > budget.estimate_seconds(speed, "parallel", 2, 2, 160)
+    assert budget.observed(speed, []) == speed and budget.observed(speed, [(10, 0, 0.0)]) == speed
