@@ -244,7 +244,7 @@ def test_cancel_closes_the_stream_at_once(chat_server):
 def test_one_failed_sample_stops_the_others(chat_server):
     slow = [{"content": "x"}, {"sleep": 4}, {"content": "y"}, {"finish": "stop"}]
     server = chat_server(lambda body: [{"status": 500}] if body["seed"] == 1 else slow)
-    backend = OpenAIBackend(server.url, "served-model")
+    backend = OpenAIBackend(server.url, "served-model", retries=0)
     started = time.monotonic()
     with pytest.raises(ModelError, match="HTTP 500"):
         backend.generate(backend.render([USER]), Sampling(seed=0), n=2)
@@ -253,12 +253,12 @@ def test_one_failed_sample_stops_the_others(chat_server):
 
 def test_server_failures_are_model_errors(chat_server):
     server = chat_server(lambda body: [{"status": 500}])
-    backend = OpenAIBackend(server.url, "served-model")
+    backend = OpenAIBackend(server.url, "served-model", retries=0)
     with pytest.raises(ModelError, match="HTTP 500"):
         backend.generate(backend.render([USER]), Sampling())
     cut = chat_server(lambda body: [{"content": "half a rep"}])  # no finish_reason: the server went away
     with pytest.raises(ModelError, match="ended before the reply did"):
-        OpenAIBackend(cut.url, "served-model").generate(backend.render([USER]), Sampling())
+        OpenAIBackend(cut.url, "served-model", retries=0).generate(backend.render([USER]), Sampling())
     with pytest.raises(ConfigError, match="serves 2 models"):
         OpenAIBackend(chat_server(lambda b: [], models=("a", "b")).url)
     with socket.socket() as s:
