@@ -415,7 +415,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             fresh[(rec["task_id"], rec["mode"], rec["seed"])] = rec
             bar.update(rec)
             if rec.get("error"):
-                bar.bar.write(f"error: {rec['task_id']} ({rec['mode']}, seed {rec['seed']}): {rec['error']}")
+                bar.write(f"error: {rec['task_id']} ({rec['mode']}, seed {rec['seed']}): {rec['error']}")
     finally:
         bar.close()
     records = [fresh.get(j.key) or done[j.key] for j in jobs]

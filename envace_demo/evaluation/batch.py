@@ -140,6 +140,8 @@ def run_jobs(
     if results is not None:
         results.parent.mkdir(parents=True, exist_ok=True)
         sink = open(results, "a", encoding="utf-8")
+        if sink.tell() and not _ends_with_newline(results):
+            sink.write("\n")  # a line cut short by a stop stays on its own (and is skipped)
     try:
         with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="envace-eval") as pool:
             queue = iter(jobs)
@@ -168,6 +170,12 @@ def run_jobs(
             sink.close()
 
 
+def _ends_with_newline(path: Path) -> bool:
+    with open(path, "rb") as f:
+        f.seek(-1, 2)
+        return f.read(1) == b"\n"
+
+
 class Progress:
     """A tqdm bar over the episodes: done, errors and generated tokens per second."""
 
@@ -185,6 +193,12 @@ class Progress:
         rate = self.tokens / max(time.monotonic() - self.started, 1e-6)
         self.bar.set_postfix(errors=self.errors, tok_s=f"{rate:.1f}", refresh=False)
         self.bar.update(1)
+
+    def write(self, text: str) -> None:
+        """A line above the bar, on stderr (stdout carries the table or the JSON)."""
+        import sys
+
+        self.bar.write(text, file=sys.stderr)
 
     def close(self) -> None:
         self.bar.close()
