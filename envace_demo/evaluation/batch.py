@@ -202,3 +202,35 @@ class Progress:
 
     def close(self) -> None:
         self.bar.close()
+
+
+# Generations an episode typically makes (two actor turns; a call rehearsed before it is
+# committed), in units of one generation; a parallel round of N rows costs about one row
+# plus a quarter per extra row on a CPU (batched decode).
+def _generations(mode: str, n: int) -> float:
+    if mode == "none":
+        return 2.0
+    committed = 4.0
+    if mode == "parallel":
+        return committed + 4.0 * (1 + 0.25 * (n - 1))
+    return committed + 4.0 * n  # sequential: one attempt after another
+
+
+def estimate_seconds(
+    episodes: dict[str, int],
+    n: int,
+    max_new_tokens: int,
+    observed: dict[str, float] | None = None,
+    tok_s: float = 20.0,
+) -> float:
+    """Rough wall time of ``episodes`` (mode -> count). ``observed`` (mode -> mean
+    seconds of an episode measured on this model) wins where known; otherwise a guess
+    from the token budget: each generation about half of ``max_new_tokens`` at ``tok_s``."""
+    observed = observed or {}
+    total = 0.0
+    for mode, count in episodes.items():
+        each = observed.get(mode)
+        if each is None:
+            each = _generations(mode, n) * max_new_tokens / 2 / max(tok_s, 1e-3)
+        total += count * each
+    return total
