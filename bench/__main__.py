@@ -4,7 +4,7 @@ Measures the demo on this machine against the goals of ``bench/report.py`` and
 writes ``bench/results.json`` and ``bench/RESULTS.md``. ``--quick`` (fewer repeats,
 shorter runs) stays under 10 minutes on 2 idle CPU cores; ``--json`` prints the
 result object on stdout (progress goes to stderr). Sections: startup, decode,
-dtype, parallel, grpo, gpu (only with CUDA).
+dtype, parallel, grpo, eval_speed, gpu (only with CUDA).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 from bench import report
 
 ROOT = Path(__file__).resolve().parents[1]
-SECTIONS = ("startup", "decode", "dtype", "parallel", "grpo", "gpu")
+SECTIONS = ("startup", "decode", "dtype", "parallel", "grpo", "eval_speed", "gpu")
 
 
 def log(message: str) -> None:
@@ -178,6 +178,14 @@ class Bench:
         log(f"grpo: {figures}")
         self.figures["grpo_step_s"] = round(figures["seconds"], 2)
         self.details["grpo"] = figures
+
+    def eval_speed(self) -> None:
+        from bench.eval_speed import eval_speedup
+
+        figures = eval_speedup(self.cache_dir, tokens=32 if self.quick else 48)
+        log(f"eval over transformers serve: {figures['runs']}, speedup {figures['speedup']:.2f}")
+        self.figures["eval_concurrency_speedup"] = figures["speedup"]
+        self.details["eval_speed"] = figures
 
     def gpu(self) -> None:
         from bench import gpu

@@ -37,6 +37,7 @@ GOALS: dict[str, Goal] = {
     "cold_model_ready_s": REPORT,
     "grpo_step_s": _at_most(5),
     "peak_rss_mb": REPORT,
+    "eval_concurrency_speedup": REPORT,
 }
 KEYS = tuple(GOALS)
 
