@@ -379,6 +379,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     tasks = batch.load_eval_tasks(args.tasks, args.limit, transform)
     backend = load_model(settings)
+    if args.concurrency > 1 and settings.backend != "openai":
+        from envace_demo.evaluation.coalesce import CoalescingBackend
+
+        # In process: the episodes' generations are merged into shared batches (a server batches its own).
+        backend = CoalescingBackend(backend, episodes=args.concurrency)
     base = episode_config(args, settings, backend)
     meta = {
         "model": backend.info.model_id,

@@ -4,6 +4,7 @@ slow, a real ``transformers serve`` with the embedded model."""
 
 import json
 import threading
+import time
 
 import pytest
 
@@ -11,7 +12,8 @@ from conftest import SHARED_BFCL, VENDORED_BFCL
 from envace_demo.bfcl import reference_calls
 from envace_demo.cli import main
 from envace_demo.evaluation import load_eval_tasks, load_results, plan, run_jobs
-from envace_demo.models.base import Sampling
+from envace_demo.evaluation.coalesce import CoalescingBackend
+from envace_demo.models.base import Backend, Generation, ModelInfo, Sampling
 from envace_demo.models.openai_backend import OpenAIBackend
 from envace_demo.tasks import load_task_file
 from test_openai_backend import call_deltas, chat_server, text_deltas  # noqa: F401  (chat_server: a fixture)
@@ -149,3 +151,81 @@ def test_eval_through_transformers_serve_with_concurrency(transformers_server, t
     saved = load_results(out / "results.jsonl")  # the full episode records
     assert len(saved) == 4 and (out / "report.md").exists()
     assert all(len(r["trajectory"]["rehearsals"]) == 2 for r in saved.values() if r["mode"] == "parallel")
+
+
+class _Recorder(Backend):
+    """Records the batches it is asked for; each row answers with its own prompt."""
+
+    supports_constraints = True
+
+    def __init__(self, fail=False):
+        self.calls: list[tuple[str, int]] = []
+        self.fail = fail
+
+    @property
+    def info(self):
+        return ModelInfo("recorder", "cpu", "none")
+
+    def render(self, messages, tools=None, enable_thinking=True):
+        return messages[-1]["content"]
+
+    def generate(self, prompt, sampling, n=1, constraint=None, on_token=None, cancel=None):
+        self.calls.append(("generate", n))
+        return [Generation(f"{prompt}/{i}", 1, 1, 0.0) for i in range(n)]
+
+    def generate_many(self, prompts, sampling, constraints=None, on_token=None, cancel=None):
+        self.calls.append(("generate_many", len(prompts)))
+        time.sleep(0.05)
+        if self.fail:
+            raise RuntimeError("out of memory")
+        for row, prompt in enumerate(prompts):
+            if on_token:
+                on_token(row, prompt)
+        return [Generation(p, 1, 1, 0.0) for p in prompts]
+
+
+def test_concurrent_episodes_on_an_in_process_model_share_batches():
+    inner = _Recorder()
+    backend = CoalescingBackend(inner, episodes=3, window_s=2.0)
+    out, streamed, barrier = {}, {}, threading.Barrier(3)
+
+    def episode(k):
+        barrier.wait()
+        seen = []
+        if k == 2:
+            out[k] = backend.generate(f"p{k}", Sampling(seed=k), n=2, on_token=lambda r, t: seen.append((r, t)))
+        else:
+            out[k] = backend.generate_many([f"p{k}a", f"p{k}b"], Sampling(seed=k), on_token=lambda r, t: seen.append((r, t)))
+        streamed[k] = seen
+
+    threads = [threading.Thread(target=episode, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert inner.calls == [("generate_many", 6)] and backend.batches == [6]  # three callers, one batch
+    assert [g.text for g in out[0]] == ["p0a", "p0b"] and [g.text for g in out[2]] == ["p2", "p2"]
+    assert streamed[1] == [(0, "p1a"), (1, "p1b")]  # each caller sees its own rows, numbered from 0
+    # Alone (the window passes): the inner backend's own path, n rows from one prompt.
+    alone = CoalescingBackend(inner, episodes=3, window_s=0.01)
+    assert [g.text for g in alone.generate("q", Sampling(), n=2)] == ["q/0", "q/1"]
+    assert inner.calls[-1] == ("generate", 2)
+
+
+def test_a_failed_merged_batch_fails_each_of_its_callers():
+    backend = CoalescingBackend(_Recorder(fail=True), episodes=2, window_s=2.0)
+    errors, barrier = [], threading.Barrier(2)
+
+    def episode(k):
+        barrier.wait()
+        try:
+            backend.generate_many([f"p{k}"], Sampling())
+        except RuntimeError as err:
+            errors.append(str(err))
+
+    threads = [threading.Thread(target=episode, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert errors == ["out of memory", "out of memory"]
