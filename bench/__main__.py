@@ -182,7 +182,7 @@ class Bench:
     def eval_speed(self) -> None:
         from bench.eval_speed import eval_speedup
 
-        figures = eval_speedup(self.cache_dir, tokens=32 if self.quick else 48)
+        figures = eval_speedup(self.cache_dir, tokens=32 if self.quick else 48, threads=self.threads or 1)
         log(f"eval over transformers serve: {figures['runs']}, speedup {figures['speedup']:.2f}")
         self.figures["eval_concurrency_speedup"] = figures["speedup"]
         self.details["eval_speed"] = figures

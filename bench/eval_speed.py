@@ -52,8 +52,10 @@ def _own_cpu_seconds() -> float:
 
 
 @contextlib.contextmanager
-def served_model(cache_dir: Path, extra_args: tuple[str, ...] = ()):
-    """``transformers serve`` of the embedded model on a free port; yields (url, process)."""
+def served_model(cache_dir: Path, extra_args: tuple[str, ...] = (), threads: int = 1):
+    """``transformers serve`` of the embedded model on a free port; yields (url, process).
+    ``threads``: the server's torch/OpenMP threads. One by default: on 2 shared cores an
+    oversubscribed server decoded several times slower, and the client needs some CPU too."""
     from envace_demo.models.embedded import ensure_embedded_model
 
     exe = Path(sys.executable).parent / "transformers"
@@ -62,7 +64,8 @@ def served_model(cache_dir: Path, extra_args: tuple[str, ...] = ()):
     log = tempfile.NamedTemporaryFile("w+", prefix="envace-serve-", suffix=".log", delete=False)
     proc = subprocess.Popen(
         [str(exe), "serve", str(folder), "--host", "127.0.0.1", "--port", str(port), "--device", "cpu", *extra_args],
-        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        stdout=log, stderr=subprocess.STDOUT,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)},
     )
     try:
         deadline = time.monotonic() + 180
@@ -139,10 +142,10 @@ def profile_summary(raw: Path) -> dict[str, float]:
 
 
 def eval_speedup(cache_dir: Path, tokens: int = 32, profile_dir: Path | None = None,
-                 continuous_batching: bool = False) -> dict:
+                 continuous_batching: bool = False, threads: int = 1) -> dict:
     """Both runs against one server (a warm-up request first, so neither pays a cold start)."""
     extra = ("--continuous-batching",) if continuous_batching else ()
-    with served_model(cache_dir, extra) as (url, proc):
+    with served_model(cache_dir, extra, threads) as (url, proc):
         from envace_demo.models.base import Sampling
         from envace_demo.models.openai_backend import OpenAIBackend
 
@@ -150,11 +153,12 @@ def eval_speedup(cache_dir: Path, tokens: int = 32, profile_dir: Path | None = N
         warm.generate(warm.render([{"role": "user", "content": "hello"}]), Sampling(max_new_tokens=4, seed=0))
         one = timed_eval(url, proc.pid, 1, tokens)
         spy = None
-        if profile_dir is not None and shutil.which("py-spy"):
+        spy_exe = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
+        if profile_dir is not None and spy_exe:
             profile_dir.mkdir(parents=True, exist_ok=True)
             raw = profile_dir / f"serve-c4{'-cb' if continuous_batching else ''}.txt"
             # --nonblocking: sampling must not pause the server it measures.
-            spy = subprocess.Popen(["py-spy", "record", "--pid", str(proc.pid), "--format", "raw", "--nonblocking",
+            spy = subprocess.Popen([spy_exe, "record", "--pid", str(proc.pid), "--format", "raw", "--nonblocking",
                                     "--rate", "50", "--output", str(raw)],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         four = timed_eval(url, proc.pid, 4, tokens)
@@ -173,6 +177,7 @@ def eval_speedup(cache_dir: Path, tokens: int = 32, profile_dir: Path | None = N
         "cores": cores,
         "tokens": tokens,
         "continuous_batching": continuous_batching,
+        "server_threads": threads,
         "profile_c4": profile,
     }
 
@@ -183,8 +188,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache-dir", type=Path, default=ROOT / ".cache")
     parser.add_argument("--profile", type=Path, help="write the server's py-spy samples here")
     parser.add_argument("--continuous-batching", action="store_true", help="serve with --continuous-batching")
+    parser.add_argument("--server-threads", type=int, default=1, help="the server's torch threads")
     args = parser.parse_args(argv)
-    print(json.dumps(eval_speedup(args.cache_dir, args.tokens, args.profile, args.continuous_batching), indent=2))
+    figures = eval_speedup(args.cache_dir, args.tokens, args.profile, args.continuous_batching, args.server_threads)
+    print(json.dumps(figures, indent=2))
     return 0
 
 
