@@ -4,8 +4,8 @@ Measures the demo on this machine against the goals of ``bench/report.py`` and
 writes ``bench/results.json`` and ``bench/RESULTS.md``. ``--quick`` (fewer repeats,
 shorter runs) stays under 10 minutes on 2 idle CPU cores; ``--json`` prints the
 result object on stdout (progress goes to stderr). Sections: startup, decode,
-dtype, parallel, grpo, gpu (only with CUDA), rehearsal (every example task × 3 seeds,
-parallel and without rehearsal; ``--quick``: 6 tasks × 1 seed).
+dtype, parallel, grpo, eval_speed, gpu (only with CUDA), rehearsal (every example task
+× 3 seeds, parallel and without rehearsal; ``--quick``: 6 tasks × 1 seed).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 from bench import report
 
 ROOT = Path(__file__).resolve().parents[1]
-SECTIONS = ("startup", "decode", "dtype", "parallel", "grpo", "gpu", "rehearsal")
+SECTIONS = ("startup", "decode", "dtype", "parallel", "grpo", "eval_speed", "gpu", "rehearsal")
 
 
 def log(message: str) -> None:
@@ -179,6 +179,14 @@ class Bench:
         log(f"grpo: {figures}")
         self.figures["grpo_step_s"] = round(figures["seconds"], 2)
         self.details["grpo"] = figures
+
+    def eval_speed(self) -> None:
+        from bench.eval_speed import eval_speedup
+
+        figures = eval_speedup(self.cache_dir, tokens=32 if self.quick else 48, threads=self.threads or 1)
+        log(f"eval over transformers serve: {figures['runs']}, speedup {figures['speedup']:.2f}")
+        self.figures["eval_concurrency_speedup"] = figures["speedup"]
+        self.details["eval_speed"] = figures
 
     def gpu(self) -> None:
         from bench import gpu

@@ -46,6 +46,7 @@ GOALS: dict[str, Goal] = {
     "success_none": REPORT,
     "success_parallel": REPORT,
     "unrequested_writes": REPORT,
+    "eval_concurrency_speedup": REPORT,
 }
 KEYS = tuple(GOALS)
 

@@ -16,7 +16,7 @@ from envace_demo.record import Step, Trajectory
 from envace_demo.policy import decode_text, read_user_file
 from envace_demo.schemas import load_tools
 from envace_demo.settings import Settings
-from envace_demo.tasks import Task, env_tasks, find_task, load_task_file, read_jsonl, task_from_record
+from envace_demo.tasks import Task, env_tasks, find_task
 
 
 def _add_model_flags(p: argparse.ArgumentParser) -> None:
@@ -82,9 +82,27 @@ def build_parser() -> argparse.ArgumentParser:
     _add_episode_flags(p, "parallel")
     _add_model_flags(p)
 
-    p = sub.add_parser("eval", help="run a task file and report success")
-    p.add_argument("--tasks", required=True, help="JSONL: the project's task format or BFCL records")
-    p.add_argument("--limit", type=int)
+    p = sub.add_parser(
+        "eval",
+        help="run task files in each mode and report the table (rehearsal versus none)",
+        description="Every task in every mode with the same seeds; a per-category table of call validity, "
+        "success (BFCL match), fidelity, tokens and seconds, with each mode's paired difference to 'none' "
+        "and its bootstrap interval.",
+    )
+    p.add_argument("--tasks", required=True, nargs="+", help="JSONL files: the project's task format or BFCL records")
+    p.add_argument("--limit", type=int, help="at most this many tasks of each file")
+    p.add_argument("--modes", help="comma-separated modes to compare, e.g. none,parallel,sequential (default: --mode)")
+    p.add_argument(
+        "--seeds", default="1",
+        help="a count S (seeds --seed .. --seed+S-1) or a comma-separated list; every mode gets the same seeds",
+    )
+    p.add_argument("--concurrency", type=int, default=1, help="episodes at once (a serving engine batches them)")
+    p.add_argument(
+        "--out", type=Path,
+        help="write results.jsonl, summary.json, report.md and charts here; run again to resume "
+        "(episodes already recorded without an error are skipped)",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.add_argument(
         "--mcp", action="append", metavar="COMMAND_OR_URL",
         help="run every task against a fresh connection to this MCP server (its tools replace the task's); repeatable",
@@ -186,19 +204,6 @@ def _mcp_environment(settings: Settings):
     from envace_demo.envs.mcp import MCPEnvironment
 
     return MCPEnvironment(settings.mcp_servers, call_timeout=settings.mcp_timeout)
-
-
-def _mcp_tasks(args: argparse.Namespace, settings: Settings) -> list[Task]:
-    """The task file's tasks over the MCP servers' tools: a record needs neither
-    ``env`` nor ``tools`` (BFCL records keep theirs until run, then get the server's)."""
-    with _mcp_environment(settings) as probe:
-        offered = [t.to_openai() for t in probe.tools()]
-    tasks = []
-    for where, record in read_jsonl(Path(args.tasks), args.limit):
-        if isinstance(record, dict) and not {"question", "function"} <= set(record):
-            record = {**{k: v for k, v in record.items() if k != "env"}, "tools": offered}
-        tasks.append(task_from_record(record, where))
-    return tasks
 
 
 def _manual_environment(task: Task, shown: dict, out):
@@ -337,64 +342,136 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _eval_modes(args: argparse.Namespace) -> list[str]:
+    modes = [m.strip() for m in (args.modes or args.mode).split(",") if m.strip()]
+    bad = [m for m in modes if m not in MODES or m == "imagine"]
+    if bad or not modes:
+        raise TaskError(f"--modes: expected some of none, parallel, sequential; got {args.modes or args.mode!r}")
+    return list(dict.fromkeys(modes))
+
+
+def _eval_seeds(args: argparse.Namespace) -> list[int]:
+    text = str(args.seeds).strip()
+    try:
+        if "," in text:
+            return list(dict.fromkeys(int(x) for x in text.split(",") if x.strip()))
+        count = int(text)
+    except ValueError:
+        raise TaskError(f"--seeds: expected a count or a comma-separated list of integers, got {text!r}") from None
+    if count < 1:
+        raise TaskError(f"--seeds: expected at least 1, got {count}")
+    return [args.seed + i for i in range(count)]
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from envace_demo.evaluation import batch, report, table
+
     settings = settings_from(args)
-    tasks = _mcp_tasks(args, settings) if args.mcp else load_task_file(Path(args.tasks), limit=args.limit)
+    modes, seeds = _eval_modes(args), _eval_seeds(args)
+    if args.concurrency < 1:
+        raise TaskError(f"--concurrency: expected at least 1, got {args.concurrency}")
+    transform = None
+    if args.mcp:
+        with _mcp_environment(settings) as probe:
+            offered = [t.to_openai() for t in probe.tools()]
+
+        def transform(record):  # the server's tools replace the task's (BFCL records keep theirs until run)
+            if isinstance(record, dict) and not {"question", "function"} <= set(record):
+                return {**{k: v for k, v in record.items() if k != "env"}, "tools": offered}
+            return record
+
+    tasks = batch.load_eval_tasks(args.tasks, args.limit, transform)
     backend = load_model(settings)
-    config = episode_config(args, settings, backend)
-    rows, calls, valid_calls, parse_errors, successes, judged = [], 0, 0, 0, 0, 0
-    for task in tasks:
-        if args.mcp:
-            # A fresh connection per task (a stdio server starts over with a fresh state).
+    if args.concurrency > 1 and settings.backend != "openai":
+        from envace_demo.evaluation.coalesce import CoalescingBackend
+
+        # In process: the episodes' generations are merged into shared batches (a server batches its own).
+        backend = CoalescingBackend(backend, episodes=args.concurrency)
+    base = episode_config(args, settings, backend)
+    meta = {
+        "model": backend.info.model_id,
+        "n": args.n,
+        "temperature": args.temperature,
+        "top_p": args.top_p,
+        "top_k": args.top_k,
+        "max_new_tokens": settings.max_new_tokens,
+        "max_steps": settings.max_steps,
+        "constrained": base.constrained,
+    }
+    jobs = batch.plan(tasks, modes, seeds)
+    done: dict = {}
+    results = None
+    if args.out is not None:
+        batch.check_run_meta(args.out, meta)
+        results = args.out / batch.RESULTS
+        done = {k: r for k, r in batch.load_results(results).items() if not r.get("error")}
+    todo = [j for j in jobs if j.key not in done]
+
+    def run_one(job) -> Trajectory:
+        task = replace(job.etask.task)  # episodes on other threads share the task
+        config = replace(base, mode=job.mode, sampling=replace(base.sampling, seed=job.seed))
+        if args.mcp:  # a fresh connection per episode: a stdio server starts over with a fresh state
             with _mcp_environment(settings) as environment:
                 task.tools, task.env = environment.tools(), None
-                traj = _run_task(backend, task, config, environment=environment)
-        else:
-            traj = _run_task(backend, task, config)
-        tool_steps = [s for s in traj.steps if s.call is not None]
-        errors = sum(1 for s in traj.steps if s.action.error is not None)
-        calls += len(tool_steps)
-        valid_calls += sum(1 for s in tool_steps if s.valid)
-        parse_errors += errors
-        if traj.success is not None:
-            judged += 1
-            successes += int(traj.success)
-        rows.append(
-            {
-                "task": task.name,
-                "success": traj.success,
-                "calls": [c.to_dict() for c in traj.committed_calls()],
-                "valid_calls": sum(1 for s in tool_steps if s.valid),
-                "parse_errors": errors,
-                "ended": traj.ended,
-                "reasons": traj.check_reasons,
-                "seconds": round(traj.seconds, 2),
-            }
-        )
-        if not args.json:
-            mark = {True: "PASS", False: "FAIL", None: "----"}[traj.success]
-            detail = "; ".join(traj.check_reasons)
-            print(f"{mark} {task.name} ({traj.ended}, {len(tool_steps)} call(s), {traj.seconds:.1f}s) {detail}")
+                return _run_task(backend, task, config, environment=environment)
+        return _run_task(backend, task, config)
+
+    bar = batch.Progress(len(jobs), initial=len(jobs) - len(todo), disable=args.no_progress)
+    fresh: dict = {}
+    try:
+        for rec in batch.run_jobs(todo, run_one, args.concurrency, results):
+            fresh[(rec["task_id"], rec["mode"], rec["seed"])] = rec
+            bar.update(rec)
+            if rec.get("error"):
+                bar.write(f"error: {rec['task_id']} ({rec['mode']}, seed {rec['seed']}): {rec['error']}")
+    finally:
+        bar.close()
+    records = [fresh.get(j.key) or done[j.key] for j in jobs]
+    summary = table.summarize(records, modes)
+    if args.out is not None:
+        command = "python -m envace_demo eval " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["eval"] else ""
+        path = report.write_report(args.out, summary, {**meta, "modes": ",".join(modes), "seeds": seeds,
+                                                       "command": command})
+        print(f"report: {path}", file=sys.stderr)
+    if args.json:
+        episodes = [{k: v for k, v in r.items() if k != "trajectory"} for r in records]
+        print(json.dumps({"tasks": episodes, "totals": _eval_totals(records, modes, seeds, backend, base),
+                          "summary": summary}, indent=2, ensure_ascii=False))
+    else:
+        print(table.markdown_table(summary))
+        print(f"\nΔ: difference to none on the same task and seed; brackets: {table.INTERVAL}.")
+    return 0
+
+
+def _eval_totals(records: list[dict], modes: list[str], seeds: list[int], backend, config: EpisodeConfig) -> dict:
+    """Pooled counts over every episode (the single-mode report of earlier versions)."""
+    ok = [r for r in records if not r.get("error")]
+    calls = sum(r["calls"] for r in ok)
+    valid = sum(r["valid_calls"] for r in ok)
+    parse_errors = sum(r["parse_errors"] for r in ok)
+    judged = [r for r in ok if r["success"] is not None]
+    successes = sum(1 for r in judged if r["success"])
     attempted = calls + parse_errors
-    totals = {
-        "tasks": len(tasks),
-        "mode": config.mode,
+    return {
+        "tasks": len({r["task_id"] for r in records}),
+        "episodes": len(records),
+        "errors": len(records) - len(ok),
+        "modes": modes,
+        "mode": modes[0] if len(modes) == 1 else None,
+        "seeds": seeds,
         "n": config.n,
         "model": backend.info.model_id,
         "constrained": config.constrained,
         "calls": calls,
-        "valid_calls": valid_calls,
+        "valid_calls": valid,
         "parse_errors": parse_errors,
-        "valid_call_rate": round(valid_calls / attempted, 4) if attempted else None,
-        "success_rate": round(successes / judged, 4) if judged else None,
+        "valid_call_rate": round(valid / attempted, 4) if attempted else None,
+        "success_rate": round(successes / len(judged), 4) if judged else None,
         "successes": successes,
-        "judged": judged,
+        "judged": len(judged),
     }
-    if args.json:
-        print(json.dumps({"tasks": rows, "totals": totals}, indent=2, ensure_ascii=False))
-    else:
-        print(json.dumps(totals, indent=2))
-    return 0
 
 
 RECORDING_SECONDS = 900.0

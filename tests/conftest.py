@@ -1,7 +1,8 @@
 """Shared fixtures.
 
 ``embedded_backend``: the real embedded model (converted once into the project's
-.cache, so later runs load it in seconds). ``scripted``: a backend that replays
+.cache, so later runs load it in seconds). ``transformers_server``: a real
+``transformers serve`` of that model on 127.0.0.1 (one per test module). ``scripted``: a backend that replays
 given outputs; it stands in for a model only in tests of the engine's control
 flow (failures, limits, cancellation), where the point is an exact output.
 """
@@ -9,8 +10,14 @@ flow (failures, limits, cancellation), where the point is an exact output.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -91,3 +98,56 @@ def call_text(name: str, arguments: dict, thinking: str = "plan") -> str:
 
 def result_text(value) -> str:
     return f"<think>simulate</think>\n<execution_result>\n{json.dumps(value)}\n</execution_result>"
+
+
+# ---- a real server: transformers serve with the embedded model ----------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    """SIGTERM, wait, then SIGKILL: a server busy with a stream may ignore TERM."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def transformers_server(tmp_path_factory):
+    from envace_demo.models.embedded import ensure_embedded_model
+
+    exe = Path(sys.executable).parent / "transformers"
+    if not exe.exists():
+        pytest.skip("the transformers CLI is not installed next to this Python")
+    folder = ensure_embedded_model(ROOT / ".cache")
+    port = _free_port()
+    log = tmp_path_factory.mktemp("serve") / "serve.log"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [str(exe), "serve", str(folder), "--host", "127.0.0.1", "--port", str(port), "--device", "cpu"],
+            stdout=out, stderr=subprocess.STDOUT, env=env,
+        )
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                    if json.loads(r.read()).get("status") == "ok":
+                        break
+            except OSError:
+                pass
+            assert proc.poll() is None, log.read_text()[-2000:]
+            assert time.monotonic() < deadline, "transformers serve did not become healthy"
+            time.sleep(0.5)
+        yield f"http://127.0.0.1:{port}/v1", str(folder), proc
+    finally:
+        stop_server(proc)

@@ -10,14 +10,9 @@ at the bottom runs a real ``transformers serve`` with the embedded model.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
-import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -32,6 +27,8 @@ from envace_demo.models.openai_backend import OpenAIBackend, chat_messages
 from envace_demo.prompts import Conversation, Turn
 from envace_demo.record import Action, ToolCall
 from envace_demo.tasks import find_task
+
+from conftest import stop_server
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -244,7 +241,7 @@ def test_cancel_closes_the_stream_at_once(chat_server):
 def test_one_failed_sample_stops_the_others(chat_server):
     slow = [{"content": "x"}, {"sleep": 4}, {"content": "y"}, {"finish": "stop"}]
     server = chat_server(lambda body: [{"status": 500}] if body["seed"] == 1 else slow)
-    backend = OpenAIBackend(server.url, "served-model")
+    backend = OpenAIBackend(server.url, "served-model", retries=0)
     started = time.monotonic()
     with pytest.raises(ModelError, match="HTTP 500"):
         backend.generate(backend.render([USER]), Sampling(seed=0), n=2)
@@ -253,12 +250,12 @@ def test_one_failed_sample_stops_the_others(chat_server):
 
 def test_server_failures_are_model_errors(chat_server):
     server = chat_server(lambda body: [{"status": 500}])
-    backend = OpenAIBackend(server.url, "served-model")
+    backend = OpenAIBackend(server.url, "served-model", retries=0)
     with pytest.raises(ModelError, match="HTTP 500"):
         backend.generate(backend.render([USER]), Sampling())
     cut = chat_server(lambda body: [{"content": "half a rep"}])  # no finish_reason: the server went away
     with pytest.raises(ModelError, match="ended before the reply did"):
-        OpenAIBackend(cut.url, "served-model").generate(backend.render([USER]), Sampling())
+        OpenAIBackend(cut.url, "served-model", retries=0).generate(backend.render([USER]), Sampling())
     with pytest.raises(ConfigError, match="serves 2 models"):
         OpenAIBackend(chat_server(lambda b: [], models=("a", "b")).url)
     with socket.socket() as s:
@@ -352,56 +349,6 @@ def test_settings_and_cli_select_the_backend():
 # ---- a real server: transformers serve with the embedded model ----------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """SIGTERM, wait, then SIGKILL: a server busy with a stream may ignore TERM."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-
-
-@pytest.fixture(scope="module")
-def transformers_server(tmp_path_factory):
-    from envace_demo.models.embedded import ensure_embedded_model
-
-    exe = Path(sys.executable).parent / "transformers"
-    if not exe.exists():
-        pytest.skip("the transformers CLI is not installed next to this Python")
-    folder = ensure_embedded_model(Path(__file__).resolve().parents[1] / ".cache")
-    port = _free_port()
-    log = tmp_path_factory.mktemp("serve") / "serve.log"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    with open(log, "w") as out:
-        proc = subprocess.Popen(
-            [str(exe), "serve", str(folder), "--host", "127.0.0.1", "--port", str(port), "--device", "cpu"],
-            stdout=out, stderr=subprocess.STDOUT, env=env,
-        )
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-                    if json.loads(r.read()).get("status") == "ok":
-                        break
-            except OSError:
-                pass
-            assert proc.poll() is None, log.read_text()[-2000:]
-            assert time.monotonic() < deadline, "transformers serve did not become healthy"
-            time.sleep(0.5)
-        yield f"http://127.0.0.1:{port}/v1", str(folder), proc
-    finally:
-        _stop(proc)
-
-
 @pytest.mark.slow
 def test_an_episode_through_transformers_serve(transformers_server):
     url, folder, proc = transformers_server
@@ -425,5 +372,5 @@ def test_an_episode_through_transformers_serve(transformers_server):
 def test_transformers_serve_stops_cleanly(transformers_server):
     _, _, proc = transformers_server
     started = time.monotonic()
-    _stop(proc)
+    stop_server(proc)
     assert proc.returncode is not None and time.monotonic() - started < 30

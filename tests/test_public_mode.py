@@ -174,7 +174,7 @@ def test_a_suite_upload_obeys_the_same_caps_as_a_pasted_schema(tmp_path):
     with pytest.raises(TaskError, match="9 tools given, at most 8"):
         suite_tasks("upload", "bank", str(bfcl), 4, OPTIONS.input_policy)
     # The same files load for the operator, and the built-in schemas' own patterns are trusted.
-    assert len(suite_tasks("upload", "bank", many, 4, UIOptions().input_policy)[0].tools) == 61
+    assert len(suite_tasks("upload", "bank", many, 4, UIOptions().input_policy)[0].task.tools) == 61
     assert OPTIONS.input_policy.trusted_patterns == builtin_patterns()
 
 

@@ -123,13 +123,13 @@ def test_compare_modes_and_suite_sources(tmp_path):
     assert compare_modes("sequential") == ("none", "sequential")
     with pytest.raises(ConfigError):
         compare_modes("none")
-    assert [t.name for t in suite_tasks("env", "bank", None, 3, POLICY)] == [
+    assert [t.task.name for t in suite_tasks("env", "bank", None, 3, POLICY)] == [
         "check-balance",
         "deposit-cash",
         "transfer-to-savings",
     ]
     bfcl = suite_tasks("upload", "bank", str(VENDORED_BFCL / "bfcl_simple.jsonl"), 2, POLICY)
-    assert len(bfcl) == 2 and all(t.env is None and "calls" in t.check for t in bfcl)
+    assert len(bfcl) == 2 and all(t.task.env is None and "calls" in t.task.check for t in bfcl)
     with pytest.raises(TaskError, match="upload a JSONL"):
         suite_tasks("upload", "bank", None, 3, POLICY)
     broken = tmp_path / "broken.jsonl"

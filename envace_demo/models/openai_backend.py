@@ -15,8 +15,12 @@ through as it came.
 Only standard request fields are sent by default (``transformers serve`` rejects
 others with HTTP 422); ``extras=True`` adds ``top_k`` and ``chat_template_kwargs``,
 which vLLM and SGLang accept. N samples are N concurrent requests: not every
-server honours ``n``. Cancelling closes the open streams, which tells the server
-to stop generating.
+server honours ``n``; ``generate_many`` sends its rows at once too. Cancelling
+closes the open streams, which tells the server to stop generating.
+
+A request that fails in a way that may pass (no connection, HTTP 408/409/429/5xx,
+a stream cut off) is sent again after a backoff (``retries`` times, doubling from
+``backoff`` seconds); what still fails is a ``ModelError``.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import socket
 import threading
 import time
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from dataclasses import replace
 from typing import Any
 
 from envace_demo.errors import ConfigError, ModelError
@@ -34,7 +39,14 @@ from envace_demo.models.base import Backend, Constraint, Generation, ModelInfo, 
 REQUEST_FORMAT = "envace-openai-chat/1"  # marks a prompt rendered by this backend
 DEFAULT_TIMEOUT = 300.0  # seconds without a byte from the server before a request fails
 MAX_CONCURRENT = 16  # requests in flight for one generate() call
+DEFAULT_RETRIES = 3
+DEFAULT_BACKOFF_S = 0.5
+_RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 _POLL_S = 0.05
+
+
+class _Transient(ModelError):
+    """A failure worth another try (see the module's docstring)."""
 
 
 class OpenAIBackend(Backend):
@@ -56,6 +68,8 @@ class OpenAIBackend(Backend):
         extras: bool = False,
         extra_body: dict | None = None,
         max_retries: int = 0,
+        retries: int = DEFAULT_RETRIES,
+        backoff: float = DEFAULT_BACKOFF_S,
     ):
         from openai import OpenAI
 
@@ -64,6 +78,11 @@ class OpenAIBackend(Backend):
         self.base_url = base_url.rstrip("/")
         self.extras = extras
         self.extra_body = dict(extra_body or {})
+        if retries < 0 or backoff < 0:
+            raise ConfigError(f"retries and backoff must not be negative, got {retries} and {backoff}")
+        # Our own retries, not the client's (max_retries): they also cover a stream cut
+        # off midway, and their backoff ends at once when the request is cancelled.
+        self.retries, self.backoff = retries, backoff
         # Servers of one's own often need no key; the client insists on one.
         self.client = OpenAI(base_url=self.base_url, api_key=api_key or "none", timeout=timeout, max_retries=max_retries)
         self.model = model or self._served_model()
@@ -98,14 +117,45 @@ class OpenAIBackend(Backend):
         cancel: threading.Event | None = None,
     ) -> list[Generation]:
         request = _decode(prompt)
+        return self._rows([(request, sampling, i) for i in range(n)], on_token, cancel)
+
+    def generate_many(
+        self,
+        prompts: list[str],
+        sampling: Sampling,
+        constraints: list[Constraint | None] | None = None,  # not enforceable over the API
+        on_token: StreamCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> list[Generation]:
+        """One sample per prompt, all requests in flight at once (row i seeded as the
+        base class does, so results do not depend on which engine batches)."""
+        if constraints is not None and len(constraints) != len(prompts):
+            raise ValueError(f"generate_many: {len(prompts)} prompts but {len(constraints)} constraints")
+        rows = []
+        for i, prompt in enumerate(prompts):
+            seed = None if sampling.seed is None else sampling.seed + 1_000_003 * i
+            rows.append((_decode(prompt), replace(sampling, seed=seed), 0))
+        return self._rows(rows, on_token, cancel)
+
+    def _rows(
+        self,
+        rows: list[tuple[dict, Sampling, int]],
+        on_token: StreamCallback | None,
+        cancel: threading.Event | None,
+    ) -> list[Generation]:
+        """Stream each (request, sampling, seed offset) row on its own thread; row i
+        reports as row i. One row failing for good stops the others."""
         cancel = cancel or threading.Event()
         halt = threading.Event()  # cancelled, or another row failed: stop every row
         streams: dict[int, Any] = {}
         lock = threading.Lock()
 
         def row(index: int) -> Generation:
-            return self._stream_row(request, sampling, index, on_token, halt, streams, lock)
+            request, sampling, offset = rows[index]
+            stream_cb = (lambda _, text: on_token(index, text)) if on_token is not None else None
+            return self._retrying_row(request, sampling, offset, index, stream_cb, halt, streams, lock)
 
+        n = len(rows)
         with ThreadPoolExecutor(max_workers=min(n, MAX_CONCURRENT), thread_name_prefix="envace-openai") as pool:
             futures = [pool.submit(row, i) for i in range(n)]
             pending = set(futures)
@@ -151,11 +201,36 @@ class OpenAIBackend(Backend):
             body["extra_body"] = extra
         return body
 
+    def _retrying_row(
+        self,
+        request: dict,
+        sampling: Sampling,
+        offset: int,
+        slot: int,
+        on_token: StreamCallback | None,
+        halt: threading.Event,
+        streams: dict[int, Any],
+        lock: threading.Lock,
+    ) -> Generation:
+        attempt = 0
+        while True:
+            try:
+                return self._stream_row(request, sampling, offset, slot, on_token, halt, streams, lock)
+            except _Transient as err:
+                if attempt >= self.retries:
+                    tries = f" (after {attempt + 1} tries)" if attempt else ""
+                    raise ModelError(f"{err}{tries}") from err
+                # halt.wait: a cancel (or another row's failure) ends the backoff at once.
+                if halt.wait(self.backoff * 2**attempt):
+                    return Generation("", 0, 0, 0.0, "cancelled")
+                attempt += 1
+
     def _stream_row(
         self,
         request: dict,
         sampling: Sampling,
         index: int,
+        slot: int,
         on_token: StreamCallback | None,
         halt: threading.Event,
         streams: dict[int, Any],
@@ -170,24 +245,25 @@ class OpenAIBackend(Backend):
         try:
             stream = self.client.chat.completions.create(**self._body(request, sampling, index))
             with lock:
-                streams[index] = stream
+                streams[slot] = stream
             if halt.is_set():
                 _close_quietly(stream)
             with stream:
                 for chunk in stream:
                     if reply.add(chunk) and on_token is not None:
-                        on_token(index, reply.text())
+                        on_token(slot, reply.text())
         except openai.APIStatusError as err:
-            raise ModelError(f"{self.base_url}: model {self.model!r}: {_status_message(err)}") from err
+            kind = _Transient if err.status_code in _RETRY_STATUS else ModelError
+            raise kind(f"{self.base_url}: model {self.model!r}: {_status_message(err)}") from err
         except Exception as err:  # transport errors of the client's HTTP library, broken streams
             if not halt.is_set():
-                raise ModelError(f"{self.base_url}: the request failed ({type(err).__name__}: {err})") from err
+                raise _Transient(f"{self.base_url}: the request failed ({type(err).__name__}: {err})") from err
         finally:
             with lock:
-                streams.pop(index, None)
+                streams.pop(slot, None)
         if reply.finish is None and not halt.is_set():
             # Servers end every reply with a finish_reason; a stream without one was cut off.
-            raise ModelError(f"{self.base_url}: the reply stream ended before the reply did (did the server stop?)")
+            raise _Transient(f"{self.base_url}: the reply stream ended before the reply did (did the server stop?)")
         text = reply.text()
         finish = "cancelled" if halt.is_set() and reply.finish is None else reply.finish_reason()
         new_tokens = reply.completion_tokens if reply.completion_tokens is not None else self.count_tokens(text)

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import threading
+from dataclasses import replace
 from typing import Any, Iterator
 
 import gradio as gr
 
-from envace_demo.errors import EnvaceError
+from envace_demo.errors import ConfigError, EnvaceError
+from envace_demo.evaluation import Job, plan, run_jobs, summarize
+from envace_demo.evaluation.batch import estimate_seconds
+from envace_demo.evaluation.report import figures
+from envace_demo.evaluation.table import TABLE_COLUMNS, table_rows
 from envace_demo.events import EpisodeFinished, Generating
-from envace_demo.ui import charts, render, runner
+from envace_demo.record import Trajectory
+from envace_demo.ui import render, runner
 from envace_demo.ui.common import (
     NO_SESSION,
     AppContext,
@@ -30,10 +37,109 @@ from envace_demo.ui.inputs import (
     gallery,
     suite_tasks,
 )
-from envace_demo.ui.render import SUITE_COLUMNS, suite_table
 from envace_demo.ui.session import Session
 
 _EMPTY = '<div class="ev-empty">Press Compare: the committed steps appear here.</div>'
+
+EPISODE_COLUMNS = ["task", "category", "mode", "seed", "success", "valid calls", "fidelity", "tokens", "seconds", "ended"]
+# Seconds per episode measured on this process's model, by mode (for the suite's estimate).
+_seen: dict[str, list[float]] = {}
+_seen_lock = threading.Lock()
+
+
+def _max_seeds(ctx: AppContext) -> int:
+    return 3 if ctx.options.public else 10
+
+
+def _suite_modes(modes: list[str] | None) -> list[str]:
+    chosen = [m for m in (BASELINE, *REHEARSAL_MODES) if m in (modes or [])]
+    unknown = set(modes or []) - set(chosen)
+    if unknown or not chosen:
+        raise ConfigError(f"modes: pick one or more of none, parallel, sequential (got {sorted(modes or [])})")
+    return chosen
+
+
+def _observed() -> dict[str, float]:
+    with _seen_lock:
+        return {m: sum(v) / len(v) for m, v in _seen.items() if v}
+
+
+def _observe(rec: dict) -> None:
+    if not rec.get("error") and rec.get("seconds"):
+        with _seen_lock:
+            _seen.setdefault(rec["mode"], []).append(float(rec["seconds"]))
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def _estimate_text(tasks: int, modes: list[str], n: int, seeds: int, max_new_tokens: int) -> str:
+    if not modes:
+        return "Estimate: pick at least one mode."
+    episodes = {m: tasks * seeds for m in modes}
+    observed = _observed()
+    seconds = estimate_seconds(episodes, n, max_new_tokens, observed)
+    basis = (
+        "from the episodes measured on this model so far"
+        if all(m in observed for m in modes)
+        else "a rough guess from the token budget until an episode of each mode has run here"
+    )
+    return (
+        f"Estimate: {tasks} task(s) × {len(modes)} mode(s) × {seeds} seed(s) = {tasks * len(modes) * seeds} "
+        f"episodes, about **{_duration(seconds)}** ({basis})."
+    )
+
+
+def _remaining_text(jobs: list[Job], n: int, max_new_tokens: int) -> str:
+    if not jobs:
+        return ""
+    episodes: dict[str, int] = {}
+    for job in jobs:
+        episodes[job.mode] = episodes.get(job.mode, 0) + 1
+    return f", about {_duration(estimate_seconds(episodes, n, max_new_tokens, _observed()))} left"
+
+
+def _episode_rows(records: list[dict]) -> list[list[Any]]:
+    def pct(v: float | None) -> str:
+        return "—" if v is None else f"{100 * v:.0f}%"
+
+    return [
+        [
+            r["task"], r["category"], r["mode"], r["seed"],
+            {True: "yes", False: "no", None: "—"}[r["success"]],
+            pct(r["validity"]), "—" if r["fidelity"] is None else f"{r['fidelity']:.2f}",
+            r["tokens"], f"{r['seconds']:.1f}", r.get("error") or r["ended"],
+        ]
+        for r in records
+    ]
+
+
+def _difference(left: Any, right: Any) -> str:
+    """The rehearsal side minus the baseline, for one metric of the Compare table."""
+    if isinstance(left, bool) or isinstance(right, bool):
+        if left is None or right is None or left == right:
+            return "same" if left == right and left is not None else "—"
+        return "succeeds only with rehearsal" if right else "succeeds only without rehearsal"
+    if isinstance(left, (int, float)) and isinstance(right, (int, float)):
+        d = right - left
+        return f"{d:+.2f}" if isinstance(d, float) else f"{d:+d}"
+    return "—"
+
+
+def _with_difference(by_side: dict[str, dict]) -> tuple[list[str], list[list[Any]]]:
+    """The Compare table with a column for the difference between the two sides."""
+    headers, rows = render.metrics_table(by_side)
+    if len(by_side) != 2:
+        return headers, rows
+    left, right = by_side.values()
+    for row, (key, _) in zip(rows, render.METRIC_ROWS):
+        row.append(_difference(left.get(key), right.get(key)) if key != "ended" else "—")
+    return [*headers, "difference (rehearsal − none)"], rows
+
+
+def _initial_estimate(env: str, limit: int, max_new_tokens: int) -> str:
+    return _estimate_text(len(example_tasks(env)[:limit]), [BASELINE, "parallel"], 2, 1, max_new_tokens)
 
 
 def _task_choices(env: str) -> list[tuple[str, str]]:
@@ -64,23 +170,38 @@ def build_compare(ctx: AppContext, state: gr.State) -> None:
             right_title = gr.Markdown("#### With rehearsal (`parallel`)")
             right_steps, right_outcome = gr.HTML(_EMPTY, elem_id="compare-rehearsal"), gr.HTML()
     table = gr.Dataframe(
-        headers=["metric", "none", "parallel"], label="metrics", interactive=False, elem_id="compare-table"
+        headers=["metric", "none", "parallel", "difference (rehearsal − none)"],
+        label="metrics",
+        interactive=False,
+        elem_id="compare-table",
     )
     compare_file = gr.DownloadButton("Download both records (JSON)", interactive=False)
 
-    gr.Markdown("### Suite: every task, both ways")
+    gr.Markdown(
+        "### Suite: the table over many tasks\n"
+        "Every task in every chosen mode with the same seeds: the table `python -m envace_demo eval` prints "
+        "(call validity, task success or BFCL match, fidelity, tokens, seconds; Δ is the paired difference to "
+        "`none` on the same task and seed, with its 95% bootstrap interval)."
+    )
     with gr.Row():
         source = gr.Radio(
-            [("the environment's example tasks", "env"), ("an uploaded JSONL", "upload")],
+            [("an example environment's tasks", "env"), ("an uploaded JSONL", "upload")],
             value="env",
             label="tasks",
         )
+        suite_env = gr.Dropdown(envs, value=envs[0], label="example environment")
         upload = gr.File(
             label="JSONL of tasks (project format or BFCL records)",
             file_types=[".jsonl"],
             type="filepath",
             height=120,
         )
+    with gr.Row():
+        suite_modes = gr.CheckboxGroup(
+            ["none", *REHEARSAL_MODES], value=["none", "parallel"], label="modes", elem_id="suite-modes"
+        )
+        suite_n = gr.Slider(1, ctx.options.max_n, value=2, step=1, label="rehearsal budget N", elem_id="suite-n")
+        seeds = gr.Slider(1, _max_seeds(ctx), value=1, step=1, label="seeds per task", elem_id="suite-seeds")
         limit = gr.Slider(
             1,
             ctx.options.max_suite_tasks,
@@ -89,20 +210,28 @@ def build_compare(ctx: AppContext, state: gr.State) -> None:
             label="at most this many tasks",
             elem_id="suite-limit",
         )
+    suite_sampling = sampling_controls(ctx)
+    estimate = gr.Markdown(
+        _initial_estimate(envs[0], min(8, ctx.options.max_suite_tasks), ctx.settings.max_new_tokens),
+        elem_id="suite-estimate",
+    )
     with gr.Row():
         suite_go = gr.Button("Run suite", variant="primary", elem_id="suite-button")
         suite_stop = gr.Button("Stop", variant="stop")
     suite_status = gr.HTML(elem_id="suite-status")
-    suite_df = gr.Dataframe(headers=SUITE_COLUMNS, label="per task and mode", interactive=False)
+    suite_df = gr.Dataframe(
+        headers=TABLE_COLUMNS, label="table: per category and mode", interactive=False, elem_id="suite-table"
+    )
+    # No label on the plots: each figure carries its own title and axis titles.
     with gr.Row():
-        plot_success, plot_errors = (
-            gr.Plot(label="success rate by mode"),
-            gr.Plot(label="real errors by mode"),
-        )
+        plot_success = gr.Plot(show_label=False, elem_id="suite-plot-success")
+        plot_diff = gr.Plot(show_label=False, elem_id="suite-plot-difference")
     with gr.Row():
-        plot_fidelity, plot_latency = gr.Plot(label="fidelity distribution"), gr.Plot(label="latency")
-    suite_file = gr.DownloadButton("Download the suite rows (JSON)", interactive=False)
-    plots = (plot_success, plot_errors, plot_fidelity, plot_latency)
+        plot_validity = gr.Plot(show_label=False, elem_id="suite-plot-validity")
+        plot_tokens = gr.Plot(show_label=False, elem_id="suite-plot-tokens")
+    episodes_df = gr.Dataframe(headers=EPISODE_COLUMNS, label="episodes", interactive=False)
+    suite_file = gr.DownloadButton("Download the episodes and the table (JSON)", interactive=False)
+    plots = (plot_success, plot_diff, plot_validity, plot_tokens)
 
     def run_compare(
         session: Session | None, env_name: str, task_name: str, mode_name: str, n_value: float, *values: Any
@@ -129,7 +258,7 @@ def build_compare(ctx: AppContext, state: gr.State) -> None:
             right_outcome: "",
             compare_file: gr.DownloadButton(value=None, interactive=False),
             right_title: f"#### With rehearsal (`{mode_name}`, N={req.n})",
-            table: gr.Dataframe(value=[], headers=["metric", *modes]),
+            table: gr.Dataframe(value=[], headers=["metric", *modes, "difference (rehearsal − none)"]),
         }
         try:
             backend = yield from await_model(ctx.holder, ctx.options, lambda html: {status: html})
@@ -154,7 +283,7 @@ def build_compare(ctx: AppContext, state: gr.State) -> None:
                 update[outcomes[side]] = render.outcome_html(event.trajectory)
             yield update
         by_side = {m: runner.metrics(t) for m, t in session.compared.items()}
-        headers, rows = render.metrics_table(by_side)
+        headers, rows = _with_difference(by_side)
         done = len(by_side) == len(modes)
         yield {
             status: render.status_html("done" if done else "stopped", "ok" if done else "error"),
@@ -171,14 +300,25 @@ def build_compare(ctx: AppContext, state: gr.State) -> None:
             ),
         }
 
+    def suite_estimate(
+        source_name: str, env_name: str, upload_path: str | None, limit_value: float, modes: list[str],
+        n_value: float, seeds_value: float, max_new_tokens: float,
+    ) -> str:
+        try:
+            count = len(suite_tasks(source_name, env_name, upload_path, int(limit_value), ctx.options.input_policy))
+        except EnvaceError as err:
+            return f"Estimate: {ctx.options.redact(str(err))}"
+        return _estimate_text(count, list(modes or []), int(n_value), int(seeds_value), int(max_new_tokens))
+
     def run_suite(
         session: Session | None,
         source_name: str,
         env_name: str,
         upload_path: str | None,
         limit_value: float,
-        mode_name: str,
+        modes: list[str],
         n_value: float,
+        seeds_value: float,
         temperature: float,
         top_p: float,
         top_k: float,
@@ -192,55 +332,67 @@ def build_compare(ctx: AppContext, state: gr.State) -> None:
             yield {suite_status: render.status_html(NO_SESSION, "error")}
             return
         try:
-            tasks = suite_tasks(source_name, env_name, upload_path, int(limit_value), ctx.options.input_policy)
-            modes = compare_modes(mode_name)
+            modes = _suite_modes(modes)
+            n_seeds = int(seeds_value)
+            if not 1 <= n_seeds <= _max_seeds(ctx):
+                raise ConfigError(f"seeds per task: expected 1 to {_max_seeds(ctx)}, got {seeds_value}")
+            etasks = suite_tasks(source_name, env_name, upload_path, int(limit_value), ctx.options.input_policy)
+            if len(etasks) > ctx.options.max_suite_tasks:
+                raise ConfigError(f"suite: at most {ctx.options.max_suite_tasks} tasks")
             # Only the sampling and limits of this request are used: each task brings its own tools.
             req = RunRequest.from_controls(
-                "",
-                env_name,
-                tasks[0].prompt,
-                mode_name,
-                n_value,
-                temperature,
-                top_p,
-                top_k,
-                max_new_tokens,
-                seed,
-                constrained,
-                max_steps,
+                "", env_name, etasks[0].task.prompt, modes[-1], n_value, temperature, top_p, top_k,
+                max_new_tokens, seed, constrained, max_steps,
             ).check(ctx.options)
             backend = yield from await_model(ctx.holder, ctx.options, lambda html: {suite_status: html})
             configs = {m: build_config(req, ctx.settings, backend, mode=m) for m in modes}
         except EnvaceError as err:
             yield {suite_status: render.status_html(ctx.options.redact(str(err)), "error")}
             return
+        base_seed = req.seed or 0
+        jobs = plan(etasks, modes, [base_seed + i for i in range(n_seeds)])
         cancel = session.begin()
         session.suite = []
-        total = len(tasks) * len(modes)
+        total = len(jobs)
         progress((0, total), desc="running the suite", unit="episodes")
         yield {
             suite_status: render.status_html(f"0 of {total} episodes done", "busy"),
-            suite_df: gr.Dataframe(value=[], headers=SUITE_COLUMNS),
+            suite_df: gr.Dataframe(value=[], headers=TABLE_COLUMNS),
+            episodes_df: gr.Dataframe(value=[], headers=EPISODE_COLUMNS),
             suite_file: gr.DownloadButton(value=None, interactive=False),
             **{plot: None for plot in plots},
         }
-        for row in runner.suite_rows(tasks, configs, cancel):
-            session.suite.append(row.to_dict())
+
+        def run_one(job: Job) -> Trajectory:
+            config = replace(configs[job.mode], sampling=replace(configs[job.mode].sampling, seed=job.seed))
+            return runner.run_to_end(job.etask.task, config, cancel)
+
+        # One episode at a time: the app's model is shared by every visitor (its queue orders the work).
+        for rec in run_jobs(jobs, run_one, concurrency=1, cancel=cancel):
+            if rec.get("ended") in ("cancelled",):
+                break
+            session.suite.append({k: v for k, v in rec.items() if k != "trajectory"})
+            _observe(rec)
             done = len(session.suite)
-            progress((done, total), desc=f"{row.task} ({row.mode})", unit="episodes")
+            summary = summarize(session.suite, modes)
+            left = _remaining_text(jobs[done:], int(n_value), int(max_new_tokens))
+            progress((done, total), desc=f"{rec['task']} ({rec['mode']})", unit="episodes")
             yield {
-                suite_status: render.status_html(f"{done} of {total} episodes done", "busy"),
-                suite_df: gr.Dataframe(value=suite_table(session.suite), headers=SUITE_COLUMNS),
-                **dict(zip(plots, charts.suite_figures(session.suite))),  # the charts grow as rows come
+                suite_status: render.status_html(f"{done} of {total} episodes done{left}", "busy"),
+                suite_df: gr.Dataframe(value=table_rows(summary), headers=TABLE_COLUMNS),
+                episodes_df: gr.Dataframe(value=_episode_rows(session.suite), headers=EPISODE_COLUMNS),
+                **dict(zip(plots, figures(summary).values())),  # the charts grow as episodes come
             }
         finished = len(session.suite) == total
+        summary = summarize(session.suite, modes) if session.suite else None
         yield {
             suite_status: render.status_html(
                 f"{len(session.suite)} of {total} episodes" + ("" if finished else " (stopped)"),
                 "ok" if finished else "error",
             ),
             suite_file: gr.DownloadButton(
-                value=session.save_json("suite.json", {"rows": session.suite}) if session.suite else None,
+                value=session.save_json("suite.json", {"episodes": session.suite, "summary": summary})
+                if session.suite else None,
                 interactive=bool(session.suite),
             ),
         }
@@ -262,23 +414,19 @@ def build_compare(ctx: AppContext, state: gr.State) -> None:
         compare_outputs,
         **ctx.streamed_event(),
     )
-    suite_outputs = [
-        suite_status,
-        suite_df,
-        plot_success,
-        plot_errors,
-        plot_fidelity,
-        plot_latency,
-        suite_file,
-    ]
+    suite_outputs = [suite_status, suite_df, episodes_df, *plots, suite_file]
     suite_go.click(
         run_suite,
-        [state, source, env, upload, limit, rmode, n, *sampling.inputs()],
+        [state, source, suite_env, upload, limit, suite_modes, suite_n, seeds, *suite_sampling.inputs()],
         suite_outputs,
         show_progress_on=[suite_df],
         **ctx.model_event(),
         **private,
     )
+    estimate_inputs = [source, suite_env, upload, limit, suite_modes, suite_n, seeds, suite_sampling.max_new_tokens]
+    for control in estimate_inputs:
+        control.change(suite_estimate, estimate_inputs, [estimate], queue=False, **private)
+    suite_go.click(suite_estimate, estimate_inputs, [estimate], queue=False, **private)
     for button in (stop, suite_stop):
         button.click(stop_session, [state], None, queue=False, **private)
     env.input(

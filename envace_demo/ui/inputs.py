@@ -14,11 +14,12 @@ from typing import Callable
 from envace_demo.engine import MODES, EpisodeConfig
 from envace_demo.envs.registry import ENVIRONMENTS, MCP_PREFIX, tasks_path
 from envace_demo.errors import ConfigError, TaskError
+from envace_demo.evaluation.batch import EvalTask, load_eval_tasks
 from envace_demo.models.base import Backend, Sampling
 from envace_demo.policy import DEFAULT_POLICY, InputPolicy
 from envace_demo.schemas import load_tools
 from envace_demo.settings import Settings
-from envace_demo.tasks import Task, env_tasks, load_task_file
+from envace_demo.tasks import Task, env_tasks
 from envace_demo.ui.options import UIOptions
 
 NO_ENVIRONMENT = "none"  # the picker's "none: imagine only": calls are never executed
@@ -219,19 +220,16 @@ def compare_modes(rehearsal_mode: str) -> tuple[str, str]:
     return BASELINE, rehearsal_mode
 
 
-def suite_tasks(source: str, env: str, upload: str | None, limit: int, policy: InputPolicy) -> list[Task]:
-    """The suite: the example tasks of ``env`` (source "env"), or an uploaded JSONL's ("upload"),
-    read under the app's input policy."""
+def suite_tasks(source: str, env: str, upload: str | None, limit: int, policy: InputPolicy) -> list[EvalTask]:
+    """The suite, as ``eval`` reads it (ids and categories): the example tasks of ``env``
+    (source "env"), or an uploaded JSONL's ("upload"), read under the app's input policy."""
     if source == "upload":
         if not upload:
-            raise TaskError(
-                "suite: upload a JSONL file of tasks first (the project's format or BFCL records)"
-            )
-        tasks = load_task_file(Path(upload), limit=limit, policy=policy)
-    elif source == "env":
-        tasks = example_tasks(env)[:limit]
-    else:
+            raise TaskError("suite: upload a JSONL file of tasks first (the project's format or BFCL records)")
+        return load_eval_tasks([Path(upload)], limit, policy=policy)
+    if source != "env":
         raise ConfigError(f"suite source: expected env or upload, got {source!r}")
+    tasks = example_tasks(env)[:limit]
     if not tasks:
         raise TaskError("suite: no tasks to run")
-    return tasks
+    return [EvalTask(t, f"{env}:{t.name}", env) for t in tasks]

@@ -1,0 +1,227 @@
+"""Episode records and the table built from them.
+
+One record per episode (task × mode × seed), plain JSON. The table has one row per
+(category, mode) plus an ``overall`` row per mode: the mean of each metric over the
+episodes that have it, and for every mode but the baseline the paired difference to
+the baseline (same task, same seed) with a bootstrap confidence interval.
+
+Metrics, per episode:
+
+- ``validity``: committed calls valid against their schema, over calls attempted
+  (valid or not, plus unparseable actions); none when the episode made no attempt.
+- ``success``: the task's check (BFCL records: the calls match the ground truth as
+  BFCL's AST checker judges them); none when the task has no check.
+- ``fidelity``: mean fidelity of rehearsed versus real responses; only where a call
+  was both rehearsed and executed for real (never in mode ``none``, never without an
+  environment).
+- ``tokens``: every generated token (rehearsals included); ``seconds``: wall time.
+
+Episodes that ended in an error of the model server (``error`` set) count in
+``errors`` and in no metric, and their pairs are dropped from the differences.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from envace_demo.record import Trajectory
+
+METRICS = ("validity", "success", "fidelity", "tokens", "seconds")
+RATES = ("validity", "success", "fidelity")  # shown in percent / percentage points
+OVERALL = "overall"
+BASELINE = "none"
+RESAMPLES = 2000
+CONFIDENCE = 0.95
+INTERVAL = (
+    f"{CONFIDENCE:.0%} paired bootstrap (percentile, {RESAMPLES} resamples) over the task × seed pairs "
+    "that both modes completed"
+)
+
+_ID_SUFFIX = re.compile(r"_\d+(?:-\d+)*$")
+
+
+def category_of(record: Any, file_stem: str) -> str:
+    """A BFCL record's category (its ``category`` field, else its id without the
+    number: ``simple_12`` -> ``simple``); a project task's environment; else the file's
+    name."""
+    if isinstance(record, dict):
+        if {"question", "function"} <= set(record):
+            if isinstance(record.get("category"), str) and record["category"]:
+                return record["category"]
+            rid = str(record.get("id", ""))
+            stripped = _ID_SUFFIX.sub("", rid)
+            if stripped and stripped != rid:
+                return stripped
+        elif isinstance(record.get("env"), str):
+            return record["env"]
+    return file_stem
+
+
+def episode_record(
+    task_id: str, category: str, mode: str, seed: int, traj: Trajectory | None, error: str | None = None
+) -> dict:
+    """The JSON line of one episode. ``traj`` None: the episode could not run (``error``)."""
+    rec: dict[str, Any] = {"task_id": task_id, "category": category, "mode": mode, "seed": seed}
+    if traj is None:
+        return {**rec, "task": task_id.split(":", 1)[-1], "error": error or "unknown error", "ended": "error",
+                "success": None, "validity": None, "fidelity": None, "tokens": 0, "seconds": 0.0,
+                "calls": 0, "valid_calls": 0, "parse_errors": 0}
+    tool_steps = [s for s in traj.steps if s.call is not None]
+    parse_errors = sum(1 for s in traj.steps if s.action.error is not None)
+    valid = sum(1 for s in tool_steps if s.valid)
+    attempted = len(tool_steps) + parse_errors
+    totals = traj.totals()
+    if error is None and traj.ended.startswith("model_error"):
+        error = traj.ended  # the server failed for good (after its retries): not a model's mistake
+    return {
+        **rec,
+        "task": traj.task,
+        "error": error,
+        "ended": traj.ended,
+        "success": traj.success,
+        "reasons": traj.check_reasons,
+        "validity": round(valid / attempted, 4) if attempted else None,
+        "calls": len(tool_steps),
+        "valid_calls": valid,
+        "parse_errors": parse_errors,
+        "fidelity": traj.fidelity,
+        "tokens": totals["tokens"],
+        "seconds": round(traj.seconds, 3),
+        "committed_calls": [c.to_dict() for c in traj.committed_calls()],
+        "trajectory": traj.to_dict(),
+    }
+
+
+def _value(rec: dict, metric: str) -> float | None:
+    v = rec.get(metric)
+    if v is None or rec.get("error"):
+        return None
+    return float(v)
+
+
+def _bootstrap(values: list[float], seed: int) -> tuple[float, float] | None:
+    """Percentile interval of the mean; None below two values (no spread to resample)."""
+    if len(values) < 2:
+        return None
+    import numpy as np
+
+    data = np.asarray(values, dtype=float)
+    rng = np.random.default_rng(seed)
+    means = data[rng.integers(0, len(data), size=(RESAMPLES, len(data)))].mean(axis=1)
+    tail = (1 - CONFIDENCE) / 2 * 100
+    lo, hi = np.percentile(means, [tail, 100 - tail])
+    return float(lo), float(hi)
+
+
+def _stat(values: list[float], seed: int) -> dict:
+    if not values:
+        return {"mean": None, "n": 0, "ci": None}
+    ci = _bootstrap(values, seed)
+    return {"mean": sum(values) / len(values), "n": len(values), "ci": list(ci) if ci else None}
+
+
+def summarize(records: list[dict], modes: list[str] | None = None, baseline: str = BASELINE, seed: int = 0) -> dict:
+    """The table: ``rows`` of (category, mode) with each metric's mean, count and
+    interval, ``errors``, and ``diff`` (metric -> paired difference to ``baseline``).
+    Deterministic for the same records (the bootstrap's generator is seeded)."""
+    modes = modes or sorted({r["mode"] for r in records}, key=lambda m: (m != baseline, m))
+    categories = sorted({r["category"] for r in records})
+    groups = [(c, [r for r in records if r["category"] == c]) for c in categories]
+    if len(categories) != 1:
+        groups.append((OVERALL, list(records)))
+    rows = []
+    for g, (category, recs) in enumerate(groups):
+        by_mode = {m: [r for r in recs if r["mode"] == m] for m in modes}
+        base = {(r["task_id"], r["seed"]): r for r in by_mode.get(baseline, [])}
+        for mi, mode in enumerate(modes):
+            mine = by_mode[mode]
+            row: dict[str, Any] = {
+                "category": category,
+                "mode": mode,
+                "episodes": len(mine),
+                "errors": sum(1 for r in mine if r.get("error")),
+                "tasks": len({r["task_id"] for r in mine}),
+            }
+            for k, metric in enumerate(METRICS):
+                row[metric] = _stat([v for r in mine if (v := _value(r, metric)) is not None], seed + 7919 * (g * 31 + mi * 7 + k))
+            if mode != baseline and base:
+                row["diff"] = {}
+                for k, metric in enumerate(METRICS):
+                    pairs = []
+                    for r in mine:
+                        other = base.get((r["task_id"], r["seed"]))
+                        a, b = _value(r, metric), _value(other, metric) if other else None
+                        if a is not None and b is not None:
+                            pairs.append(a - b)
+                    row["diff"][metric] = _stat(pairs, seed + 104729 * (g * 31 + mi * 7 + k))
+            rows.append(row)
+    return {
+        "modes": modes,
+        "baseline": baseline,
+        "interval": INTERVAL,
+        "categories": categories,
+        "episodes": len(records),
+        "errors": sum(1 for r in records if r.get("error")),
+        "rows": rows,
+    }
+
+
+# ---- text ---------------------------------------------------------------------------------
+
+
+def _fmt(metric: str, stat: dict | None) -> str:
+    if not stat or stat["mean"] is None:
+        return "—"
+    v = stat["mean"]
+    if metric in RATES:
+        return f"{100 * v:.1f}%"
+    if metric == "tokens":
+        return f"{v:.0f}"
+    return f"{v:.1f}"
+
+
+def _fmt_diff(metric: str, stat: dict | None) -> str:
+    if not stat or stat["mean"] is None:
+        return "—"
+    scale, unit, digits = (100, " pts", 1) if metric in RATES else (1, "", 0 if metric == "tokens" else 1)
+    text = f"{scale * stat['mean']:+.{digits}f}{unit}"
+    if stat["ci"]:
+        lo, hi = (scale * x for x in stat["ci"])
+        text += f" [{lo:+.{digits}f}, {hi:+.{digits}f}]"
+    return text
+
+
+TABLE_COLUMNS = [
+    "category", "mode", "episodes", "errors",
+    "valid calls", "Δ valid", "success", "Δ success", "fidelity", "tokens", "Δ tokens", "seconds", "Δ seconds",
+]
+
+
+def table_rows(summary: dict) -> list[list[Any]]:
+    """The table as display rows, in ``TABLE_COLUMNS`` order (Δ: to the baseline, with
+    its interval in brackets)."""
+    out = []
+    for row in summary["rows"]:
+        diff = row.get("diff") or {}
+        out.append([
+            row["category"], row["mode"], row["episodes"], row["errors"],
+            _fmt("validity", row["validity"]), _fmt_diff("validity", diff.get("validity")),
+            _fmt("success", row["success"]), _fmt_diff("success", diff.get("success")),
+            _fmt("fidelity", row["fidelity"]),
+            _fmt("tokens", row["tokens"]), _fmt_diff("tokens", diff.get("tokens")),
+            _fmt("seconds", row["seconds"]), _fmt_diff("seconds", diff.get("seconds")),
+        ])
+    return out
+
+
+def markdown_table(summary: dict) -> str:
+    lines = ["| " + " | ".join(TABLE_COLUMNS) + " |", "|" + "---|" * len(TABLE_COLUMNS)]
+    for cells in table_rows(summary):
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)

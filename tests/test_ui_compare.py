@@ -1,0 +1,90 @@
+"""The Compare tab: the difference column, the suite's own controls, its estimate, and the
+suite's table and charts (the eval table), run through the tab's own handler with a
+scripted model."""
+
+import pytest
+
+from conftest import SHARED_BFCL, VENDORED_BFCL, call_text, result_text
+from envace_demo.policy import DEFAULT_POLICY
+from envace_demo.ui.inputs import suite_tasks
+from envace_demo.settings import Settings
+from envace_demo.ui import compare
+from envace_demo.ui.holder import ModelHolder
+
+BFCL = VENDORED_BFCL if VENDORED_BFCL.exists() else SHARED_BFCL
+BALANCE = call_text("get_account", {"account_id": "ACC-1003"})
+ANSWER = "<think>done</think>\nThe balance of ACC-1003 is 310.25 USD."
+
+
+def test_the_compare_table_has_a_difference_column():
+    none = {"success": False, "real_calls": 3, "real_errors": 1, "tokens": 200, "seconds": 4.0,
+            "fidelity": None, "ended": "answer"}
+    par = {"success": True, "real_calls": 1, "real_errors": 0, "tokens": 650, "seconds": 9.5,
+           "fidelity": 0.75, "ended": "answer"}
+    headers, rows = compare._with_difference({"none": none, "parallel": par})
+    assert headers == ["metric", "none", "parallel", "difference (rehearsal − none)"]
+    diff = {row[0]: row[-1] for row in rows}
+    assert diff["success"] == "succeeds only with rehearsal"
+    assert (diff["real tool calls"], diff["tokens"], diff["wall time (s)"]) == ("-2", "+450", "+5.50")
+    assert diff["mean fidelity"] == "—" and diff["ended"] == "—"
+    same = compare._with_difference({"none": {**none, "success": True}, "parallel": par})[1]
+    assert same[0][-1] == "same"
+
+
+def test_suite_tasks_and_their_categories_are_the_ones_eval_reads(tmp_path):
+    env = suite_tasks("env", "bank", None, 3, DEFAULT_POLICY)
+    assert [(t.task_id.split(":")[0], t.category) for t in env] == [("bank", "bank")] * 3
+    (simple,) = suite_tasks("upload", "bank", str(BFCL / "bfcl_simple.jsonl"), 1, DEFAULT_POLICY)
+    assert (simple.task_id, simple.category) == ("bfcl_simple:simple_python_0", "simple_python")
+    with pytest.raises(Exception, match="upload a JSONL"):
+        suite_tasks("upload", "bank", None, 3, DEFAULT_POLICY)
+    with pytest.raises(Exception, match="pick one or more"):
+        compare._suite_modes([])
+
+
+def test_the_estimate_counts_episodes_and_prefers_measured_seconds(monkeypatch):
+    monkeypatch.setattr(compare, "_seen", {})
+    guess = compare._estimate_text(4, ["none", "parallel"], 2, 3, 128)
+    assert "4 task(s) × 2 mode(s) × 3 seed(s) = 24 episodes" in guess and "rough guess" in guess
+    compare._observe({"mode": "none", "seconds": 10.0, "error": None})
+    compare._observe({"mode": "parallel", "seconds": 50.0, "error": None})
+    compare._observe({"mode": "parallel", "seconds": 999.0, "error": "HTTP 500"})  # not a measurement
+    measured = compare._estimate_text(4, ["none", "parallel"], 2, 3, 128)
+    assert "about **12 min**" in measured and "measured on this model" in measured  # 12 x 10 s + 12 x 50 s
+
+
+def _scripted_holder(scripted):
+    actor = [lambda p: ANSWER if '"role": "tool"' in p else BALANCE] * 200
+    backend = scripted(actor=actor, rehearser=[result_text({"balance": 300.0})] * 200)
+    holder = ModelHolder(Settings(), loader=lambda settings: backend)
+    holder.start()
+    holder.wait(timeout=60)
+    return holder
+
+
+def test_the_suite_shows_the_eval_table_and_charts_with_titles(scripted, monkeypatch):
+    from envace_demo.ui import build_app
+    from envace_demo.ui.session import Session
+
+    monkeypatch.setattr(compare, "_seen", {})
+    demo = build_app(Settings(), holder=_scripted_holder(scripted))
+    (run_suite,) = [f.fn for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "run_suite"]
+    session = Session()
+    updates = list(run_suite(session, "env", "bank", None, 2, ["none", "parallel"], 1, 2,
+                             0.6, 0.95, 20, 64, 0, False, 3, lambda *a, **k: None))
+    assert len(session.suite) == 2 * 2 * 2  # tasks x modes x seeds
+    assert {(r["task"], r["mode"], r["seed"]) for r in session.suite} == {
+        (t, m, s) for t in ("check-balance", "deposit-cash") for m in ("none", "parallel") for s in (0, 1)}
+    last_table = [u for u in updates if any(getattr(k, "elem_id", None) == "suite-table" for k in u)][-1]
+    (table,) = [v for k, v in last_table.items() if getattr(k, "elem_id", None) == "suite-table"]
+    rows = table.value["data"] if isinstance(table.value, dict) else table.value
+    assert [r[:4] for r in rows] == [["bank", "none", 4, 0], ["bank", "parallel", 4, 0]]
+    assert rows[0][6] == "50.0%" and rows[1][7].startswith("+0.0 pts")  # check-balance passes, deposit fails
+    figs = [v for v in last_table.values() if hasattr(v, "layout")]
+    assert len(figs) == 4
+    for fig in figs:
+        assert fig.layout.title.text and fig.layout.xaxis.title.text and fig.layout.yaxis.title.text
+    assert "8 of 8 episodes" in str(list(updates[-1].values())[0])
+    plots = [c for c in demo.config["components"] if str(c["props"].get("elem_id")).startswith("suite-plot")]
+    assert len(plots) == 4 and all(p["props"]["show_label"] is False for p in plots)  # one title: the figure's
+    demo.close()
