@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -235,10 +236,14 @@ def _manual_environment(task: Task, shown: dict, out):
     return env
 
 
-def _run_task(backend, task: Task, config: EpisodeConfig, out=None, environment=None, shown=None) -> Trajectory:
+def _run_task(
+    backend, task: Task, config: EpisodeConfig, out=None, environment=None, shown=None, cancel=None
+) -> Trajectory:
     """Run one episode; with ``out``, print it readably as it goes. ``shown`` gets
     the latest committed step (the manual environment prints its rehearsal)."""
-    episode = Episode(backend, task, config, environment if environment is not None else _environment(task))
+    episode = Episode(
+        backend, task, config, environment if environment is not None else _environment(task), cancel=cancel
+    )
     for event in episode.run():
         if shown is not None and isinstance(event, StepUpdated) and event.where == "commit":
             shown["step"] = event.step
@@ -409,23 +414,30 @@ def cmd_eval(args: argparse.Namespace) -> int:
         done = {k: r for k, r in batch.load_results(results).items() if not r.get("error")}
     todo = [j for j in jobs if j.key not in done]
 
+    cancel = threading.Event()
+
     def run_one(job) -> Trajectory:
         task = replace(job.etask.task)  # episodes on other threads share the task
         config = replace(base, mode=job.mode, sampling=replace(base.sampling, seed=job.seed))
         if args.mcp:  # a fresh connection per episode: a stdio server starts over with a fresh state
             with _mcp_environment(settings) as environment:
                 task.tools, task.env = environment.tools(), None
-                return _run_task(backend, task, config, environment=environment)
-        return _run_task(backend, task, config)
+                return _run_task(backend, task, config, environment=environment, cancel=cancel)
+        return _run_task(backend, task, config, cancel=cancel)
 
     bar = batch.Progress(len(jobs), initial=len(jobs) - len(todo), disable=args.no_progress)
     fresh: dict = {}
     try:
-        for rec in batch.run_jobs(todo, run_one, args.concurrency, results):
+        for rec in batch.run_jobs(todo, run_one, args.concurrency, results, cancel):
             fresh[(rec["task_id"], rec["mode"], rec["seed"])] = rec
             bar.update(rec)
             if rec.get("error"):
                 bar.write(f"error: {rec['task_id']} ({rec['mode']}, seed {rec['seed']}): {rec['error']}")
+    except KeyboardInterrupt:
+        bar.close()
+        where = f"; {len(done) + len(fresh)} episodes are in {results}: run the same command to resume" if results else ""
+        print(f"stopped{where}", file=sys.stderr)
+        return 130
     finally:
         bar.close()
     records = [fresh.get(j.key) or done[j.key] for j in jobs]

@@ -137,6 +137,17 @@ def test_run_jobs_keeps_going_past_an_exception_and_stops_handing_out_jobs_on_ca
     assert len(load_results(tmp_path / "r.jsonl")) == 3
 
 
+def test_an_episode_stopped_midway_is_not_a_result(tmp_path):
+    from envace_demo.record import Trajectory
+
+    jobs = plan(load_eval_tasks([SIMPLE], limit=2), ["none"], [0])
+    ended = iter(["answer", "cancelled"])
+    got = list(run_jobs(jobs, lambda job: Trajectory(mode="none", model={}, tools=[], prompt="p", ended=next(ended)),
+                        results=tmp_path / "r.jsonl"))
+    assert [r["ended"] for r in got] == ["answer"]
+    assert list(load_results(tmp_path / "r.jsonl")) == [("bfcl_simple:simple_python_0", "none", 0)]
+
+
 @pytest.mark.slow
 def test_eval_through_transformers_serve_with_concurrency(transformers_server, tmp_path, capsys):
     url, _, _ = transformers_server

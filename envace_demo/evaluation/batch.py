@@ -125,9 +125,10 @@ def run_jobs(
 ) -> Iterator[dict]:
     """Run ``jobs`` (K at a time) and yield each episode's record as it finishes.
 
-    ``run_one`` runs one episode; whatever it raises becomes that episode's
-    ``error`` and the others go on. With ``results``, each record is appended there
-    as it comes. Stops handing out jobs once ``cancel`` is set.
+    ``run_one`` runs one episode (it should honour ``cancel``); whatever it raises
+    becomes that episode's ``error`` and the others go on. With ``results``, each record
+    is appended there as it comes. Once ``cancel`` is set no job starts, and episodes that
+    end ``cancelled`` are neither yielded nor recorded. An interrupt sets ``cancel``.
     """
     if concurrency < 1:
         raise ConfigError(f"concurrency must be at least 1, not {concurrency}")
@@ -158,17 +159,23 @@ def run_jobs(
                         return
                     inflight[pool.submit(work, job)] = job
 
-            fill()
-            while inflight:
-                finished, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
-                for future in finished:
-                    inflight.pop(future)
-                    rec = future.result()
-                    if sink is not None:
-                        sink.write(json.dumps(rec, ensure_ascii=False) + "\n")
-                        sink.flush()
-                    yield rec
+            try:
                 fill()
+                while inflight:
+                    finished, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
+                    for future in finished:
+                        inflight.pop(future)
+                        rec = future.result()
+                        if rec.get("ended") == "cancelled":
+                            continue  # stopped midway: not a result, and run again on resume
+                        if sink is not None:
+                            sink.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                            sink.flush()
+                        yield rec
+                    fill()
+            except BaseException:  # Ctrl-C, or the consumer stopped: end the episodes in flight
+                cancel.set()
+                raise
     finally:
         if sink is not None:
             sink.close()

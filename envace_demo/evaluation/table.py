@@ -22,7 +22,6 @@ Episodes that ended in an error of the model server (``error`` set) count in
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any
 
@@ -221,7 +220,3 @@ def markdown_table(summary: dict) -> str:
     for cells in table_rows(summary):
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines)
-
-
-def finite(x: float | None) -> bool:
-    return x is not None and math.isfinite(x)
