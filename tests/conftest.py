@@ -151,3 +151,19 @@ def transformers_server(tmp_path_factory):
         yield f"http://127.0.0.1:{port}/v1", str(folder), proc
     finally:
         stop_server(proc)
+
+
+@pytest.fixture
+def chat_server():
+    """Starts scripted chat-completions servers (``helpers.ChatServer``); closes them after."""
+    import helpers  # not at the top: helpers imports this module
+
+    servers = []
+
+    def start(reply, **kwargs):
+        servers.append(helpers.ChatServer(reply, **kwargs))
+        return servers[-1]
+
+    yield start
+    for s in servers:
+        s.close()

@@ -16,7 +16,7 @@ from envace_demo.evaluation.coalesce import CoalescingBackend
 from envace_demo.models.base import Backend, Generation, ModelInfo, Sampling
 from envace_demo.models.openai_backend import OpenAIBackend
 from envace_demo.tasks import load_task_file
-from test_openai_backend import call_deltas, chat_server, text_deltas  # noqa: F401  (chat_server: a fixture)
+from helpers import call_deltas, text_deltas
 
 BFCL = VENDORED_BFCL if VENDORED_BFCL.exists() else SHARED_BFCL
 SIMPLE = BFCL / "bfcl_simple.jsonl"
