@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import logging
 import os
 import shlex
 import sys
@@ -34,6 +35,8 @@ from urllib.parse import urlsplit
 from envace_demo.envs.base import Environment
 from envace_demo.errors import ConfigError, EnvaceError, SchemaError
 from envace_demo.schemas import Tool, load_tools
+
+log = logging.getLogger(__name__)
 
 STATE_URI = "envace://state"
 DEFAULT_CALL_TIMEOUT = 30.0
@@ -310,6 +313,7 @@ class MCPEnvironment(Environment):
             conn.failure = f"no answer to {name} within {self.call_timeout:g} s"
             raise MCPServerError(f"MCP server {conn.spec.label}: {conn.failure}") from None
         except Exception as err:
+            log.warning("MCP server %s: %s failed", conn.spec.label, name, exc_info=True)  # for the operator
             conn.failure = f"{name} failed: {_reason(err)}"
             raise MCPServerError(f"MCP server {conn.spec.label}: {conn.failure}") from err
         return mcp_response(result, self.max_response_chars)
@@ -331,6 +335,7 @@ class MCPEnvironment(Environment):
                     raise MCPServerError(conn.failure or "not connected")
                 states[conn.spec.label] = self._run(self._read_state(conn), self.call_timeout + 5)
             except Exception as err:
+                log.warning("MCP server %s: state unavailable", conn.spec.label, exc_info=True)
                 states[conn.spec.label] = {"error": {"code": "STATE_UNAVAILABLE", "message": _reason(err)}}
         if len(self._connections) == 1:
             return next(iter(states.values()), {})
@@ -398,6 +403,7 @@ class MCPEnvironment(Environment):
         except OSError as err:
             raise MCPServerError(f"MCP server {conn.spec.label}: cannot start or reach it ({_reason(err)})") from None
         except Exception as err:
+            log.warning("MCP server %s: cannot connect", conn.spec.label, exc_info=True)
             raise MCPServerError(f"MCP server {conn.spec.label}: cannot connect ({_reason(err)})") from None
 
     def _import_tools(self, conns: list[_Connection]) -> tuple[list[Tool], dict[str, _Connection]]:

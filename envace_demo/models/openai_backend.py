@@ -26,6 +26,7 @@ a stream cut off) is sent again after a backoff (``retries`` times, doubling fro
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import threading
 import time
@@ -35,6 +36,8 @@ from typing import Any
 
 from envace_demo.errors import ConfigError, ModelError
 from envace_demo.models.base import Backend, Constraint, Generation, ModelInfo, Sampling, StreamCallback
+
+log = logging.getLogger(__name__)
 
 REQUEST_FORMAT = "envace-openai-chat/1"  # marks a prompt rendered by this backend
 DEFAULT_TIMEOUT = 300.0  # seconds without a byte from the server before a request fails
@@ -257,6 +260,7 @@ class OpenAIBackend(Backend):
             raise kind(f"{self.base_url}: model {self.model!r}: {_status_message(err)}") from err
         except Exception as err:  # transport errors of the client's HTTP library, broken streams
             if not halt.is_set():
+                log.warning("request to %s failed", self.base_url, exc_info=True)  # for the operator
                 raise _Transient(f"{self.base_url}: the request failed ({type(err).__name__}: {err})") from err
         finally:
             with lock:
