@@ -371,23 +371,13 @@ def _eval_seeds(args: argparse.Namespace) -> list[int]:
 def cmd_eval(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from envace_demo.evaluation import batch, report, table
+    from envace_demo.evaluation import batch
 
     settings = settings_from(args)
     modes, seeds = _eval_modes(args), _eval_seeds(args)
     if args.concurrency < 1:
         raise TaskError(f"--concurrency: expected at least 1, got {args.concurrency}")
-    transform = None
-    if args.mcp:
-        with _mcp_environment(settings) as probe:
-            offered = [t.to_openai() for t in probe.tools()]
-
-        def transform(record):  # the server's tools replace the task's (BFCL records keep theirs until run)
-            if isinstance(record, dict) and not {"question", "function"} <= set(record):
-                return {**{k: v for k, v in record.items() if k != "env"}, "tools": offered}
-            return record
-
-    tasks = batch.load_eval_tasks(args.tasks, args.limit, transform)
+    tasks = batch.load_eval_tasks(args.tasks, args.limit, _mcp_tools_transform(settings) if args.mcp else None)
     backend = load_model(settings)
     if args.concurrency > 1 and settings.backend != "openai":
         from envace_demo.evaluation.coalesce import CoalescingBackend
@@ -397,10 +387,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     base = episode_config(args, settings, backend)
     meta = {
         "model": backend.info.model_id,
-        "n": args.n,
-        "temperature": args.temperature,
-        "top_p": args.top_p,
-        "top_k": args.top_k,
+        **{k: getattr(args, k) for k in ("n", "temperature", "top_p", "top_k")},
         "max_new_tokens": settings.max_new_tokens,
         "max_steps": settings.max_steps,
         "constrained": base.constrained,
@@ -441,20 +428,40 @@ def cmd_eval(args: argparse.Namespace) -> int:
     finally:
         bar.close()
     records = [fresh.get(j.key) or done[j.key] for j in jobs]
-    summary = table.summarize(records, modes)
+    _print_eval(args, records, {**meta, "modes": ",".join(modes), "seeds": seeds},
+                _eval_totals(records, modes, seeds, backend, base))
+    return 0
+
+
+def _mcp_tools_transform(settings: Settings):
+    """Rewrites each task record to run over the MCP servers' tools (BFCL records keep theirs
+    until run, then get the server's)."""
+    with _mcp_environment(settings) as probe:
+        offered = [t.to_openai() for t in probe.tools()]
+
+    def transform(record):
+        if isinstance(record, dict) and not {"question", "function"} <= set(record):
+            return {**{k: v for k, v in record.items() if k != "env"}, "tools": offered}
+        return record
+
+    return transform
+
+
+def _print_eval(args: argparse.Namespace, records: list[dict], meta: dict, totals: dict) -> None:
+    """The table (text or JSON) on stdout; with --out, the report files beside the results."""
+    from envace_demo.evaluation import report, table
+
+    summary = table.summarize(records, meta["modes"].split(","))
     if args.out is not None:
         command = "python -m envace_demo eval " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["eval"] else ""
-        path = report.write_report(args.out, summary, {**meta, "modes": ",".join(modes), "seeds": seeds,
-                                                       "command": command})
+        path = report.write_report(args.out, summary, {**meta, "command": command})
         print(f"report: {path}", file=sys.stderr)
     if args.json:
         episodes = [{k: v for k, v in r.items() if k != "trajectory"} for r in records]
-        print(json.dumps({"tasks": episodes, "totals": _eval_totals(records, modes, seeds, backend, base),
-                          "summary": summary}, indent=2, ensure_ascii=False))
+        print(json.dumps({"tasks": episodes, "totals": totals, "summary": summary}, indent=2, ensure_ascii=False))
     else:
         print(table.markdown_table(summary))
         print(f"\nΔ: difference to none on the same task and seed; brackets: {table.INTERVAL}.")
-    return 0
 
 
 def _eval_totals(records: list[dict], modes: list[str], seeds: list[int], backend, config: EpisodeConfig) -> dict:
