@@ -18,8 +18,11 @@ from envace_demo.errors import ConfigError
 
 TARGET_SECONDS = 60.0  # the default run should end within this
 # The time limit of an episode is this many times its target: a slower turn than the
-# typical one is let finish, a runaway is not.
+# typical one is let finish, a runaway is not. On a machine too slow for even the
+# smallest budget to fit the target, the limit is this many times the estimate instead:
+# a run cut at the limit would have spent its time for nothing.
 LIMIT_FACTOR = 2.0
+OVER_ESTIMATE = 1.5
 # Tokens a turn takes when the model is not cut short: bounded reasoning, then one call
 # (actor) or one JSON result (rehearser). Measured on the bank example with the embedded
 # model under constraint (actor 38-81, rehearser 45-160); a longer budget does not make
@@ -113,7 +116,8 @@ def fit(speed: Speed, target_seconds: float = TARGET_SECONDS, mode: str = "paral
       of the target (a turn that runs on is cut there);
     - n: ``n``, or fewer where even ``MIN_STEPS`` steps with it would not fit;
     - max_steps: the most steps (``MIN_STEPS`` to ``MAX_STEPS``) whose estimate fits;
-    - episode_seconds: ``LIMIT_FACTOR`` times the target.
+    - episode_seconds: ``LIMIT_FACTOR`` times the target, or ``OVER_ESTIMATE`` times the
+      estimate where that is longer (a machine too slow for the target).
     """
     if target_seconds <= 0:
         raise ConfigError(f"target_seconds must be positive, got {target_seconds}")
@@ -127,12 +131,13 @@ def fit(speed: Speed, target_seconds: float = TARGET_SECONDS, mode: str = "paral
     steps = MIN_STEPS
     while steps < MAX_STEPS and estimate_seconds(speed, mode, n, steps + 1, tokens) <= target_seconds:
         steps += 1
+    estimate = estimate_seconds(speed, mode, n, steps, tokens)
     return Budget(
         n=n,
         max_steps=steps,
         max_new_tokens=tokens,
-        episode_seconds=target_seconds * LIMIT_FACTOR,
-        estimate_seconds=estimate_seconds(speed, mode, n, steps, tokens),
+        episode_seconds=max(target_seconds * LIMIT_FACTOR, estimate * OVER_ESTIMATE),
+        estimate_seconds=estimate,
     )
 
 

@@ -56,6 +56,8 @@ def test_a_machine_too_slow_for_two_rehearsals_gets_one_and_never_less_than_two_
     fitted = budget.fit(crawl)
     assert (fitted.n, fitted.max_steps, fitted.max_new_tokens) == (1, budget.MIN_STEPS, budget.TOKEN_LADDER[-1])
     assert fitted.estimate_seconds > budget.TARGET_SECONDS  # the estimate says so honestly
+    # and the limit leaves the run room to end rather than cut it after all that time
+    assert fitted.episode_seconds == pytest.approx(fitted.estimate_seconds * budget.OVER_ESTIMATE)
 
 
 def test_a_longer_target_allows_more():

@@ -432,6 +432,7 @@ def _finished(success, ended, mode="parallel") -> Trajectory:
         (True, "answer", "parallel", "ok"),
         (False, "answer", "parallel", "error"),  # a failed check
         (None, "time_limit", "parallel", "error"),
+        (True, "time_limit", "parallel", "error"),  # a limit is never success-coloured
         (False, "time_limit", "parallel", "error"),
         (None, "cancelled", "none", "error"),
         (None, "model_error: out of memory", "none", "error"),

@@ -8,6 +8,7 @@ from typing import Any, Callable, Generator
 
 import gradio as gr
 
+from envace_demo import budget as budget_mod
 from envace_demo.engine import MODES
 from envace_demo.errors import ModelError
 from envace_demo.models.base import Backend, Sampling
@@ -35,6 +36,11 @@ class AppContext:
     def streamed_event(self) -> dict[str, Any]:
         """A UI event that runs the model and draws its own progress (no overlay on every output)."""
         return {**self.model_event(), "show_progress": "hidden", "api_visibility": "private"}
+
+    def run_settings(self) -> Settings:
+        """The settings a run goes by: the time limit (and any step or token value left
+        at its default) fitted to the loaded model's measured speed."""
+        return budget_mod.apply(self.settings, self.holder.status().budget)
 
 
 @dataclass
@@ -137,3 +143,45 @@ def stop_session(session: Session | None) -> None:
     """Stop's handler: set the visitor's cancel switch (it runs outside the queue, at once)."""
     if session is not None:
         session.stop()
+
+
+def estimate_for(ctx: AppContext, mode: str, n: float, max_steps: float, max_new_tokens: float) -> str:
+    """The estimate line for these control values on the loaded model."""
+    return render.estimate_html(
+        ctx.holder.status().speed, mode, int(n), int(max_steps), int(max_new_tokens), ctx.run_settings().episode_seconds
+    )
+
+
+def fit_to_model(
+    ctx: AppContext, n: gr.Slider, sampling: SamplingControls, mode: gr.Radio, estimate: gr.HTML
+) -> gr.Timer:
+    """Wire a tab's controls to the model's budget: once the model is loaded and timed,
+    N, max steps and max new tokens take the values fitted to it (a timer polls until
+    then, and stops); the estimate follows every change of the controls."""
+    timer = gr.Timer(1.0)
+    private: dict[str, Any] = {"queue": False, "show_progress": "hidden", "api_visibility": "private"}
+
+    def fit(mode_value: str) -> dict:
+        st = ctx.holder.status()
+        if st.state == "loading":
+            return {}
+        update: dict = {timer: gr.Timer(active=False)}
+        if st.budget is not None:
+            # Values the operator set on purpose are kept (budget.apply), within the caps.
+            settings = ctx.run_settings()
+            n_value = min(st.budget.n, ctx.options.max_n)
+            steps_value = min(settings.max_steps, ctx.options.max_steps)
+            tokens_value = min(settings.max_new_tokens, ctx.options.max_new_tokens)
+            update |= {
+                n: gr.Slider(value=n_value),
+                sampling.max_steps: gr.Slider(value=steps_value),
+                sampling.max_new_tokens: gr.Slider(value=tokens_value),
+                estimate: estimate_for(ctx, mode_value, n_value, steps_value, tokens_value),
+            }
+        return update
+
+    timer.tick(fit, [mode], [timer, n, sampling.max_steps, sampling.max_new_tokens, estimate], **private)
+    controls = [mode, n, sampling.max_steps, sampling.max_new_tokens]
+    for control in controls:
+        control.change(lambda *values: estimate_for(ctx, *values), controls, [estimate], **private)
+    return timer

@@ -8,7 +8,6 @@ from typing import Any, Iterator
 
 import gradio as gr
 
-from envace_demo import budget as budget_mod
 from envace_demo import memory as memory_mod
 from envace_demo import showcase as showcase_mod
 from envace_demo.envs.manual import PendingCall
@@ -22,6 +21,8 @@ from envace_demo.ui.common import (
     AppContext,
     Throttle,
     await_model,
+    estimate_for,
+    fit_to_model,
     mode_radio,
     sampling_controls,
     stop_session,
@@ -247,7 +248,7 @@ def build_playground(ctx: AppContext, state: gr.State) -> Playground:
         try:
             backend = yield from await_model(ctx.holder, ctx.options, lambda html: {status: html})
             # The time limit fitted to the model's measured speed (the sliders carry the rest).
-            config = build_config(req, budget_mod.apply(ctx.settings, ctx.holder.status().budget), backend)
+            config = build_config(req, ctx.run_settings(), backend)
         except EnvaceError as err:
             yield {status: render.status_html(ctx.options.redact(str(err)), "error")}
             return
@@ -299,7 +300,8 @@ def build_playground(ctx: AppContext, state: gr.State) -> Playground:
             ),
             pick: gr.Dropdown(choices=choices, value=choices[0][1] if choices else None),
             manual_box: gr.Group(visible=False),
-            estimate: show_estimate(traj.mode, traj.n or 1, config.max_steps, config.sampling.max_new_tokens),
+            # The estimate after the speed this run saw (ModelHolder.observe).
+            estimate: estimate_for(ctx, traj.mode, traj.n or 1, config.max_steps, config.sampling.max_new_tokens),
         }
 
     def send_response(session: Session | None, text: str) -> str:
@@ -327,39 +329,6 @@ def build_playground(ctx: AppContext, state: gr.State) -> Playground:
             schema_status(text),
             *showcase_panels(name),
         )
-
-    def limit_seconds() -> float:
-        return budget_mod.apply(ctx.settings, ctx.holder.status().budget).episode_seconds
-
-    def show_estimate(mode_value: str, n_value: float, steps_value: float, tokens_value: float) -> str:
-        st = ctx.holder.status()
-        return render.estimate_html(
-            st.speed, mode_value, int(n_value), int(steps_value), int(tokens_value), limit_seconds()
-        )
-
-    def fit_controls(mode_value: str) -> dict:
-        """Once the model is timed: the defaults fitted to it, and the estimate. The
-        timer stops then (a switch of model loads the page's defaults anew on reload)."""
-        st = ctx.holder.status()
-        if st.state == "loading":
-            return {}
-        update: dict = {budget_timer: gr.Timer(active=False)}
-        fitted = st.budget
-        if fitted is not None:
-            # Values the operator set on purpose are kept (budget.apply), within the caps.
-            settings = budget_mod.apply(ctx.settings, fitted)
-            n_value = min(fitted.n, ctx.options.max_n)
-            steps_value = min(settings.max_steps, ctx.options.max_steps)
-            tokens_value = min(settings.max_new_tokens, ctx.options.max_new_tokens)
-            update |= {
-                n: gr.Slider(value=n_value),
-                sampling.max_steps: gr.Slider(value=steps_value),
-                sampling.max_new_tokens: gr.Slider(value=tokens_value),
-                estimate: render.estimate_html(
-                    st.speed, mode_value, n_value, steps_value, tokens_value, settings.episode_seconds
-                ),
-            }
-        return update
 
     def environment_changed(env: str) -> gr.Dropdown:
         choices = _task_choices(env)
@@ -389,12 +358,7 @@ def build_playground(ctx: AppContext, state: gr.State) -> Playground:
         queue=False,
         **private,
     )
-    budget_timer = gr.Timer(1.0)
-    fitted = [budget_timer, n, sampling.max_steps, sampling.max_new_tokens, estimate]
-    budget_timer.tick(fit_controls, [mode], fitted, queue=False, show_progress="hidden", **private)
-    estimated = [mode, n, sampling.max_steps, sampling.max_new_tokens]
-    for control in estimated:
-        control.change(show_estimate, estimated, [estimate], queue=False, show_progress="hidden", **private)
+    fit_to_model(ctx, n, sampling, mode, estimate)
     environment.input(environment_changed, [environment], [task_pick], queue=False, **private)
     task_pick.input(task_picked, [environment, task_pick, message], [message], queue=False, **private)
     pick.change(show_prompts, [state, pick], [actor_prompt, rehearser_prompt], queue=False, **private)

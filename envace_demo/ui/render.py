@@ -159,13 +159,14 @@ def ended_text(ended: str | None) -> str:
 
 
 def outcome_kind(traj: Trajectory) -> str:
-    """The status colour of a finished run. Green ("ok") only for a passed check; red
-    ("error") for a failed check, a time limit, Stop or an error; otherwise neutral
-    ("info") for an unjudged run that answered, amber ("warn") for one cut short."""
-    if traj.success is True:
-        return "ok"
+    """The status colour of a finished run. Red ("error") for a time limit, Stop or an
+    error (whatever the check said) and for a failed check; green ("ok") only for a
+    passed check; otherwise neutral ("info") for an unjudged run that answered, amber
+    ("warn") for one cut short."""
     if traj.success is False or (traj.ended or "").startswith(_BROKEN):
         return "error"
+    if traj.success is True:
+        return "ok"
     return "info" if traj.ended in _NEUTRAL else "warn"
 
 
