@@ -76,7 +76,7 @@ def make_endpoints(ctx: AppContext) -> dict[str, Callable[..., dict]]:
         """
         req = RunRequest(**values)
         task, backend = prepare(req)
-        return runner.run_to_end(task, build_config(req, ctx.settings, backend)).to_dict()
+        return runner.run_to_end(task, build_config(req, ctx.run_settings(), backend)).to_dict()
 
     def compare(values: dict) -> dict[str, Any]:
         """Run the task without rehearsal (mode none) and with it, same seed and sampling.
@@ -88,7 +88,7 @@ def make_endpoints(ctx: AppContext) -> dict[str, Callable[..., dict]]:
         modes = compare_modes(mode)
         req = RunRequest(**values, mode=mode)
         task, backend = prepare(req)
-        trajs = {m: runner.run_to_end(task, build_config(req, ctx.settings, backend, mode=m)) for m in modes}
+        trajs = {m: runner.run_to_end(task, build_config(req, ctx.run_settings(), backend, mode=m)) for m in modes}
         return {
             "metrics": {m: runner.metrics(t) for m, t in trajs.items()},
             "trajectories": {m: t.to_dict() for m, t in trajs.items()},
@@ -112,7 +112,7 @@ def make_endpoints(ctx: AppContext) -> dict[str, Callable[..., dict]]:
                 manual.abort(f"no response given for call {call.id} ({len(typed)} in the request)")
 
         manual, config = runner.manual_environment(
-            task, build_config(req, ctx.settings, backend), timeout=5.0, on_request=answer
+            task, build_config(req, ctx.run_settings(), backend), timeout=5.0, on_request=answer
         )
         return runner.run_to_end(task, config, manual=manual).to_dict()
 

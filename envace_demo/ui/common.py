@@ -152,6 +152,15 @@ def estimate_for(ctx: AppContext, mode: str, n: float, max_steps: float, max_new
     )
 
 
+def off_while_running(button: gr.Button, trigger: Callable, fn: Callable, inputs: list, outputs: list, **event: Any):
+    """Run ``fn`` on ``trigger`` with ``button`` off meanwhile: disabled first, outside the
+    queue, then enabled again after the job ends however it ends (.then runs after an error too)."""
+    private: dict[str, Any] = {"api_visibility": "private"}
+    started = trigger(lambda: gr.Button(interactive=False), None, [button], queue=False, **private)
+    ran = started.then(fn, inputs, outputs, **event)
+    ran.then(lambda: gr.Button(interactive=True), None, [button], queue=False, **private)
+
+
 def fit_to_model(
     ctx: AppContext, n: gr.Slider, sampling: SamplingControls, mode: gr.Radio, estimate: gr.HTML
 ) -> gr.Timer:

@@ -21,6 +21,8 @@ from envace_demo.ui.common import (
     AppContext,
     Throttle,
     await_model,
+    fit_to_model,
+    off_while_running,
     sampling_controls,
     stop_session,
 )
@@ -162,6 +164,9 @@ def build_compare(ctx: AppContext, state: gr.State) -> None:
         go = gr.Button("Compare", variant="primary", elem_id="compare-button")
         stop = gr.Button("Stop", variant="stop")
     status = gr.HTML(render.status_html("ready: pick a task and press Compare"))
+    # The rehearsal side's estimate; the run without rehearsal adds about one committed pass.
+    compare_estimate = gr.HTML(render.estimate_html(None, "parallel", 2, 1, 1, ctx.settings.episode_seconds))
+    fit_to_model(ctx, n, sampling, rmode, compare_estimate)
     with gr.Row(equal_height=False):
         with gr.Column():
             gr.Markdown("#### Without rehearsal (`none`)")
@@ -262,7 +267,7 @@ def build_compare(ctx: AppContext, state: gr.State) -> None:
         }
         try:
             backend = yield from await_model(ctx.holder, ctx.options, lambda html: {status: html})
-            configs = {m: build_config(req, ctx.settings, backend, mode=m) for m in modes}
+            configs = {m: build_config(req, ctx.run_settings(), backend, mode=m) for m in modes}
         except EnvaceError as err:
             yield {status: render.status_html(ctx.options.redact(str(err)), "error")}
             return
@@ -345,7 +350,7 @@ def build_compare(ctx: AppContext, state: gr.State) -> None:
                 max_new_tokens, seed, constrained, max_steps,
             ).check(ctx.options)
             backend = yield from await_model(ctx.holder, ctx.options, lambda html: {suite_status: html})
-            configs = {m: build_config(req, ctx.settings, backend, mode=m) for m in modes}
+            configs = {m: build_config(req, ctx.run_settings(), backend, mode=m) for m in modes}
         except EnvaceError as err:
             yield {suite_status: render.status_html(ctx.options.redact(str(err)), "error")}
             return
@@ -408,14 +413,14 @@ def build_compare(ctx: AppContext, state: gr.State) -> None:
         table,
         compare_file,
     ]
-    go.click(
-        run_compare,
-        [state, env, task_pick, rmode, n, *sampling.inputs()],
-        compare_outputs,
+    off_while_running(
+        go, go.click, run_compare, [state, env, task_pick, rmode, n, *sampling.inputs()], compare_outputs,
         **ctx.streamed_event(),
     )
     suite_outputs = [suite_status, suite_df, episodes_df, *plots, suite_file]
-    suite_go.click(
+    off_while_running(
+        suite_go,
+        suite_go.click,
         run_suite,
         [state, source, suite_env, upload, limit, suite_modes, suite_n, seeds, *suite_sampling.inputs()],
         suite_outputs,

@@ -23,6 +23,7 @@ from envace_demo.ui.common import (
     await_model,
     estimate_for,
     fit_to_model,
+    off_while_running,
     mode_radio,
     sampling_controls,
     stop_session,
@@ -341,12 +342,8 @@ def build_playground(ctx: AppContext, state: gr.State) -> Playground:
 
     private: dict[str, Any] = {"api_visibility": "private"}
     inputs = [state, editor, environment, message, mode, n, *sampling.inputs()]
-    # Run is off while its job runs: disabled first, outside the queue, then re-enabled
-    # after the job ends however it ends (.then runs after an error too).
     for trigger in (run.click, message.submit):
-        started = trigger(lambda: gr.Button(interactive=False), None, [run], queue=False, **private)
-        ran = started.then(run_episode, inputs, outputs, **ctx.streamed_event())
-        ran.then(lambda: gr.Button(interactive=True), None, [run], queue=False, **private)
+        off_while_running(run, trigger, run_episode, inputs, outputs, **ctx.streamed_event())
     stop.click(stop_session, [state], None, queue=False, **private)
     # Outside the model queue: the run that waits for this response holds it.
     manual_send.click(send_response, [state, manual_text], [manual_status], queue=False, **private)
