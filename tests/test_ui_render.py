@@ -1,5 +1,5 @@
 """The app's logic without a browser: inputs -> task and config, events -> what the page
-shows, the runner, the model holder, the suite charts.
+shows, the runner, the model holder.
 
 Episodes here use the ``scripted`` backend (exact outputs, so the rendering can be
 checked exactly); the real model runs in test_app_api.py and test_browser.py.
@@ -25,7 +25,7 @@ from envace_demo.events import EpisodeFinished, EpisodeStarted, Generating, Step
 from envace_demo.record import Trajectory
 from envace_demo.settings import Settings
 from envace_demo.tasks import find_task
-from envace_demo.ui import charts, render, runner
+from envace_demo.ui import render, runner
 from envace_demo.ui.holder import ModelHolder
 from envace_demo.ui.inputs import (
     NO_ENVIRONMENT,
@@ -273,7 +273,7 @@ def _holder(backend) -> ModelHolder:
     return holder
 
 
-def test_runner_compare_and_suite_with_a_scripted_model(scripted):
+def test_runner_compare_with_a_scripted_model(scripted):
     backend = scripted(
         actor=[BALANCE, ANSWER] + [BALANCE, ANSWER, BALANCE, ANSWER],
         rehearser=[result_text(PREDICTED)] * 2,
@@ -283,35 +283,6 @@ def test_runner_compare_and_suite_with_a_scripted_model(scripted):
     configs = {"none": EpisodeConfig(mode="none"), "parallel": EpisodeConfig(mode="parallel", n=1)}
     sides = [side for side, e in runner.compare_events(task, configs) if isinstance(e, EpisodeFinished)]
     assert sides == ["none", "parallel"]
-
-    backend.actor += [BALANCE, ANSWER, BALANCE, ANSWER, BALANCE, ANSWER]
-    backend.rehearser += [result_text(PREDICTED)] * 2
-    rows = [r.to_dict() for r in runner.suite_rows([task], configs)]
-    assert [(r["task"], r["mode"], r["success"]) for r in rows] == [
-        ("check-balance", "none", True),
-        ("check-balance", "parallel", True),
-    ]
-    assert rows[0]["step_fidelities"] == [] and len(rows[1]["step_fidelities"]) == 1
-    assert render.suite_table(rows)[1][:3] == ["check-balance", "parallel", "yes"]
-    figures = charts.suite_figures(rows)
-    assert list(figures[0].data[0].y) == [1.0, 1.0]  # success rate by mode
-    assert list(figures[1].data[0].y) == [0, 0]  # real errors by mode
-    assert len(figures[2].data) == 1 and figures[2].data[0].name == "parallel"
-    assert [t.name.split(" ")[0] for t in figures[3].data] == ["none", "parallel"]
-
-
-def test_a_set_cancel_switch_stops_the_suite_before_it_starts(scripted):
-    runner.bind(_holder(scripted()))
-    cancel = threading.Event()
-    cancel.set()
-    assert (
-        list(
-            runner.suite_rows(
-                [find_task("bank", "check-balance")], {"none": EpisodeConfig(mode="none")}, cancel
-            )
-        )
-        == []
-    )
 
 
 def test_stop_cancels_a_running_episode_promptly(scripted):

@@ -651,24 +651,6 @@ def metrics_table(by_side: dict[str, dict]) -> tuple[list[str], list[list[Any]]]
     return ["metric", *sides], rows
 
 
-SUITE_COLUMNS = [
-    "task",
-    "mode",
-    "success",
-    "real_calls",
-    "real_errors",
-    "tokens",
-    "seconds",
-    "fidelity",
-    "ended",
-]
-
-
-def suite_table(rows: list[dict]) -> list[list[Any]]:
-    """Suite rows (SuiteRow.to_dict()) as table rows, in SUITE_COLUMNS order."""
-    return [[_cell(c, row[c]) for c in SUITE_COLUMNS] for row in rows]
-
-
 def _cell(key: str, value: Any) -> Any:
     """One format per kind of value across tables: yes/no, fidelity 0.00, seconds 0.0."""
     if isinstance(value, bool) or (value is None and key == "success"):

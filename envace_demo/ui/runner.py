@@ -11,7 +11,7 @@ import queue
 import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from typing import Iterator
 
 from envace_demo.engine import Episode, EpisodeConfig
@@ -188,50 +188,3 @@ def metrics(traj: Trajectory) -> dict:
         "fidelity": None if traj.fidelity is None else round(traj.fidelity, 3),
         "ended": traj.ended,
     }
-
-
-# ---- Suite: every task, both ways ------------------------------------------------------------
-
-
-@dataclass
-class SuiteRow:
-    task: str
-    mode: str
-    success: bool | None
-    real_calls: int
-    real_errors: int
-    tokens: int
-    seconds: float
-    fidelity: float | None
-    ended: str
-    step_fidelities: list[float] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def suite_row(task: Task, mode: str, traj: Trajectory) -> SuiteRow:
-    m = metrics(traj)
-    return SuiteRow(
-        task=task.name,
-        mode=mode,
-        success=m["success"],
-        real_calls=m["real_calls"],
-        real_errors=m["real_errors"],
-        tokens=m["tokens"],
-        seconds=m["seconds"],
-        fidelity=m["fidelity"],
-        ended=m["ended"],
-        step_fidelities=[s.fidelity for s in traj.steps if s.fidelity is not None],
-    )
-
-
-def suite_rows(
-    tasks: list[Task], configs: dict[str, EpisodeConfig], cancel: threading.Event | None = None
-) -> Iterator[SuiteRow]:
-    """One row per (task, mode), task by task so both modes of a task finish together."""
-    for task in tasks:
-        for mode, config in configs.items():
-            if cancel is not None and cancel.is_set():
-                return
-            yield suite_row(task, mode, run_to_end(task, config, cancel))
