@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from test_space_resolve import front_matter, space_install_args
+from helpers import front_matter, space_install_args
 
 pytestmark = pytest.mark.slow
 
