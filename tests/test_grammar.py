@@ -259,6 +259,17 @@ def test_rehearser_grammar_rejects_runaways(grammars, value):
     assert not accepts(grammars, REHEARSER, result(value))
 
 
+def test_rehearser_reasoning_is_bounded_tighter_than_the_actors(grammars):
+    from envace_demo.models.grammar import MAX_REHEARSER_THINK_CHARS
+
+    done = result({"temperature": 1, "condition": "sun"})
+    think = "<think>\n" + "a" * MAX_REHEARSER_THINK_CHARS + "</think>\n\n"
+    longer = "<think>\n" + "a" * (MAX_REHEARSER_THINK_CHARS + 1) + "</think>\n\n"
+    assert accepts(grammars, REHEARSER_WEATHER, think + done)
+    assert not accepts(grammars, REHEARSER_WEATHER, longer + done)
+    assert accepts(grammars, ACTOR, longer + call("set_alarm", {"hour": 7}))  # the actor keeps its bound
+
+
 def test_rehearser_grammar_follows_a_declared_response(grammars):
     assert accepts(grammars, REHEARSER_WEATHER, result({"temperature": 21.5, "condition": "sunny"}))
     assert not accepts(grammars, REHEARSER_WEATHER, result({"temperature": 21.5}))

@@ -41,6 +41,9 @@ RESULT_OPEN, RESULT_CLOSE = "<execution_result>\n", "\n</execution_result>"
 ERROR_CODES = ("INVALID_TOOL_CALL_FORMAT", "TOOL_NOT_AVAILABLE", "INVALID_PARAMETERS")
 
 MAX_THINK_CHARS = 300
+# The rehearser's reasoning under a grammar: its result's shape is already fixed, and on the
+# embedded model the bounded reasoning was about half of each rehearsal's 130-250 tokens.
+MAX_REHEARSER_THINK_CHARS = 120
 MAX_CALLS = 8  # per actor turn (default)
 MAX_STRING = 200  # free strings in arguments
 MAX_ITEMS = 16  # free arrays in arguments
@@ -296,13 +299,16 @@ def structural_tag(
             ) from err
         return {"type": "grammar", "grammar": str(grammar)}
 
+    think_chars = max_think_chars
+    if constraint.role == "rehearser":
+        think_chars = min(max_think_chars, MAX_REHEARSER_THINK_CHARS)
     # A plain EBNF repetition compiles in milliseconds; xgrammar's "tag" format with a
     # bounded any_text, or a "\n" before "</think>", took seconds (ambiguous ends).
     think = {
         "type": "optional",
         "content": {
             "type": "grammar",
-            "grammar": f'root ::= "<think>\\n" [^<]{{0,{max_think_chars}}} "</think>\\n\\n"',
+            "grammar": f'root ::= "<think>\\n" [^<]{{0,{think_chars}}} "</think>\\n\\n"',
         },
     }
     answer = {"type": "grammar", "grammar": "root ::= [^<]+"}  # non-empty, no tags
