@@ -128,6 +128,18 @@ def test_bound_schema_keeps_declared_lengths_and_drops_formats_it_cannot_enforce
     assert props["odd"] == {"type": "string", "pattern": "^[^<]{0,200}$"}
 
 
+def test_result_schema_narrows_declared_bounds_and_stays_within_them():
+    declared = {"type": "object", "properties": {
+        "entries": {"type": "array", "maxItems": 50, "items": {"type": "string", "maxLength": 255}},
+        "few": {"type": "array", "minItems": 1, "maxItems": 3, "items": {"type": "integer"}},
+        "note": {"type": "string", "maxLength": 20},
+    }}
+    props = result_schema(declared)["properties"]
+    assert props["entries"]["maxItems"] == 8 and props["entries"]["items"]["pattern"] == "^[^<]{0,60}$"
+    assert props["few"]["maxItems"] == 3 and props["note"]["pattern"] == "^[^<]{0,20}$"
+    assert bound_schema(declared)["properties"]["entries"]["maxItems"] == 50  # arguments keep theirs
+
+
 def test_result_schema_is_the_declared_shape_or_a_generic_value_or_domain_error():
     # The engine writes the contract's call-level errors itself; the model may not.
     error = {

@@ -199,14 +199,19 @@ def domain_error_schema() -> dict:
     }
 
 
-def bound_schema(schema: Any, max_string: int = MAX_STRING, max_items: int = MAX_ITEMS) -> Any:
-    """A copy of ``schema`` where nothing can grow without limit: free strings get
-    ``maxLength``, arrays ``maxItems``, free objects and unconstrained values become
-    bounded flat shapes. What the schema already pins down is left alone."""
-    return _bound(copy.deepcopy(schema), max_string, max_items)
+def bound_schema(
+    schema: Any, max_string: int = MAX_STRING, max_items: int = MAX_ITEMS, narrow: bool = False
+) -> Any:
+    """A copy of ``schema`` where nothing can grow without limit: free strings get a
+    length bound, arrays ``maxItems``, free objects and unconstrained values become
+    bounded flat shapes. What the schema already pins down is left alone; ``narrow``
+    also lowers declared string and array bounds to ``max_string``/``max_items`` (a
+    rehearsed result stays valid, and short: a declared 50 entries of 255 characters
+    each would spend a CPU episode's time on one rehearsal)."""
+    return _bound(copy.deepcopy(schema), max_string, max_items, narrow)
 
 
-def _bound(node: Any, max_string: int, max_items: int) -> Any:
+def _bound(node: Any, max_string: int, max_items: int, narrow: bool = False) -> Any:
     if node is True or node == {}:
         return free_value_schema(max_string, max_items)
     if not isinstance(node, dict):
@@ -216,13 +221,13 @@ def _bound(node: Any, max_string: int, max_items: int) -> Any:
             if key == "additionalProperties" and node[key] is True and "properties" in node:
                 node[key] = False  # keep declared objects closed rather than open-ended
             elif key not in ("propertyNames", "not"):
-                node[key] = _bound(node[key], max_string, max_items)
+                node[key] = _bound(node[key], max_string, max_items, narrow)
     for key in _SUB_LIST:
         if isinstance(node.get(key), list):
-            node[key] = [_bound(sub, max_string, max_items) for sub in node[key]]
+            node[key] = [_bound(sub, max_string, max_items, narrow) for sub in node[key]]
     for key in _SUB_MAP:
         if isinstance(node.get(key), dict):
-            node[key] = {name: _bound(sub, max_string, max_items) for name, sub in node[key].items()}
+            node[key] = {name: _bound(sub, max_string, max_items, narrow) for name, sub in node[key].items()}
 
     kinds = node.get("type")
     kinds = set(kinds) if isinstance(kinds, list) else {kinds}
@@ -233,17 +238,21 @@ def _bound(node: Any, max_string: int, max_items: int) -> Any:
             node.pop("format", None)
             if kinds == {"string"}:
                 low = int(node.pop("minLength", 0) or 0)
-                high = int(node.pop("maxLength", max_string))  # a declared bound is kept
+                high = int(node.pop("maxLength", max_string))  # a declared bound is kept ...
+                if narrow:  # ... unless narrowed (still within it)
+                    high = min(high, max_string)
                 node["pattern"] = text_pattern(high, low)
             else:  # a union type: a pattern applies to the string branch only
                 node.setdefault("maxLength", max_string)
+    if "array" in kinds and narrow and "maxItems" in node:
+        node["maxItems"] = max(min(node["maxItems"], max_items), node.get("minItems", 0))
     if "array" in kinds and "maxItems" not in node:
         node["maxItems"] = max(max_items, node.get("minItems", 0))
         node.setdefault("items", free_value_schema(max_string, max_items))
     if "object" in kinds and not any(k in node for k in ("properties", "patternProperties")):
         extra = node.get("additionalProperties", True)
         if extra is not False:  # a free dict: bounded keys and values
-            node["additionalProperties"] = _bound(extra, max_string, max_items)
+            node["additionalProperties"] = _bound(extra, max_string, max_items, narrow)
             node.setdefault("maxProperties", MAX_RESULT_KEYS)
             node.setdefault("propertyNames", {"minLength": 1, "maxLength": MAX_KEY})
     return node
@@ -276,7 +285,7 @@ def result_schema(response_schema: dict | None) -> dict:
     availability and parameters were already checked by the engine, which writes those
     errors itself."""
     if response_schema is not None:
-        return bound_schema(response_schema, MAX_RESULT_STRING, MAX_RESULT_ITEMS)
+        return bound_schema(response_schema, MAX_RESULT_STRING, MAX_RESULT_ITEMS, narrow=True)
     return {"anyOf": [generic_result_schema(), domain_error_schema()]}
 
 
