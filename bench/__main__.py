@@ -245,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache-dir", type=Path, default=ROOT / ".cache", help="the warm model cache")
     parser.add_argument("--out", type=Path, default=report.HERE, help="where results.json and RESULTS.md go")
     parser.add_argument("--threads", type=int, help="torch threads here and in the app (default: torch's choice)")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the figures of the sections not run from the existing results.json in --out")
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
@@ -253,6 +255,12 @@ def main(argv: list[str] | None = None) -> int:
 
         torch.set_num_threads(args.threads)
     bench = Bench(args.quick, args.cache_dir, args.threads)
+    if args.merge and (args.out / "results.json").exists():
+        earlier = json.loads((args.out / "results.json").read_text(encoding="utf-8"))
+        bench.figures = {k: earlier[k] for k in report.KEYS if earlier.get(k) is not None}
+        bench.details = dict(earlier.get("details", {}))
+        bench.notes = {k: v for k, v in earlier.get("notes", {}).items() if not v.startswith("not measured")}
+        bench.details["merged_from"] = earlier.get("machine")  # the earlier sections' machine and load
     machine = machine_info()
     log(f"machine: {machine}")
     for name in args.only or SECTIONS:

@@ -151,6 +151,23 @@ def aggregate(parallel: list[EpisodeStats], none: list[EpisodeStats]) -> tuple[d
     return figures, details
 
 
+def stats_from_row(row: dict) -> EpisodeStats:
+    """An episode's stats back from its logged row (``run`` logs one per episode), so that an
+    interrupted run's episodes can still be aggregated."""
+    return EpisodeStats(
+        seconds=row["seconds"], success=row["success"], rehearsed=row["rehearsed"],
+        rehearsed_valid=row["valid"], decided=row["decided"], fidelities=list(row["fidelities"]),
+        placeholder_copies=list(row["placeholder_copies"]), unrequested_writes=list(row["unrequested_writes"]),
+    )
+
+
+def aggregate_rows(rows: list[dict]) -> tuple[dict, dict]:
+    by_mode = {"parallel": [], "none": []}
+    for row in rows:
+        by_mode[row["mode"]].append(stats_from_row(row))
+    return aggregate(by_mode["parallel"], by_mode["none"])
+
+
 def tasks_for(quick: bool) -> list:
     from envace_demo.tasks import env_tasks
 

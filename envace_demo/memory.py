@@ -42,6 +42,18 @@ def summarize(rehearsals: list[Rehearsal]) -> dict:
     return {"attempts": attempts, "text": render(attempts)}
 
 
+def _runs(calls: list[dict]) -> list[tuple[dict, int]]:
+    """Consecutive identical calls with identical predictions, as (call, times): a small
+    model repeats a call, and a memory that repeats it too teaches the repetition."""
+    runs: list[tuple[dict, int]] = []
+    for c in calls:
+        if runs and runs[-1][0] == c:
+            runs[-1] = (c, runs[-1][1] + 1)
+        else:
+            runs.append((c, 1))
+    return runs
+
+
 def render(attempts: list[dict]) -> str:
     if not attempts:
         return ""
@@ -55,9 +67,11 @@ def render(attempts: list[dict]) -> str:
         lines.append(f"Attempt {a['index'] + 1}:")
         if not a["calls"]:
             lines.append("- made no tool call")
-        for c in a["calls"]:
+        for c, times in _runs(a["calls"]):
             mark = " (predicted error)" if c["predicted_error"] else ""
-            lines.append(f"- called {c['name']} {json.dumps(c['arguments'], ensure_ascii=False)} -> {_short(c['predicted'])}{mark}")
+            again = f" ({times} times in a row)" if times > 1 else ""
+            args = json.dumps(c["arguments"], ensure_ascii=False)
+            lines.append(f"- called {c['name']} {args}{again} -> {_short(c['predicted'])}{mark}")
             if c["invalid_arguments"]:
                 lines.append(f"  arguments invalid: {'; '.join(c['invalid_arguments'][:3])}")
         for e in a["errors"]:

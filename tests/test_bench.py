@@ -380,3 +380,16 @@ def test_aggregate_gives_every_rehearsal_key():
     assert set(figures) <= set(report.KEYS)
     assert {t.name for t in rehearsal.tasks_for(quick=True)} == {n for names in rehearsal.QUICK_TASKS.values() for n in names}
     assert len(rehearsal.tasks_for(quick=False)) == sum(len(list(open(f"examples/{e}/tasks.jsonl"))) for e in rehearsal.ENVIRONMENTS)
+
+
+def test_logged_rows_aggregate_like_the_episodes_they_came_from():
+    from bench.rehearsal import EpisodeStats, aggregate, aggregate_rows
+
+    stats = {"parallel": EpisodeStats(12.0, True, rehearsed=3, rehearsed_valid=2, decided=1, fidelities=[0.5],
+                                      placeholder_copies=["<a b>"], unrequested_writes=["deposit"]),
+             "none": EpisodeStats(4.0, False)}
+    rows = [{"mode": mode, "seconds": st.seconds, "success": st.success, "rehearsed": st.rehearsed,
+             "valid": st.rehearsed_valid, "decided": st.decided, "fidelities": st.fidelities,
+             "placeholder_copies": st.placeholder_copies, "unrequested_writes": st.unrequested_writes}
+            for mode, st in stats.items()]
+    assert aggregate_rows(json.loads(json.dumps(rows))) == aggregate([stats["parallel"]], [stats["none"]])

@@ -128,6 +128,18 @@ def test_bound_schema_keeps_declared_lengths_and_drops_formats_it_cannot_enforce
     assert props["odd"] == {"type": "string", "pattern": "^[^<]{0,200}$"}
 
 
+def test_result_schema_narrows_declared_bounds_and_stays_within_them():
+    declared = {"type": "object", "properties": {
+        "entries": {"type": "array", "maxItems": 50, "items": {"type": "string", "maxLength": 255}},
+        "few": {"type": "array", "minItems": 1, "maxItems": 3, "items": {"type": "integer"}},
+        "note": {"type": "string", "maxLength": 20},
+    }}
+    props = result_schema(declared)["properties"]
+    assert props["entries"]["maxItems"] == 8 and props["entries"]["items"]["pattern"] == "^[^<]{0,60}$"
+    assert props["few"]["maxItems"] == 3 and props["note"]["pattern"] == "^[^<]{0,20}$"
+    assert bound_schema(declared)["properties"]["entries"]["maxItems"] == 50  # arguments keep theirs
+
+
 def test_result_schema_is_the_declared_shape_or_a_generic_value_or_domain_error():
     # The engine writes the contract's call-level errors itself; the model may not.
     error = {
@@ -257,6 +269,17 @@ def test_rehearser_grammar_accepts_bounded_results(grammars, value):
 )
 def test_rehearser_grammar_rejects_runaways(grammars, value):
     assert not accepts(grammars, REHEARSER, result(value))
+
+
+def test_rehearser_reasoning_is_bounded_tighter_than_the_actors(grammars):
+    from envace_demo.models.grammar import MAX_REHEARSER_THINK_CHARS
+
+    done = result({"temperature": 1, "condition": "sun"})
+    think = "<think>\n" + "a" * MAX_REHEARSER_THINK_CHARS + "</think>\n\n"
+    longer = "<think>\n" + "a" * (MAX_REHEARSER_THINK_CHARS + 1) + "</think>\n\n"
+    assert accepts(grammars, REHEARSER_WEATHER, think + done)
+    assert not accepts(grammars, REHEARSER_WEATHER, longer + done)
+    assert accepts(grammars, ACTOR, longer + call("set_alarm", {"hour": 7}))  # the actor keeps its bound
 
 
 def test_rehearser_grammar_follows_a_declared_response(grammars):

@@ -36,3 +36,10 @@ def test_empty_memory_has_no_text():
 def test_long_predictions_are_truncated():
     mem = summarize([_rehearsal(0, [("f", {}, {"blob": "x" * 5000})])])
     assert len(mem["text"]) < 1000
+
+
+def test_a_call_repeated_in_a_row_is_written_once_with_its_count():
+    same = ("list_transactions", {"account_id": "ACC-1"}, {"transactions": []})
+    text = summarize([_rehearsal(0, [same, same, same, ("get_account", {"account_id": "ACC-1"}, {"balance": 1})])])["text"]
+    assert text.count("called list_transactions") == 1 and "(3 times in a row)" in text
+    assert text.count("called get_account") == 1

@@ -41,6 +41,9 @@ RESULT_OPEN, RESULT_CLOSE = "<execution_result>\n", "\n</execution_result>"
 ERROR_CODES = ("INVALID_TOOL_CALL_FORMAT", "TOOL_NOT_AVAILABLE", "INVALID_PARAMETERS")
 
 MAX_THINK_CHARS = 300
+# The rehearser's reasoning under a grammar: its result's shape is already fixed, and on the
+# embedded model the bounded reasoning was about half of each rehearsal's 130-250 tokens.
+MAX_REHEARSER_THINK_CHARS = 120
 MAX_CALLS = 8  # per actor turn (default)
 MAX_STRING = 200  # free strings in arguments
 MAX_ITEMS = 16  # free arrays in arguments
@@ -196,14 +199,19 @@ def domain_error_schema() -> dict:
     }
 
 
-def bound_schema(schema: Any, max_string: int = MAX_STRING, max_items: int = MAX_ITEMS) -> Any:
-    """A copy of ``schema`` where nothing can grow without limit: free strings get
-    ``maxLength``, arrays ``maxItems``, free objects and unconstrained values become
-    bounded flat shapes. What the schema already pins down is left alone."""
-    return _bound(copy.deepcopy(schema), max_string, max_items)
+def bound_schema(
+    schema: Any, max_string: int = MAX_STRING, max_items: int = MAX_ITEMS, narrow: bool = False
+) -> Any:
+    """A copy of ``schema`` where nothing can grow without limit: free strings get a
+    length bound, arrays ``maxItems``, free objects and unconstrained values become
+    bounded flat shapes. What the schema already pins down is left alone; ``narrow``
+    also lowers declared string and array bounds to ``max_string``/``max_items`` (a
+    rehearsed result stays valid, and short: a declared 50 entries of 255 characters
+    each would spend a CPU episode's time on one rehearsal)."""
+    return _bound(copy.deepcopy(schema), max_string, max_items, narrow)
 
 
-def _bound(node: Any, max_string: int, max_items: int) -> Any:
+def _bound(node: Any, max_string: int, max_items: int, narrow: bool = False) -> Any:
     if node is True or node == {}:
         return free_value_schema(max_string, max_items)
     if not isinstance(node, dict):
@@ -213,13 +221,13 @@ def _bound(node: Any, max_string: int, max_items: int) -> Any:
             if key == "additionalProperties" and node[key] is True and "properties" in node:
                 node[key] = False  # keep declared objects closed rather than open-ended
             elif key not in ("propertyNames", "not"):
-                node[key] = _bound(node[key], max_string, max_items)
+                node[key] = _bound(node[key], max_string, max_items, narrow)
     for key in _SUB_LIST:
         if isinstance(node.get(key), list):
-            node[key] = [_bound(sub, max_string, max_items) for sub in node[key]]
+            node[key] = [_bound(sub, max_string, max_items, narrow) for sub in node[key]]
     for key in _SUB_MAP:
         if isinstance(node.get(key), dict):
-            node[key] = {name: _bound(sub, max_string, max_items) for name, sub in node[key].items()}
+            node[key] = {name: _bound(sub, max_string, max_items, narrow) for name, sub in node[key].items()}
 
     kinds = node.get("type")
     kinds = set(kinds) if isinstance(kinds, list) else {kinds}
@@ -230,17 +238,21 @@ def _bound(node: Any, max_string: int, max_items: int) -> Any:
             node.pop("format", None)
             if kinds == {"string"}:
                 low = int(node.pop("minLength", 0) or 0)
-                high = int(node.pop("maxLength", max_string))  # a declared bound is kept
+                high = int(node.pop("maxLength", max_string))  # a declared bound is kept ...
+                if narrow:  # ... unless narrowed (still within it)
+                    high = min(high, max_string)
                 node["pattern"] = text_pattern(high, low)
             else:  # a union type: a pattern applies to the string branch only
                 node.setdefault("maxLength", max_string)
+    if "array" in kinds and narrow and "maxItems" in node:
+        node["maxItems"] = max(min(node["maxItems"], max_items), node.get("minItems", 0))
     if "array" in kinds and "maxItems" not in node:
         node["maxItems"] = max(max_items, node.get("minItems", 0))
         node.setdefault("items", free_value_schema(max_string, max_items))
     if "object" in kinds and not any(k in node for k in ("properties", "patternProperties")):
         extra = node.get("additionalProperties", True)
         if extra is not False:  # a free dict: bounded keys and values
-            node["additionalProperties"] = _bound(extra, max_string, max_items)
+            node["additionalProperties"] = _bound(extra, max_string, max_items, narrow)
             node.setdefault("maxProperties", MAX_RESULT_KEYS)
             node.setdefault("propertyNames", {"minLength": 1, "maxLength": MAX_KEY})
     return node
@@ -273,7 +285,7 @@ def result_schema(response_schema: dict | None) -> dict:
     availability and parameters were already checked by the engine, which writes those
     errors itself."""
     if response_schema is not None:
-        return bound_schema(response_schema, MAX_RESULT_STRING, MAX_RESULT_ITEMS)
+        return bound_schema(response_schema, MAX_RESULT_STRING, MAX_RESULT_ITEMS, narrow=True)
     return {"anyOf": [generic_result_schema(), domain_error_schema()]}
 
 
@@ -296,13 +308,16 @@ def structural_tag(
             ) from err
         return {"type": "grammar", "grammar": str(grammar)}
 
+    think_chars = max_think_chars
+    if constraint.role == "rehearser":
+        think_chars = min(max_think_chars, MAX_REHEARSER_THINK_CHARS)
     # A plain EBNF repetition compiles in milliseconds; xgrammar's "tag" format with a
     # bounded any_text, or a "\n" before "</think>", took seconds (ambiguous ends).
     think = {
         "type": "optional",
         "content": {
             "type": "grammar",
-            "grammar": f'root ::= "<think>\\n" [^<]{{0,{max_think_chars}}} "</think>\\n\\n"',
+            "grammar": f'root ::= "<think>\\n" [^<]{{0,{think_chars}}} "</think>\\n\\n"',
         },
     }
     answer = {"type": "grammar", "grammar": "root ::= [^<]+"}  # non-empty, no tags
