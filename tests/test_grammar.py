@@ -317,6 +317,7 @@ def test_grammar_cache_hit(grammars):
 GREEDY = Sampling(temperature=0, max_new_tokens=160)
 
 
+@pytest.mark.slow  # the real model: a few seconds each on an idle 2-core machine
 @pytest.mark.parametrize(
     "question, tool",
     [

@@ -23,3 +23,11 @@ def test_an_unknown_name_lists_the_builtins():
     with pytest.raises(EnvironmentNotFound, match="available: bank, files, library"):
         open_environment("../bank")
 
+
+
+def test_the_builtin_schemas_own_patterns_are_the_trusted_ones():
+    from envace_demo.envs.registry import builtin_patterns
+
+    trusted = builtin_patterns()
+    assert {"^ACC-[0-9]{4}$", "^BK-[0-9]{3}$"} <= trusted  # declared by examples/bank and examples/library
+    assert "^(a+)+$" not in trusted
