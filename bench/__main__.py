@@ -206,14 +206,22 @@ class Bench:
         from envace_demo.settings import Settings
         from envace_demo.ui.inputs import RunRequest
 
+        from envace_demo import budget
+
         backend = self.backend()
-        settings = Settings.from_env()
         defaults = RunRequest(tools="", environment="", message="")  # the Playground's default controls
+        # As the app does once the model is loaded: time it, and fit N, steps, tokens and the
+        # limit to that speed (the Playground's controls then start at these values).
+        settings = Settings.from_env()
+        speed = budget.measure_speed(backend)
+        fitted = budget.fit(speed, settings.target_seconds)
+        settings = budget.apply(settings, fitted)
+        log(f"rehearsal: {budget.describe(fitted, speed)}")
 
         def config_for(mode: str, seed: int) -> EpisodeConfig:
             return EpisodeConfig(
                 mode=mode,
-                n=defaults.n,
+                n=fitted.n if settings.target_seconds else defaults.n,
                 sampling=Sampling(
                     temperature=defaults.temperature,
                     top_p=defaults.top_p,
@@ -232,6 +240,7 @@ class Bench:
         details["load_before"], details["load_after"] = load, round(os.getloadavg()[0], 2)
         details["config"] = {k: v for k, v in vars(config_for("parallel", 0)).items() if k != "redact"}
         details["config"]["sampling"] = vars(details["config"]["sampling"])
+        details["speed"] = {"decode": round(speed.decode, 1), "prefill": round(speed.prefill, 1)}
         log(f"rehearsal: {figures}")
         self.figures.update(figures)
         self.details["rehearsal"] = details
