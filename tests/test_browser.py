@@ -56,16 +56,23 @@ def app(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def page(app):
+def browser():
+    """One Playwright and one browser for the module: sync Playwright cannot be nested."""
     playwright = pytest.importorskip("playwright.sync_api")
     with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+        launched = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(app.url)
-            yield page
+            yield launched
         finally:
-            browser.close()
+            launched.close()
+
+
+@pytest.fixture(scope="module")
+def page(app, browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(app.url)
+    yield page
+    page.close()
 
 
 def paste_schema(page, text: str) -> None:
@@ -224,14 +231,10 @@ def default_app(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def first_page(default_app):
-    playwright = pytest.importorskip("playwright.sync_api")
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
-        try:
-            yield browser.new_page(viewport={"width": 1400, "height": 1000})
-        finally:
-            browser.close()
+def first_page(default_app, browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    yield page
+    page.close()
 
 
 def test_a_first_visit_shows_the_showcase_then_the_default_run_ends_within_its_budget(default_app, first_page):

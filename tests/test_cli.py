@@ -65,7 +65,7 @@ def test_unknown_environment_is_a_clear_error():
 @pytest.mark.slow
 def test_run_parallel_json_has_action_rehearsed_and_real_on_each_committed_call():
     out = cli("run", "--env", "bank", "--task", "check-balance", "--mode", "parallel", "--n", "2", "--json",
-              "--max-new-tokens", "128", "--max-steps", "2")
+              "--max-new-tokens", "128", "--max-steps", "1")
     assert out.returncode == 0, out.stderr
     record = json.loads(out.stdout)
     assert record["mode"] == "parallel" and len(record["rehearsals"]) == 2 and record["memory"]["text"]
@@ -79,7 +79,7 @@ def test_run_parallel_json_has_action_rehearsed_and_real_on_each_committed_call(
 @pytest.mark.slow
 def test_eval_on_bfcl_records_reports_rates():
     path = (VENDORED_BFCL if VENDORED_BFCL.exists() else SHARED_BFCL) / "bfcl_simple.jsonl"
-    out = cli("eval", "--tasks", str(path), "--limit", "3", "--json", "--max-new-tokens", "128")
+    out = cli("eval", "--tasks", str(path), "--limit", "3", "--json", "--max-new-tokens", "96", "--max-steps", "1")
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert len(report["tasks"]) == 3

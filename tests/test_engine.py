@@ -173,7 +173,8 @@ def test_record_round_trips_through_json(scripted):
 # ---- the real embedded model, every mode ---------------------------------------------------------
 
 def _config(mode, n=2):
-    return EpisodeConfig(mode=mode, n=n, sampling=Sampling(seed=0, max_new_tokens=160), max_steps=3,
+    # One committed turn: the point is every mode's mechanics on the real model, not its skill.
+    return EpisodeConfig(mode=mode, n=n, sampling=Sampling(seed=0, max_new_tokens=160), max_steps=1,
                          require_first_call=True)
 
 

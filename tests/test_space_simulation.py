@@ -57,9 +57,9 @@ def _space_python(version: str) -> str:
 def space_venv() -> Path:
     python = _space_python(front_matter()["python_version"])
     args = space_install_args()
-    key = hashlib.sha256(
-        "\n".join([python, *args, (ROOT / "requirements.txt").read_text()]).encode()
-    ).hexdigest()[:16]
+    # Keyed by what it installs, not where this checkout lies (CI clones afresh each time).
+    shown = [a.replace(str(ROOT), ".") for a in args]
+    key = hashlib.sha256("\n".join([python, *shown, (ROOT / "requirements.txt").read_text()]).encode()).hexdigest()[:16]
     venv = ROOT / ".cache" / "space-venv"
     marker = venv / f".installed-{key}"
     if not marker.exists():
