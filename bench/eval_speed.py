@@ -81,14 +81,19 @@ def served_model(cache_dir: Path, extra_args: tuple[str, ...] = (), threads: int
             time.sleep(0.5)
         yield f"http://127.0.0.1:{port}/v1", proc
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+        stop_server(proc)
         os.unlink(log.name)
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    """SIGTERM, wait, then SIGKILL: a server busy with a stream may ignore TERM."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
 
 
 def timed_eval(url: str, server_pid: int, concurrency: int, tokens: int, limit: int = 8) -> dict:

@@ -11,13 +11,9 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
-import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -103,54 +99,18 @@ def result_text(value) -> str:
 # ---- a real server: transformers serve with the embedded model ----------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def stop_server(proc: subprocess.Popen) -> None:
-    """SIGTERM, wait, then SIGKILL: a server busy with a stream may ignore TERM."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-
-
 @pytest.fixture(scope="module")
-def transformers_server(tmp_path_factory):
+def transformers_server():
+    """``transformers serve`` of the embedded model on 127.0.0.1 (the benchmark's own starter);
+    yields (url, model folder, process)."""
+    from bench.eval_speed import served_model
     from envace_demo.models.embedded import ensure_embedded_model
 
-    exe = Path(sys.executable).parent / "transformers"
-    if not exe.exists():
+    if not (Path(sys.executable).parent / "transformers").exists():
         pytest.skip("the transformers CLI is not installed next to this Python")
     folder = ensure_embedded_model(ROOT / ".cache")
-    port = _free_port()
-    log = tmp_path_factory.mktemp("serve") / "serve.log"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    with open(log, "w") as out:
-        proc = subprocess.Popen(
-            [str(exe), "serve", str(folder), "--host", "127.0.0.1", "--port", str(port), "--device", "cpu"],
-            stdout=out, stderr=subprocess.STDOUT, env=env,
-        )
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-                    if json.loads(r.read()).get("status") == "ok":
-                        break
-            except OSError:
-                pass
-            assert proc.poll() is None, log.read_text()[-2000:]
-            assert time.monotonic() < deadline, "transformers serve did not become healthy"
-            time.sleep(0.5)
-        yield f"http://127.0.0.1:{port}/v1", str(folder), proc
-    finally:
-        stop_server(proc)
+    with served_model(ROOT / ".cache", threads=os.cpu_count() or 1) as (url, proc):
+        yield url, str(folder), proc
 
 
 @pytest.fixture

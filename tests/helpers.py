@@ -27,8 +27,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import torch
-
 from conftest import call_text, result_text
+
 from envace_demo.models.base import Backend, Generation, ModelInfo, Sampling
 from envace_demo.prompts import CURRENT_TOOL, Conversation, actor_prompt, rehearser_messages, rehearser_prompt
 from envace_demo.record import ToolCall
@@ -283,25 +283,37 @@ def teach_format(model, tokenizer, backend) -> None:
     model.eval()
 
 
-def tiny_random_backend():
-    """A 2-layer random Llama over the tiny tokenizer (mechanics only), constrained decoding on."""
+def tiny_llama(vocab_size: int, hidden_size: int = 64, heads: int = 4, kv_heads: int = 2, **config):
+    """A random 2-layer Llama (mechanics only, never quality), seeded: the one tiny-model builder."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
+    torch.manual_seed(0)
+    return LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=vocab_size,
+            hidden_size=hidden_size,
+            intermediate_size=2 * hidden_size,
+            num_hidden_layers=2,
+            num_attention_heads=heads,
+            num_key_value_heads=kv_heads,
+            **config,
+        )
+    )
+
+
+def tiny_backend_over(tokenizer, constrained: bool = False, **config):
+    """``tiny_llama`` behind a TransformersBackend with ``tokenizer``."""
     from envace_demo.models.transformers_backend import TransformersBackend
 
-    tokenizer = tiny_tokenizer()
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
+    model = tiny_llama(
+        len(tokenizer), eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, **config
     )
-    return TransformersBackend(LlamaForCausalLM(config), tokenizer, model_id="tiny-random", constrained=True)
+    return TransformersBackend(model, tokenizer, model_id="tiny-random", constrained=constrained)
+
+
+def tiny_random_backend():
+    """The tiny model over the tiny tokenizer, constrained decoding on."""
+    return tiny_backend_over(tiny_tokenizer(), constrained=True)
 
 
 # What the official client may send; the scripted server refuses anything else (422).

@@ -12,11 +12,11 @@ import threading
 import time
 
 import pytest
+from conftest import ScriptedBackend, call_text, result_text
 
 from bench import report
 from bench.decode import decode_once, roofline_fraction, roofline_tok_s, weight_bytes
 from bench.memory_bw import measure_bandwidth
-from conftest import ScriptedBackend, call_text, result_text
 from envace_demo.engine import Episode, EpisodeConfig
 from envace_demo.envs.registry import create
 from envace_demo.events import EpisodeFinished, Generating, RehearsalFinished
@@ -87,17 +87,9 @@ def _tokenizer():
 
 @pytest.fixture(scope="module")
 def tiny():
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from helpers import tiny_backend_over
 
-    from envace_demo.models.transformers_backend import TransformersBackend
-
-    torch.manual_seed(0)
-    tokenizer = _tokenizer()
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
-                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
-    return TransformersBackend(LlamaForCausalLM(config), tokenizer, model_id="tiny-random", constrained=True)
+    return tiny_backend_over(_tokenizer(), constrained=True, tie_word_embeddings=True)
 
 
 def test_weight_bytes_counts_tied_embeddings_once(tiny):

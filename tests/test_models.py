@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import tiny_backend_over
 
 from envace_demo.errors import ConfigError, ModelError
 from envace_demo.models import embedded
@@ -43,22 +44,10 @@ def embedded_folder(cache_dir) -> Path:
 @pytest.fixture(scope="module")
 def tiny(embedded_folder) -> TransformersBackend:
     """A random 2-layer Llama with the embedded model's tokenizer: mechanics only."""
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(embedded_folder)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=2048,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    torch.manual_seed(0)
-    return TransformersBackend(LlamaForCausalLM(config), tokenizer, model_id="tiny-random")
+    return tiny_backend_over(tokenizer, hidden_size=32, heads=2, kv_heads=1, max_position_embeddings=2048)
 
 
 def _prompt(backend) -> str:

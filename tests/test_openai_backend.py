@@ -27,7 +27,7 @@ from envace_demo.prompts import Conversation, Turn
 from envace_demo.record import Action, ToolCall
 from envace_demo.tasks import find_task
 
-from conftest import stop_server
+from bench.eval_speed import stop_server
 from helpers import STANDARD, call_deltas, text_deltas
 
 ROOT = Path(__file__).resolve().parents[1]

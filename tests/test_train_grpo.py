@@ -71,18 +71,9 @@ def one_thread():
 
 @pytest.fixture(scope="module")
 def tiny_lm():
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from helpers import tiny_llama
 
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-    )
-    return LlamaForCausalLM(config).eval()
+    return tiny_llama(64, hidden_size=32).eval()
 
 
 def plain_logprobs(model, prompt: list[int], completion: list[int]) -> torch.Tensor:
