@@ -219,7 +219,9 @@ class Bench:
         log(f"rehearsal: {budget.describe(fitted, speed)}")
 
         def config_for(mode: str, seed: int) -> EpisodeConfig:
-            return EpisodeConfig(
+            return EpisodeConfig.for_backend(
+                backend,
+                constrained=defaults.constrained,
                 mode=mode,
                 n=fitted.n if settings.target_seconds else defaults.n,
                 sampling=Sampling(
@@ -231,8 +233,6 @@ class Bench:
                 ),
                 max_steps=min(settings.max_steps, defaults.max_steps),
                 episode_seconds=settings.episode_seconds,
-                constrained=defaults.constrained and backend.supports_constraints,
-                require_first_call=backend.requires_first_call,
             )
 
         load = round(os.getloadavg()[0], 2)

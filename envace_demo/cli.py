@@ -152,10 +152,10 @@ def load_model(settings: Settings):
 
 
 def episode_config(args: argparse.Namespace, settings: Settings, backend: Any) -> EpisodeConfig:
-    first_call = args.first_call
-    if first_call == "auto":
-        first_call = "required" if backend.requires_first_call else "optional"
-    return EpisodeConfig(
+    return EpisodeConfig.for_backend(
+        backend,
+        constrained=settings.constrained is not False,
+        require_first_call=None if args.first_call == "auto" else args.first_call == "required",
         mode=args.mode,
         n=args.n,
         sampling=Sampling(
@@ -167,8 +167,6 @@ def episode_config(args: argparse.Namespace, settings: Settings, backend: Any) -
         ),
         max_steps=settings.max_steps,
         episode_seconds=settings.episode_seconds,
-        constrained=backend.supports_constraints and settings.constrained is not False,
-        require_first_call=first_call == "required",
     )
 
 

@@ -79,6 +79,14 @@ class EpisodeConfig:
         if not self.tool_seconds > 0:
             raise ConfigError(f"tool_seconds must be positive, not {self.tool_seconds}")
 
+    @classmethod
+    def for_backend(cls, backend: Backend, *, constrained: bool = True, require_first_call: bool | None = None,
+                    **values: Any) -> "EpisodeConfig":
+        """A config that asks of ``backend`` only what it can do: constrained decoding where it
+        supports it; a required first call where it needs one, unless said otherwise."""
+        first = backend.requires_first_call if require_first_call is None else require_first_call
+        return cls(constrained=constrained and backend.supports_constraints, require_first_call=first, **values)
+
 
 class _Stop(Exception):
     """Ends the episode early; ``reason`` goes into ``Trajectory.ended``."""

@@ -193,7 +193,9 @@ def build_config(
     req: RunRequest, settings: Settings, backend: Backend, mode: str | None = None
 ) -> EpisodeConfig:
     """The episode config; ``mode`` overrides the request's (Compare runs both ways)."""
-    return EpisodeConfig(
+    return EpisodeConfig.for_backend(
+        backend,
+        constrained=req.constrained,
         mode=mode or req.mode,
         n=req.n,
         sampling=Sampling(
@@ -205,8 +207,6 @@ def build_config(
         ),
         max_steps=req.max_steps,
         episode_seconds=settings.episode_seconds,
-        constrained=req.constrained and backend.supports_constraints,
-        require_first_call=backend.requires_first_call,
         redact=req.redact,
     )
 
