@@ -12,6 +12,7 @@ import json
 import shutil
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -168,10 +169,122 @@ def adapter_zip(job: TrainingJob) -> str | None:
     return str(path)
 
 
-def build_train_tab(ctx: AppContext) -> gr.HTML:
-    slot = TrainingSlot()
-    allowed = ctx.options.allow_training
-    first = source_choices()[0][1]
+@dataclass
+class TrainControls:
+    """The left column: what to train on, how, and the buttons that start and stop it."""
+
+    source: gr.Dropdown
+    own_box: gr.Accordion
+    own_tools: gr.Code
+    own_tasks: gr.File
+    steps: gr.Slider
+    group: gr.Slider
+    lr: gr.Number
+    rank: gr.Dropdown
+    seed: gr.Number
+    with_rehearsal: gr.Checkbox
+    train: gr.Button
+    stop: gr.Button
+    status: gr.HTML
+    progress: gr.HTML
+
+    def inputs(self) -> list[gr.components.Component]:
+        """In ``TrainHandlers.start``'s order: the source, then ``config_for``'s values."""
+        return [
+            self.source, self.own_tools, self.own_tasks,
+            self.steps, self.group, self.lr, self.rank, self.seed, self.with_rehearsal,
+        ]
+
+
+@dataclass
+class TrainResults:
+    """The right column: curves, the before/after table and what to do with the adapter."""
+
+    curves: gr.Plot
+    table: gr.Dataframe
+    download: gr.DownloadButton
+    apply: gr.Button
+    remove: gr.Button
+    applied: gr.HTML
+
+
+@dataclass
+class TrainTab:
+    controls: TrainControls
+    results: TrainResults
+    timer: gr.Timer
+    drawn: gr.State  # how many metric rows this page has drawn
+
+
+def _own_source() -> tuple[gr.Accordion, gr.Code, gr.File]:
+    with gr.Accordion("Your own tools and tasks", open=False) as own_box:
+        own_tools = gr.Code(
+            value=example_tools(next(iter(gallery()))),
+            language="json",
+            interactive=True,
+            lines=10,
+            max_lines=10,
+            label="tools",
+            elem_id="train-tools",
+        )
+        own_tasks = gr.File(
+            label='JSONL of tasks (a "check" each; "split": "heldout" for evaluation)',
+            file_types=[".jsonl"],
+            type="filepath",
+            height=110,
+            elem_id="train-tasks",
+        )
+    return own_box, own_tools, own_tasks
+
+
+def _train_controls(allowed: bool) -> TrainControls:
+    choices = source_choices()
+    source = gr.Dropdown(choices, value=choices[0][1], label="tasks", elem_id="train-source")
+    own_box, own_tools, own_tasks = _own_source()
+    with gr.Row():
+        steps = gr.Slider(1, MAX_STEPS, value=_RECIPE.steps, step=1, label="steps", elem_id="train-steps")
+        group = gr.Slider(2, 16, value=_RECIPE.group_size, step=1, label="group size", elem_id="train-group")
+    with gr.Row():
+        lr = gr.Number(value=_RECIPE.lr, label="learning rate (LoRA)", minimum=1e-6, maximum=0.1)
+        rank = gr.Dropdown(LORA_RANKS, value=_RECIPE.lora_rank, label="LoRA rank")
+        seed = gr.Number(value=_RECIPE.seed, precision=0, minimum=0, label="seed", elem_id="train-seed")
+    with_rehearsal = gr.Checkbox(
+        value=False,
+        label="evaluate with rehearsal too (before and after; several times slower on CPU)",
+        elem_id="train-with-rehearsal",
+    )
+    gr.Markdown(
+        "*On CPU the rest follows the measured CPU recipe (one task a step, LoRA on the last "
+        "4 layers, rollouts at temperature 0.7); on a GPU the paper-like defaults.*"
+    )
+    with gr.Row():
+        train = gr.Button("Train", variant="primary", interactive=allowed, elem_id="train-button")
+        stop = gr.Button("Stop", variant="stop", interactive=allowed, elem_id="train-stop")
+    status = gr.HTML(elem_id="train-status")
+    progress = gr.HTML(elem_id="train-progress")
+    return TrainControls(
+        source, own_box, own_tools, own_tasks, steps, group, lr, rank, seed, with_rehearsal,
+        train, stop, status, progress,
+    )
+
+
+def _train_results(allowed: bool) -> TrainResults:
+    curves = gr.Plot(training_curves([]), show_label=False, elem_id="train-curves")
+    table = gr.Dataframe(
+        headers=["held-out", "before", "after", "change"],
+        label="before / after (same run, same seeds)",
+        interactive=False,
+        elem_id="train-eval",
+    )
+    with gr.Row():
+        download = gr.DownloadButton("Download the adapter (zip)", interactive=False)
+        apply = gr.Button("Apply to the Playground model", interactive=False, elem_id="train-apply")
+        remove = gr.Button("Remove the adapter", interactive=allowed)
+    applied = gr.HTML(elem_id="train-applied")
+    return TrainResults(curves, table, download, apply, remove, applied)
+
+
+def _train_layout(allowed: bool) -> TrainTab:
     gr.Markdown(
         "Role-wise GRPO on a small tool schema, through LoRA on the loaded model. Rollouts are "
         "world rehearsal: the actor acts and the same policy rehearses every tool response, no real "
@@ -182,126 +295,87 @@ def build_train_tab(ctx: AppContext) -> gr.HTML:
         gr.Markdown(f"*{OFF_IN_PUBLIC}*")
     with gr.Row(equal_height=False):
         with gr.Column(scale=2, min_width=320):
-            source = gr.Dropdown(source_choices(), value=first, label="tasks", elem_id="train-source")
-            with gr.Accordion("Your own tools and tasks", open=False) as own_box:
-                own_tools = gr.Code(
-                    value=example_tools(next(iter(gallery()))),
-                    language="json",
-                    interactive=True,
-                    lines=10,
-                    max_lines=10,
-                    label="tools",
-                    elem_id="train-tools",
-                )
-                own_tasks = gr.File(
-                    label='JSONL of tasks (a "check" each; "split": "heldout" for evaluation)',
-                    file_types=[".jsonl"],
-                    type="filepath",
-                    height=110,
-                    elem_id="train-tasks",
-                )
-            with gr.Row():
-                steps = gr.Slider(1, MAX_STEPS, value=_RECIPE.steps, step=1, label="steps", elem_id="train-steps")
-                group = gr.Slider(2, 16, value=_RECIPE.group_size, step=1, label="group size", elem_id="train-group")
-            with gr.Row():
-                lr = gr.Number(value=_RECIPE.lr, label="learning rate (LoRA)", minimum=1e-6, maximum=0.1)
-                rank = gr.Dropdown(LORA_RANKS, value=_RECIPE.lora_rank, label="LoRA rank")
-                seed = gr.Number(value=_RECIPE.seed, precision=0, minimum=0, label="seed", elem_id="train-seed")
-            with_rehearsal = gr.Checkbox(
-                value=False,
-                label="evaluate with rehearsal too (before and after; several times slower on CPU)",
-                elem_id="train-with-rehearsal",
-            )
-            gr.Markdown(
-                "*On CPU the rest follows the measured CPU recipe (one task a step, LoRA on the last "
-                "4 layers, rollouts at temperature 0.7); on a GPU the paper-like defaults.*"
-            )
-            with gr.Row():
-                train = gr.Button("Train", variant="primary", interactive=allowed, elem_id="train-button")
-                stop = gr.Button("Stop", variant="stop", interactive=allowed, elem_id="train-stop")
-            status = gr.HTML(elem_id="train-status")
-            progress = gr.HTML(elem_id="train-progress")
+            controls = _train_controls(allowed)
         with gr.Column(scale=3):
-            curves = gr.Plot(training_curves([]), show_label=False, elem_id="train-curves")
-            table = gr.Dataframe(
-                headers=["held-out", "before", "after", "change"],
-                label="before / after (same run, same seeds)",
-                interactive=False,
-                elem_id="train-eval",
-            )
-            with gr.Row():
-                download = gr.DownloadButton("Download the adapter (zip)", interactive=False)
-                apply = gr.Button("Apply to the Playground model", interactive=False, elem_id="train-apply")
-                remove = gr.Button("Remove the adapter", interactive=allowed)
-            applied = gr.HTML(elem_id="train-applied")
+            results = _train_results(allowed)
     # Active at first, so a page opened during a run picks it up; idle, one tick turns it off.
     timer = gr.Timer(1.0, active=True)
-    drawn = gr.State(-1)  # how many metric rows this page has drawn
+    return TrainTab(controls, results, timer, gr.State(-1))
 
-    def start(src: str, tools_text: str, tasks_file: str | None, *values: Any) -> dict:
+
+class TrainHandlers:
+    """The tab's events: they start, follow, stop and apply the app's one training job."""
+
+    def __init__(self, ctx: AppContext, tab: TrainTab, slot: TrainingSlot):
+        self.ctx, self.tab, self.slot = ctx, tab, slot
+        self.allowed = ctx.options.allow_training
+
+    def start(self, src: str, tools_text: str, tasks_file: str | None, *values: Any) -> dict:
+        ctx, c, r = self.ctx, self.tab.controls, self.tab.results
         if not ctx.options.allow_training:
-            return {status: render.status_html(OFF_IN_PUBLIC, "error")}
+            return {c.status: render.status_html(OFF_IN_PUBLIC, "error")}
         st = ctx.holder.status()
         if st.state != "ready":
             msg = "the model is still loading; try again shortly" if st.state == "loading" else st.error
-            return {status: render.status_html(ctx.options.redact(f"cannot train: {msg}"), "error")}
+            return {c.status: render.status_html(ctx.options.redact(f"cannot train: {msg}"), "error")}
         try:
             backend = ctx.holder.wait(timeout=0.0)
             train_tasks, heldout = load_source(src, tools_text, tasks_file, ctx.options.input_policy)
             config = config_for(backend.info.device, *values).fitted_to(backend)
             out_dir = Path(ctx.settings.cache_dir) / "runs" / time.strftime("run-%Y%m%d-%H%M%S")
-            slot.start(backend, train_tasks, heldout, config, out_dir)
+            self.slot.start(backend, train_tasks, heldout, config, out_dir)
         except EnvaceError as err:
-            return {status: render.status_html(ctx.options.redact(str(err)), "error")}
+            return {c.status: render.status_html(ctx.options.redact(str(err)), "error")}
         return {
-            status: render.status_html(
+            c.status: render.status_html(
                 f"training on {len(train_tasks)} tasks, {len(heldout)} held out…", "busy"
             ),
-            progress: render.status_html("starting…", "busy"),
-            drawn: -1,
-            timer: gr.Timer(active=True),
-            train: gr.Button(interactive=False),
-            download: gr.DownloadButton(value=None, interactive=False),
-            apply: gr.Button(interactive=False),
+            c.progress: render.status_html("starting…", "busy"),
+            self.tab.drawn: -1,
+            self.tab.timer: gr.Timer(active=True),
+            c.train: gr.Button(interactive=False),
+            r.download: gr.DownloadButton(value=None, interactive=False),
+            r.apply: gr.Button(interactive=False),
         }
 
-    def refresh(count: int) -> dict:
-        job = slot.job
+    def refresh(self, count: int) -> dict:
+        job, c, r = self.slot.job, self.tab.controls, self.tab.results
         if job is None:
-            return {timer: gr.Timer(active=False)}
+            return {self.tab.timer: gr.Timer(active=False)}
         rows = job.metrics
         finished = not job.running
         update: dict = {
-            progress: "" if finished else progress_html(job),
-            table: gr.Dataframe(
+            c.progress: "" if finished else progress_html(job),
+            r.table: gr.Dataframe(
                 value=eval_table(job.before, job.after, stopped=job.result is not None and job.result.stopped)
             ),
-            timer: gr.Timer(active=not finished),
-            train: gr.Button(interactive=allowed and finished),
+            self.tab.timer: gr.Timer(active=not finished),
+            c.train: gr.Button(interactive=self.allowed and finished),
         }
         if len(rows) != count or finished:  # redraw only when there is something new
-            update[curves] = training_curves(rows, job.config.steps)
-            update[drawn] = len(rows)
+            update[r.curves] = training_curves(rows, job.config.steps)
+            update[self.tab.drawn] = len(rows)
         if finished:
-            update[status] = job_status(job, ctx.options.redact)
+            update[c.status] = job_status(job, self.ctx.options.redact)
             ready = job.result is not None and job.result.adapter_dir is not None
-            update[download] = gr.DownloadButton(value=adapter_zip(job) if ready else None, interactive=ready)
-            update[apply] = gr.Button(interactive=allowed and ready)
+            update[r.download] = gr.DownloadButton(value=adapter_zip(job) if ready else None, interactive=ready)
+            update[r.apply] = gr.Button(interactive=self.allowed and ready)
         return update
 
-    def stop_training() -> str:
-        job = slot.job
+    def stop_training(self) -> str:
+        job = self.slot.job
         if job is None or not job.running:
             return render.status_html("no training is running", "info")
         job.stop()
         return render.status_html("stopping: the step in progress is dropped, the steps done are kept…", "busy")
 
-    def apply_adapter_now() -> str:
+    def apply_adapter_now(self) -> str:
         from envace_demo.train.adapter import apply_adapter
 
+        ctx = self.ctx
         if not ctx.options.allow_training:
             raise gr.Error(OFF_IN_PUBLIC)
-        job = slot.job
+        job = self.slot.job
         if job is None or job.result is None or job.result.adapter_dir is None:
             return render.status_html("no adapter yet: train first", "error")
         try:
@@ -316,9 +390,10 @@ def build_train_tab(ctx: AppContext) -> gr.HTML:
             "ok",
         )
 
-    def remove_adapter_now() -> str:
+    def remove_adapter_now(self) -> str:
         from envace_demo.train.adapter import has_adapter, remove_adapter
 
+        ctx = self.ctx
         if not ctx.options.allow_training:
             raise gr.Error(OFF_IN_PUBLIC)
         try:
@@ -331,14 +406,23 @@ def build_train_tab(ctx: AppContext) -> gr.HTML:
             return render.status_html(ctx.options.redact(str(err)), "error")
         return render.status_html(f"removed: back to the base weights of {backend.info.model_id}", "ok")
 
+
+def _wire(ctx: AppContext, tab: TrainTab, on: TrainHandlers) -> None:
+    c, r = tab.controls, tab.results
     private: dict[str, Any] = {"api_visibility": "private"}
-    outputs = [status, progress, drawn, timer, train, download, apply]
-    train.click(start, [source, own_tools, own_tasks, steps, group, lr, rank, seed, with_rehearsal], outputs, queue=False, **private)
-    ticked = [progress, table, timer, train, curves, drawn, status, download, apply]
-    timer.tick(refresh, [drawn], ticked, queue=False, show_progress="hidden", **private)
-    stop.click(stop_training, None, [status], queue=False, **private)
+    outputs = [c.status, c.progress, tab.drawn, tab.timer, c.train, r.download, r.apply]
+    c.train.click(on.start, c.inputs(), outputs, queue=False, **private)
+    ticked = [c.progress, r.table, tab.timer, c.train, r.curves, tab.drawn, c.status, r.download, r.apply]
+    tab.timer.tick(on.refresh, [tab.drawn], ticked, queue=False, show_progress="hidden", **private)
+    c.stop.click(on.stop_training, None, [c.status], queue=False, **private)
     # Swapping weights waits for a running generation: the model queue.
-    apply.click(apply_adapter_now, None, [applied], **ctx.model_event(), **private)
-    remove.click(remove_adapter_now, None, [applied], **ctx.model_event(), **private)
-    source.change(lambda s: gr.Accordion(open=s == OWN), [source], [own_box], queue=False, **private)
-    return applied
+    r.apply.click(on.apply_adapter_now, None, [r.applied], **ctx.model_event(), **private)
+    r.remove.click(on.remove_adapter_now, None, [r.applied], **ctx.model_event(), **private)
+    c.source.change(lambda s: gr.Accordion(open=s == OWN), [c.source], [c.own_box], queue=False, **private)
+
+
+def build_train_tab(ctx: AppContext) -> gr.HTML:
+    """The tab; returns the line that says which adapter was applied or removed."""
+    tab = _train_layout(ctx.options.allow_training)
+    _wire(ctx, tab, TrainHandlers(ctx, tab, TrainingSlot()))
+    return tab.results.applied
