@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
-from typing import Any, Iterator
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Iterator
 
 import gradio as gr
 
+from envace_demo.engine import EpisodeConfig
 from envace_demo.errors import ConfigError, EnvaceError
 from envace_demo.evaluation import Job, plan, run_jobs, summarize
 from envace_demo.evaluation.batch import estimate_seconds
@@ -19,6 +20,7 @@ from envace_demo.ui import render, runner
 from envace_demo.ui.common import (
     NO_SESSION,
     AppContext,
+    SamplingControls,
     Throttle,
     await_model,
     fit_to_model,
@@ -148,8 +150,89 @@ def _task_choices(env: str) -> list[tuple[str, str]]:
     return [(f"{t.name}: {t.prompt}", t.name) for t in example_tasks(env)]
 
 
-def build_compare(ctx: AppContext, state: gr.State) -> None:
-    envs = list(gallery())
+@dataclass
+class CompareView:
+    """One task without and with rehearsal: the controls, then the two sides and their table."""
+
+    env: gr.Dropdown
+    task_pick: gr.Dropdown
+    rmode: gr.Radio
+    n: gr.Slider
+    sampling: SamplingControls
+    go: gr.Button
+    stop: gr.Button
+    status: gr.HTML
+    left_steps: gr.HTML
+    left_outcome: gr.HTML
+    right_title: gr.Markdown
+    right_steps: gr.HTML
+    right_outcome: gr.HTML
+    table: gr.Dataframe
+    file: gr.DownloadButton
+
+    def inputs(self, state: gr.State) -> list[gr.components.Component]:
+        """In ``CompareRun.run_compare``'s order."""
+        return [state, self.env, self.task_pick, self.rmode, self.n, *self.sampling.inputs()]
+
+    def outputs(self) -> list[gr.components.Component]:
+        return [
+            self.status, self.left_steps, self.right_steps, self.left_outcome, self.right_outcome,
+            self.right_title, self.table, self.file,
+        ]
+
+
+@dataclass
+class SuiteView:
+    """Many tasks in several modes: the controls, the estimate, the eval table and its charts."""
+
+    source: gr.Radio
+    env: gr.Dropdown
+    upload: gr.File
+    modes: gr.CheckboxGroup
+    n: gr.Slider
+    seeds: gr.Slider
+    limit: gr.Slider
+    sampling: SamplingControls
+    estimate: gr.Markdown
+    go: gr.Button
+    stop: gr.Button
+    status: gr.HTML
+    table: gr.Dataframe
+    plots: tuple[gr.Plot, gr.Plot, gr.Plot, gr.Plot]  # in the order of report.figures
+    episodes: gr.Dataframe
+    file: gr.DownloadButton
+
+    def inputs(self, state: gr.State) -> list[gr.components.Component]:
+        """In ``SuiteRun.run_suite``'s order."""
+        return [
+            state, self.source, self.env, self.upload, self.limit, self.modes, self.n, self.seeds,
+            *self.sampling.inputs(),
+        ]
+
+    def outputs(self) -> list[gr.components.Component]:
+        return [self.status, self.table, self.episodes, *self.plots, self.file]
+
+    def estimate_inputs(self) -> list[gr.components.Component]:
+        """In ``SuiteRun.suite_estimate``'s order."""
+        return [
+            self.source, self.env, self.upload, self.limit, self.modes, self.n, self.seeds,
+            self.sampling.max_new_tokens,
+        ]
+
+
+def _compare_sides() -> tuple[gr.HTML, gr.HTML, gr.Markdown, gr.HTML, gr.HTML]:
+    """(left steps, left outcome, right title, right steps, right outcome)."""
+    with gr.Row(equal_height=False):
+        with gr.Column():
+            gr.Markdown("#### Without rehearsal (`none`)")
+            left_steps, left_outcome = gr.HTML(_EMPTY, elem_id="compare-none"), gr.HTML()
+        with gr.Column():
+            right_title = gr.Markdown("#### With rehearsal (`parallel`)")
+            right_steps, right_outcome = gr.HTML(_EMPTY, elem_id="compare-rehearsal"), gr.HTML()
+    return left_steps, left_outcome, right_title, right_steps, right_outcome
+
+
+def _compare_layout(ctx: AppContext, envs: list[str]) -> CompareView:
     gr.Markdown(
         "Run one task twice with the same seed and sampling: **without rehearsal** (mode `none`) and "
         "**with rehearsal** (N imagined trajectories, then one committed run)."
@@ -165,47 +248,43 @@ def build_compare(ctx: AppContext, state: gr.State) -> None:
         stop = gr.Button("Stop", variant="stop")
     status = gr.HTML(render.status_html("ready: pick a task and press Compare"))
     # The rehearsal side's estimate; the run without rehearsal adds about one committed pass.
-    compare_estimate = gr.HTML(render.estimate_html(None, "parallel", 2, 1, 1, ctx.settings.episode_seconds))
-    fit_to_model(ctx, n, sampling, rmode, compare_estimate)
-    with gr.Row(equal_height=False):
-        with gr.Column():
-            gr.Markdown("#### Without rehearsal (`none`)")
-            left_steps, left_outcome = gr.HTML(_EMPTY, elem_id="compare-none"), gr.HTML()
-        with gr.Column():
-            right_title = gr.Markdown("#### With rehearsal (`parallel`)")
-            right_steps, right_outcome = gr.HTML(_EMPTY, elem_id="compare-rehearsal"), gr.HTML()
+    estimate = gr.HTML(render.estimate_html(None, "parallel", 2, 1, 1, ctx.settings.episode_seconds))
+    fit_to_model(ctx, n, sampling, rmode, estimate)
+    sides = _compare_sides()
     table = gr.Dataframe(
         headers=["metric", "none", "parallel", "difference (rehearsal − none)"],
         label="metrics",
         interactive=False,
         elem_id="compare-table",
     )
-    compare_file = gr.DownloadButton("Download both records (JSON)", interactive=False)
+    file = gr.DownloadButton("Download both records (JSON)", interactive=False)
+    return CompareView(env, task_pick, rmode, n, sampling, go, stop, status, *sides, table, file)
 
-    gr.Markdown(
-        "### Suite: the table over many tasks\n"
-        "Every task in every chosen mode with the same seeds: the table `python -m envace_demo eval` prints "
-        "(call validity, task success or BFCL match, fidelity, tokens, seconds; Δ is the paired difference to "
-        "`none` on the same task and seed, with its 95% bootstrap interval)."
-    )
+
+def _suite_sources(envs: list[str]) -> tuple[gr.Radio, gr.Dropdown, gr.File]:
     with gr.Row():
         source = gr.Radio(
             [("an example environment's tasks", "env"), ("an uploaded JSONL", "upload")],
             value="env",
             label="tasks",
         )
-        suite_env = gr.Dropdown(envs, value=envs[0], label="example environment")
+        env = gr.Dropdown(envs, value=envs[0], label="example environment")
         upload = gr.File(
             label="JSONL of tasks (project format or BFCL records)",
             file_types=[".jsonl"],
             type="filepath",
             height=120,
         )
+    return source, env, upload
+
+
+def _suite_sizes(ctx: AppContext) -> tuple[gr.CheckboxGroup, gr.Slider, gr.Slider, gr.Slider]:
+    """(modes, N, seeds per task, most tasks)."""
     with gr.Row():
-        suite_modes = gr.CheckboxGroup(
+        modes = gr.CheckboxGroup(
             ["none", *REHEARSAL_MODES], value=["none", "parallel"], label="modes", elem_id="suite-modes"
         )
-        suite_n = gr.Slider(1, ctx.options.max_n, value=2, step=1, label="rehearsal budget N", elem_id="suite-n")
+        n = gr.Slider(1, ctx.options.max_n, value=2, step=1, label="rehearsal budget N", elem_id="suite-n")
         seeds = gr.Slider(1, _max_seeds(ctx), value=1, step=1, label="seeds per task", elem_id="suite-seeds")
         limit = gr.Slider(
             1,
@@ -215,16 +294,13 @@ def build_compare(ctx: AppContext, state: gr.State) -> None:
             label="at most this many tasks",
             elem_id="suite-limit",
         )
-    suite_sampling = sampling_controls(ctx)
-    estimate = gr.Markdown(
-        _initial_estimate(envs[0], min(8, ctx.options.max_suite_tasks), ctx.settings.max_new_tokens),
-        elem_id="suite-estimate",
-    )
-    with gr.Row():
-        suite_go = gr.Button("Run suite", variant="primary", elem_id="suite-button")
-        suite_stop = gr.Button("Stop", variant="stop")
-    suite_status = gr.HTML(elem_id="suite-status")
-    suite_df = gr.Dataframe(
+    return modes, n, seeds, limit
+
+
+def _suite_results() -> tuple[gr.HTML, gr.Dataframe, tuple, gr.Dataframe, gr.DownloadButton]:
+    """(status, table, plots, episodes, download)."""
+    status = gr.HTML(elem_id="suite-status")
+    table = gr.Dataframe(
         headers=TABLE_COLUMNS, label="table: per category and mode", interactive=False, elem_id="suite-table"
     )
     # No label on the plots: each figure carries its own title and axis titles.
@@ -234,18 +310,54 @@ def build_compare(ctx: AppContext, state: gr.State) -> None:
     with gr.Row():
         plot_validity = gr.Plot(show_label=False, elem_id="suite-plot-validity")
         plot_tokens = gr.Plot(show_label=False, elem_id="suite-plot-tokens")
-    episodes_df = gr.Dataframe(headers=EPISODE_COLUMNS, label="episodes", interactive=False)
-    suite_file = gr.DownloadButton("Download the episodes and the table (JSON)", interactive=False)
-    plots = (plot_success, plot_diff, plot_validity, plot_tokens)
+    episodes = gr.Dataframe(headers=EPISODE_COLUMNS, label="episodes", interactive=False)
+    file = gr.DownloadButton("Download the episodes and the table (JSON)", interactive=False)
+    return status, table, (plot_success, plot_diff, plot_validity, plot_tokens), episodes, file
+
+
+def _suite_layout(ctx: AppContext, envs: list[str]) -> SuiteView:
+    gr.Markdown(
+        "### Suite: the table over many tasks\n"
+        "Every task in every chosen mode with the same seeds: the table `python -m envace_demo eval` prints "
+        "(call validity, task success or BFCL match, fidelity, tokens, seconds; Δ is the paired difference to "
+        "`none` on the same task and seed, with its 95% bootstrap interval)."
+    )
+    source, env, upload = _suite_sources(envs)
+    modes, n, seeds, limit = _suite_sizes(ctx)
+    sampling = sampling_controls(ctx)
+    estimate = gr.Markdown(
+        _initial_estimate(envs[0], min(8, ctx.options.max_suite_tasks), ctx.settings.max_new_tokens),
+        elem_id="suite-estimate",
+    )
+    with gr.Row():
+        go = gr.Button("Run suite", variant="primary", elem_id="suite-button")
+        stop = gr.Button("Stop", variant="stop")
+    status, table, plots, episodes, file = _suite_results()
+    return SuiteView(
+        source, env, upload, modes, n, seeds, limit, sampling, estimate, go, stop, status, table, plots,
+        episodes, file,
+    )
+
+
+class CompareRun:
+    """The Compare button's handler: the task without rehearsal, then with it, streamed side by side."""
+
+    def __init__(self, ctx: AppContext, ui: CompareView):
+        self.ctx, self.ui = ctx, ui
 
     def run_compare(
-        session: Session | None, env_name: str, task_name: str, mode_name: str, n_value: float, *values: Any
+        self,
+        session: Session | None,
+        env_name: str,
+        task_name: str,
+        mode_name: str,
+        n_value: float,
+        *values: Any,
     ) -> Iterator[dict]:
+        ui, ctx = self.ui, self.ctx
         if session is None:
-            yield {status: render.status_html(NO_SESSION, "error")}
+            yield {ui.status: render.status_html(NO_SESSION, "error")}
             return
-        outcomes = {BASELINE: left_outcome, mode_name: right_outcome}
-        steps_of = {BASELINE: left_steps, mode_name: right_steps}
         try:
             task = find_example(env_name, task_name)
             req = RunRequest.from_controls(
@@ -254,68 +366,91 @@ def build_compare(ctx: AppContext, state: gr.State) -> None:
             task = build_task(req)
             modes = compare_modes(mode_name)
         except EnvaceError as err:
-            yield {status: render.status_html(ctx.options.redact(str(err)), "error")}
+            yield self._refused(err)
             return
-        yield {
-            left_steps: "",
-            right_steps: "",
-            left_outcome: "",
-            right_outcome: "",
-            compare_file: gr.DownloadButton(value=None, interactive=False),
-            right_title: f"#### With rehearsal (`{mode_name}`, N={req.n})",
-            table: gr.Dataframe(value=[], headers=["metric", *modes, "difference (rehearsal − none)"]),
-        }
+        yield self._cleared(mode_name, req.n, modes)
         try:
-            backend = yield from await_model(ctx.holder, ctx.options, lambda html: {status: html})
+            backend = yield from await_model(ctx.holder, ctx.options, lambda html: {ui.status: html})
             configs = {m: build_config(req, ctx.run_settings(), backend, mode=m) for m in modes}
         except EnvaceError as err:
-            yield {status: render.status_html(ctx.options.redact(str(err)), "error")}
+            yield self._refused(err)
             return
         cancel = session.begin()
+        session.compared = {}
+        yield from self._stream(session, runner.compare_events(task, configs, cancel), modes, mode_name)
+        yield self._finished(session, modes)
+
+    def _refused(self, err: EnvaceError) -> dict:
+        return {self.ui.status: render.status_html(self.ctx.options.redact(str(err)), "error")}
+
+    def _cleared(self, mode_name: str, n: int, modes: list[str]) -> dict:
+        ui = self.ui
+        return {
+            ui.left_steps: "",
+            ui.right_steps: "",
+            ui.left_outcome: "",
+            ui.right_outcome: "",
+            ui.file: gr.DownloadButton(value=None, interactive=False),
+            ui.right_title: f"#### With rehearsal (`{mode_name}`, N={n})",
+            ui.table: gr.Dataframe(value=[], headers=["metric", *modes, "difference (rehearsal − none)"]),
+        }
+
+    def _stream(
+        self, session: Session, events: Iterator[tuple[str, Any]], modes: list[str], mode_name: str
+    ) -> Iterator[dict]:
+        """Each side's steps as they come; a finished side's record goes into the session."""
+        ui = self.ui
+        outcomes = {BASELINE: ui.left_outcome, mode_name: ui.right_outcome}
+        steps_of = {BASELINE: ui.left_steps, mode_name: ui.right_steps}
         views = {m: render.LiveView() for m in modes}
         throttle = Throttle()
-        session.compared = {}
-        for side, event in runner.compare_events(task, configs, cancel):
+        for side, event in events:
             views[side].apply(event)
             if isinstance(event, Generating) and not throttle():
                 continue
             update = {
-                status: render.status_html(f"{side}: {render.progress_text(views[side])}", "busy"),
+                ui.status: render.status_html(f"{side}: {render.progress_text(views[side])}", "busy"),
                 steps_of[side]: render.steps_html(views[side], condensed=True),
             }
             if isinstance(event, EpisodeFinished):
                 session.compared[side] = event.trajectory
                 update[outcomes[side]] = render.outcome_html(event.trajectory)
             yield update
+
+    def _finished(self, session: Session, modes: list[str]) -> dict:
+        """The metrics table with its difference column, and both records for download."""
+        ui = self.ui
         by_side = {m: runner.metrics(t) for m, t in session.compared.items()}
         headers, rows = _with_difference(by_side)
         done = len(by_side) == len(modes)
-        yield {
-            status: render.status_html("done" if done else "stopped", "ok" if done else "error"),
-            table: gr.Dataframe(value=rows, headers=headers),
-            compare_file: gr.DownloadButton(
-                value=session.save_json(
-                    "compare.json",
-                    {
-                        "metrics": by_side,
-                        "trajectories": {m: t.to_dict() for m, t in session.compared.items()},
-                    },
-                ),
-                interactive=True,
-            ),
+        records = {"metrics": by_side, "trajectories": {m: t.to_dict() for m, t in session.compared.items()}}
+        return {
+            ui.status: render.status_html("done" if done else "stopped", "ok" if done else "error"),
+            ui.table: gr.Dataframe(value=rows, headers=headers),
+            ui.file: gr.DownloadButton(value=session.save_json("compare.json", records), interactive=True),
         }
 
+
+class SuiteRun:
+    """The suite's handlers: its estimate, and the run that fills the table episode by episode."""
+
+    def __init__(self, ctx: AppContext, ui: SuiteView):
+        self.ctx, self.ui = ctx, ui
+
     def suite_estimate(
-        source_name: str, env_name: str, upload_path: str | None, limit_value: float, modes: list[str],
+        self, source_name: str, env_name: str, upload_path: str | None, limit_value: float, modes: list[str],
         n_value: float, seeds_value: float, max_new_tokens: float,
     ) -> str:
+        options = self.ctx.options
         try:
-            count = len(suite_tasks(source_name, env_name, upload_path, int(limit_value), ctx.options.input_policy))
+            tasks = suite_tasks(source_name, env_name, upload_path, int(limit_value), options.input_policy)
+            count = len(tasks)
         except EnvaceError as err:
-            return f"Estimate: {ctx.options.redact(str(err))}"
+            return f"Estimate: {options.redact(str(err))}"
         return _estimate_text(count, list(modes or []), int(n_value), int(seeds_value), int(max_new_tokens))
 
     def run_suite(
+        self,
         session: Session | None,
         source_name: str,
         env_name: str,
@@ -333,40 +468,66 @@ def build_compare(ctx: AppContext, state: gr.State) -> None:
         max_steps: float,
         progress: gr.Progress = gr.Progress(),  # positional: Gradio finds it only there
     ) -> Iterator[dict]:
+        ui, ctx = self.ui, self.ctx
         if session is None:
-            yield {suite_status: render.status_html(NO_SESSION, "error")}
+            yield {ui.status: render.status_html(NO_SESSION, "error")}
             return
         try:
-            modes = _suite_modes(modes)
-            n_seeds = int(seeds_value)
-            if not 1 <= n_seeds <= _max_seeds(ctx):
-                raise ConfigError(f"seeds per task: expected 1 to {_max_seeds(ctx)}, got {seeds_value}")
-            etasks = suite_tasks(source_name, env_name, upload_path, int(limit_value), ctx.options.input_policy)
-            if len(etasks) > ctx.options.max_suite_tasks:
-                raise ConfigError(f"suite: at most {ctx.options.max_suite_tasks} tasks")
+            modes, n_seeds, etasks = self._checked(
+                source_name, env_name, upload_path, limit_value, modes, seeds_value
+            )
             # Only the sampling and limits of this request are used: each task brings its own tools.
             req = RunRequest.from_controls(
                 "", env_name, etasks[0].task.prompt, modes[-1], n_value, temperature, top_p, top_k,
                 max_new_tokens, seed, constrained, max_steps,
             ).check(ctx.options)
-            backend = yield from await_model(ctx.holder, ctx.options, lambda html: {suite_status: html})
+            backend = yield from await_model(ctx.holder, ctx.options, lambda html: {ui.status: html})
             configs = {m: build_config(req, ctx.run_settings(), backend, mode=m) for m in modes}
         except EnvaceError as err:
-            yield {suite_status: render.status_html(ctx.options.redact(str(err)), "error")}
+            yield {ui.status: render.status_html(ctx.options.redact(str(err)), "error")}
             return
         base_seed = req.seed or 0
         jobs = plan(etasks, modes, [base_seed + i for i in range(n_seeds)])
         cancel = session.begin()
         session.suite = []
-        total = len(jobs)
-        progress((0, total), desc="running the suite", unit="episodes")
-        yield {
-            suite_status: render.status_html(f"0 of {total} episodes done", "busy"),
-            suite_df: gr.Dataframe(value=[], headers=TABLE_COLUMNS),
-            episodes_df: gr.Dataframe(value=[], headers=EPISODE_COLUMNS),
-            suite_file: gr.DownloadButton(value=None, interactive=False),
-            **{plot: None for plot in plots},
+        progress((0, len(jobs)), desc="running the suite", unit="episodes")
+        yield self._started(len(jobs))
+        yield from self._stream(session, jobs, configs, cancel, int(n_value), int(max_new_tokens), progress)
+        yield self._finished(session, len(jobs), modes)
+
+    def _checked(
+        self, source_name: str, env_name: str, upload_path: str | None, limit_value: float, modes: list[str],
+        seeds_value: float,
+    ) -> tuple[list[str], int, list]:
+        """(modes, seeds per task, tasks) within the app's caps; ConfigError otherwise."""
+        options, max_seeds = self.ctx.options, _max_seeds(self.ctx)
+        modes = _suite_modes(modes)
+        n_seeds = int(seeds_value)
+        if not 1 <= n_seeds <= max_seeds:
+            raise ConfigError(f"seeds per task: expected 1 to {max_seeds}, got {seeds_value}")
+        etasks = suite_tasks(source_name, env_name, upload_path, int(limit_value), options.input_policy)
+        if len(etasks) > options.max_suite_tasks:
+            raise ConfigError(f"suite: at most {options.max_suite_tasks} tasks")
+        return modes, n_seeds, etasks
+
+    def _started(self, total: int) -> dict:
+        ui = self.ui
+        return {
+            ui.status: render.status_html(f"0 of {total} episodes done", "busy"),
+            ui.table: gr.Dataframe(value=[], headers=TABLE_COLUMNS),
+            ui.episodes: gr.Dataframe(value=[], headers=EPISODE_COLUMNS),
+            ui.file: gr.DownloadButton(value=None, interactive=False),
+            **{plot: None for plot in ui.plots},
         }
+
+    def _stream(
+        self, session: Session, jobs: list[Job], configs: dict[str, EpisodeConfig], cancel: threading.Event,
+        n: int, max_new_tokens: int, progress: Callable,
+    ) -> Iterator[dict]:
+        """The table, the episodes and the charts after each episode; each episode's record
+        goes into the session (and its seconds into the estimate)."""
+        ui, total = self.ui, len(jobs)
+        modes = list(configs)  # one config per mode, in the order picked
 
         def run_one(job: Job) -> Trajectory:
             config = replace(configs[job.mode], sampling=replace(configs[job.mode].sampling, seed=job.seed))
@@ -380,64 +541,67 @@ def build_compare(ctx: AppContext, state: gr.State) -> None:
             _observe(rec)
             done = len(session.suite)
             summary = summarize(session.suite, modes)
-            left = _remaining_text(jobs[done:], int(n_value), int(max_new_tokens))
+            left = _remaining_text(jobs[done:], n, max_new_tokens)
             progress((done, total), desc=f"{rec['task']} ({rec['mode']})", unit="episodes")
             yield {
-                suite_status: render.status_html(f"{done} of {total} episodes done{left}", "busy"),
-                suite_df: gr.Dataframe(value=table_rows(summary), headers=TABLE_COLUMNS),
-                episodes_df: gr.Dataframe(value=_episode_rows(session.suite), headers=EPISODE_COLUMNS),
-                **dict(zip(plots, figures(summary).values())),  # the charts grow as episodes come
+                ui.status: render.status_html(f"{done} of {total} episodes done{left}", "busy"),
+                ui.table: gr.Dataframe(value=table_rows(summary), headers=TABLE_COLUMNS),
+                ui.episodes: gr.Dataframe(value=_episode_rows(session.suite), headers=EPISODE_COLUMNS),
+                **dict(zip(ui.plots, figures(summary).values())),  # the charts grow as episodes come
             }
+
+    def _finished(self, session: Session, total: int, modes: list[str]) -> dict:
+        ui = self.ui
         finished = len(session.suite) == total
         summary = summarize(session.suite, modes) if session.suite else None
-        yield {
-            suite_status: render.status_html(
+        return {
+            ui.status: render.status_html(
                 f"{len(session.suite)} of {total} episodes" + ("" if finished else " (stopped)"),
                 "ok" if finished else "error",
             ),
-            suite_file: gr.DownloadButton(
+            ui.file: gr.DownloadButton(
                 value=session.save_json("suite.json", {"episodes": session.suite, "summary": summary})
                 if session.suite else None,
                 interactive=bool(session.suite),
             ),
         }
 
+
+def _wire(ctx: AppContext, compare: CompareView, suite: SuiteView, state: gr.State) -> None:
     private: dict[str, Any] = {"api_visibility": "private"}
-    compare_outputs = [
-        status,
-        left_steps,
-        right_steps,
-        left_outcome,
-        right_outcome,
-        right_title,
-        table,
-        compare_file,
-    ]
+    run_compare = CompareRun(ctx, compare).run_compare
     off_while_running(
-        go, go.click, run_compare, [state, env, task_pick, rmode, n, *sampling.inputs()], compare_outputs,
+        compare.go, compare.go.click, run_compare, compare.inputs(state), compare.outputs(),
         **ctx.streamed_event(),
     )
-    suite_outputs = [suite_status, suite_df, episodes_df, *plots, suite_file]
+    handlers = SuiteRun(ctx, suite)
     off_while_running(
-        suite_go,
-        suite_go.click,
-        run_suite,
-        [state, source, suite_env, upload, limit, suite_modes, suite_n, seeds, *suite_sampling.inputs()],
-        suite_outputs,
-        show_progress_on=[suite_df],
+        suite.go,
+        suite.go.click,
+        handlers.run_suite,
+        suite.inputs(state),
+        suite.outputs(),
+        show_progress_on=[suite.table],
         **ctx.model_event(),
         **private,
     )
-    estimate_inputs = [source, suite_env, upload, limit, suite_modes, suite_n, seeds, suite_sampling.max_new_tokens]
+    estimate_inputs = suite.estimate_inputs()
     for control in estimate_inputs:
-        control.change(suite_estimate, estimate_inputs, [estimate], queue=False, **private)
-    suite_go.click(suite_estimate, estimate_inputs, [estimate], queue=False, **private)
-    for button in (stop, suite_stop):
+        control.change(handlers.suite_estimate, estimate_inputs, [suite.estimate], queue=False, **private)
+    suite.go.click(handlers.suite_estimate, estimate_inputs, [suite.estimate], queue=False, **private)
+    for button in (compare.stop, suite.stop):
         button.click(stop_session, [state], None, queue=False, **private)
-    env.input(
+    compare.env.input(
         lambda e: gr.Dropdown(choices=_task_choices(e), value=example_tasks(e)[0].name),
-        [env],
-        [task_pick],
+        [compare.env],
+        [compare.task_pick],
         queue=False,
         **private,
     )
+
+
+def build_compare(ctx: AppContext, state: gr.State) -> None:
+    envs = list(gallery())
+    compare = _compare_layout(ctx, envs)
+    suite = _suite_layout(ctx, envs)
+    _wire(ctx, compare, suite, state)

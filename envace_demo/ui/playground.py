@@ -19,6 +19,7 @@ from envace_demo.ui import render, runner
 from envace_demo.ui.common import (
     NO_SESSION,
     AppContext,
+    SamplingControls,
     Throttle,
     await_model,
     estimate_for,
@@ -91,65 +92,130 @@ def _task_choices(env: str) -> list[tuple[str, str]]:
 
 
 @dataclass
-class Playground:
+class SchemaPanel:
+    example: gr.Radio
     editor: gr.Code
-    schema_box: gr.HTML
+    box: gr.HTML  # the schema's status: ok, or its located error
+
+
+@dataclass
+class RequestPanel:
     environment: gr.Dropdown
+    task_pick: gr.Dropdown
     message: gr.Textbox
+    mode: gr.Radio
+    n: gr.Slider
+    sampling: SamplingControls
+    run: gr.Button
+    stop: gr.Button
+    estimate: gr.HTML
+
+
+@dataclass
+class RunPanels:
+    """What a run fills: its status, the rehearsals, the memory, the committed steps, the outcome."""
+
     status: gr.HTML
+    showcase_note: gr.HTML
+    rehearsals: gr.Chatbot
+    memory: gr.HTML
     steps: gr.HTML
+    outcome: gr.HTML
+    download: gr.DownloadButton
 
 
-def build_playground(ctx: AppContext, state: gr.State) -> Playground:
+@dataclass
+class ManualBox:
+    """The manual environment's box: shown while a committed call waits for the response you type."""
+
+    box: gr.Group
+    call: gr.HTML
+    text: gr.Code
+    send: gr.Button
+    status: gr.HTML
+
+
+@dataclass
+class Inspector:
+    pick: gr.Dropdown
+    actor_prompt: gr.Code
+    rehearser_prompt: gr.Code
+
+
+@dataclass
+class Playground:
+    schema: SchemaPanel
+    request: RequestPanel
+    panels: RunPanels
+    manual: ManualBox
+    inspector: Inspector
+
+    def run_inputs(self, state: gr.State) -> list[gr.components.Component]:
+        """In ``RunRequest.from_controls``' order, after the visitor's session."""
+        r = self.request
+        return [state, self.schema.editor, r.environment, r.message, r.mode, r.n, *r.sampling.inputs()]
+
+    def run_outputs(self) -> list[gr.components.Component]:
+        p, m = self.panels, self.manual
+        return [
+            p.status, self.schema.box, p.rehearsals, p.memory, p.steps, p.outcome, p.download,
+            self.inspector.pick, m.box, m.call, m.text, m.status, p.showcase_note, self.request.estimate,
+        ]
+
+
+def _schema_panel() -> SchemaPanel:
+    example = gr.Radio(
+        list(gallery()),
+        value=_FIRST_ENV,
+        label="Tool schemas: start from an example, or paste your own",
+    )
+    editor = gr.Code(
+        value=example_tools(_FIRST_ENV),
+        language="json",
+        interactive=True,
+        lines=16,
+        max_lines=16,
+        label="tools (OpenAI, bare functions, BFCL or pydantic JSON Schema)",
+        elem_id="schema-editor",
+    )
+    box = gr.HTML(schema_status(example_tools(_FIRST_ENV)), elem_id="schema-status")
+    return SchemaPanel(example, editor, box)
+
+
+def _request_panel(ctx: AppContext) -> RequestPanel:
     first_task = example_tasks(_FIRST_ENV)[0]
-    with gr.Row(equal_height=False):
-        with gr.Column(scale=5, min_width=360):
-            example = gr.Radio(
-                list(gallery()),
-                value=_FIRST_ENV,
-                label="Tool schemas: start from an example, or paste your own",
-            )
-            editor = gr.Code(
-                value=example_tools(_FIRST_ENV),
-                language="json",
-                interactive=True,
-                lines=16,
-                max_lines=16,
-                label="tools (OpenAI, bare functions, BFCL or pydantic JSON Schema)",
-                elem_id="schema-editor",
-            )
-            schema_box = gr.HTML(schema_status(example_tools(_FIRST_ENV)), elem_id="schema-status")
-        with gr.Column(scale=4, min_width=320):
-            environment = gr.Dropdown(
-                environment_choices(ctx.options),
-                value=_FIRST_ENV,
-                label="environment (where committed calls run)",
-                elem_id="environment",
-            )
-            task_pick = gr.Dropdown(
-                _task_choices(_FIRST_ENV),
-                value=first_task.name,
-                label="example request (its success check applies)",
-            )
-            message = gr.Textbox(first_task.prompt, lines=3, label="user message", elem_id="user-message")
-            mode = mode_radio()
-            n = gr.Slider(
-                1, ctx.options.max_n, value=2, step=1, label="rehearsal budget N", elem_id="rehearsal-n"
-            )
-            sampling = sampling_controls(ctx)
-            with gr.Row():
-                run = gr.Button("Run", variant="primary", elem_id="run-button")
-                stop = gr.Button("Stop", variant="stop", elem_id="stop-button")
-            estimate = gr.HTML(
-                render.estimate_html(None, "parallel", 2, 1, 1, ctx.settings.episode_seconds), elem_id="run-estimate"
-            )
+    environment = gr.Dropdown(
+        environment_choices(ctx.options),
+        value=_FIRST_ENV,
+        label="environment (where committed calls run)",
+        elem_id="environment",
+    )
+    task_pick = gr.Dropdown(
+        _task_choices(_FIRST_ENV),
+        value=first_task.name,
+        label="example request (its success check applies)",
+    )
+    message = gr.Textbox(first_task.prompt, lines=3, label="user message", elem_id="user-message")
+    mode = mode_radio()
+    n = gr.Slider(1, ctx.options.max_n, value=2, step=1, label="rehearsal budget N", elem_id="rehearsal-n")
+    sampling = sampling_controls(ctx)
+    with gr.Row():
+        run = gr.Button("Run", variant="primary", elem_id="run-button")
+        stop = gr.Button("Stop", variant="stop", elem_id="stop-button")
+    estimate = gr.HTML(
+        render.estimate_html(None, "parallel", 2, 1, 1, ctx.settings.episode_seconds), elem_id="run-estimate"
+    )
+    return RequestPanel(environment, task_pick, message, mode, n, sampling, run, stop, estimate)
+
+
+def _live_panels(note: str, rehearsed: list[dict], memory_card: str, steps_card: str) -> tuple:
+    """(status, showcase note, rehearsals, memory, steps), showing the showcase at first."""
     status = gr.HTML(render.status_html("ready: press Run"), elem_id="run-status")
-    note0, rehearsals0, memory0, steps0, outcome0 = showcase_panels(_FIRST_ENV)
-    showcase_note = gr.HTML(note0, elem_id="showcase")
+    showcase_note = gr.HTML(note, elem_id="showcase")
     with gr.Row(equal_height=False):
         with gr.Column(scale=3):
             rehearsals = gr.Chatbot(
-                rehearsals0,
+                rehearsed,
                 label="Rehearsals (imagined: actor + rehearser, nothing real)",
                 height="auto",
                 min_height=200,
@@ -161,13 +227,16 @@ def build_playground(ctx: AppContext, state: gr.State) -> Playground:
                 feedback_options=None,
             )
         with gr.Column(scale=2):
-            memory = gr.HTML(memory0, elem_id="memory-card")
+            memory = gr.HTML(memory_card, elem_id="memory-card")
     gr.Markdown("### Committed run")
-    steps = gr.HTML(steps0, elem_id="committed-steps")
-    # The manual environment: shown while a committed call waits for the response you type.
-    with gr.Group(visible=False, elem_id="manual-box") as manual_box:
-        manual_call = gr.HTML(elem_id="manual-call")
-        manual_text = gr.Code(
+    steps = gr.HTML(steps_card, elem_id="committed-steps")
+    return status, showcase_note, rehearsals, memory, steps
+
+
+def _manual_box() -> ManualBox:
+    with gr.Group(visible=False, elem_id="manual-box") as box:
+        call = gr.HTML(elem_id="manual-call")
+        text = gr.Code(
             language="json",
             interactive=True,
             lines=6,
@@ -176,188 +245,237 @@ def build_playground(ctx: AppContext, state: gr.State) -> Playground:
             elem_id="manual-response",
         )
         with gr.Row():
-            manual_send = gr.Button("Send response", variant="primary", elem_id="manual-send")
-        manual_status = gr.HTML(elem_id="manual-status")
+            send = gr.Button("Send response", variant="primary", elem_id="manual-send")
+        status = gr.HTML(elem_id="manual-status")
+    return ManualBox(box, call, text, send, status)
+
+
+def _outcome_row(outcome_card: str) -> tuple[gr.HTML, gr.DownloadButton]:
     with gr.Row(equal_height=False):
         with gr.Column(scale=4):
-            outcome = gr.HTML(outcome0, elem_id="outcome")
+            outcome = gr.HTML(outcome_card, elem_id="outcome")
         with gr.Column(scale=1, min_width=220):
             download = gr.DownloadButton("Download the record (JSON)", interactive=False, elem_id="download")
+    return outcome, download
+
+
+def _inspector() -> Inspector:
     with gr.Accordion("Prompt inspector: the exact rendered prompts of any step", open=False):
         pick = gr.Dropdown([], label="step", elem_id="inspector-step")
         with gr.Row():
-            actor_prompt = gr.Code(
-                label="actor prompt",
-                language=None,
-                lines=12,
-                max_lines=30,
-                interactive=False,
-                wrap_lines=True,
-            )
-            rehearser_prompt = gr.Code(
-                label="rehearser prompt",
-                language=None,
-                lines=12,
-                max_lines=30,
-                interactive=False,
-                wrap_lines=True,
-            )
+            prompts = [
+                gr.Code(
+                    label=label, language=None, lines=12, max_lines=30, interactive=False, wrap_lines=True
+                )
+                for label in ("actor prompt", "rehearser prompt")
+            ]
+    return Inspector(pick, *prompts)
 
-    outputs = [
-        status, schema_box, rehearsals, memory, steps, outcome, download, pick,
-        manual_box, manual_call, manual_text, manual_status, showcase_note, estimate,
-    ]
 
-    def ask_for_response(call: PendingCall, view: render.LiveView) -> dict:
-        rehearsed = render.pending_rehearsal(view, call.name, call.arguments)
-        return {
-            manual_box: gr.Group(visible=True),
-            manual_call: render.manual_call_html(call.name, call.arguments),
-            manual_text: render.to_json(rehearsed) if rehearsed is not None else "{}",
-            manual_status: "",
-            status: render.status_html(f"waiting for your response to {call.name}…", "busy"),
-        }
+def _layout(ctx: AppContext) -> Playground:
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=5, min_width=360):
+            schema = _schema_panel()
+        with gr.Column(scale=4, min_width=320):
+            request = _request_panel(ctx)
+    note, rehearsed, memory_card, steps_card, outcome_card = showcase_panels(_FIRST_ENV)
+    live = _live_panels(note, rehearsed, memory_card, steps_card)
+    manual = _manual_box()
+    panels = RunPanels(*live, *_outcome_row(outcome_card))
+    return Playground(schema, request, panels, manual, _inspector())
 
-    def run_episode(session: Session | None, *values: Any) -> Iterator[dict]:
+
+class PlaygroundRun:
+    """The Run button's handler: one episode, checked, then streamed into the tab's panels."""
+
+    def __init__(self, ctx: AppContext, ui: Playground):
+        self.ctx, self.ui = ctx, ui
+
+    def run_episode(self, session: Session | None, *values: Any) -> Iterator[dict]:
+        p, ctx = self.ui.panels, self.ctx
         if session is None:
-            yield {status: render.status_html(NO_SESSION, "error")}
+            yield {p.status: render.status_html(NO_SESSION, "error")}
             return
         try:
             req = RunRequest.from_controls(*values).check(ctx.options)
             task = build_task(req)
         except SchemaError as err:  # located, beside the editor; nothing the user typed changes
             yield {
-                schema_box: render.schema_error_html(err),
-                status: render.status_html(
+                self.ui.schema.box: render.schema_error_html(err),
+                p.status: render.status_html(
                     "fix the schema first: its error is shown beside the editor", "error"
                 ),
             }
             return
         except EnvaceError as err:
-            yield {status: render.status_html(ctx.options.redact(str(err)), "error")}
+            yield self._refused(err)
             return
-        yield {
-            schema_box: render.schema_ok_html(task.tools),
-            showcase_note: "",
-            rehearsals: [],
-            memory: MEMORY_PLACEHOLDER,
-            steps: render.steps_placeholder(),
-            outcome: "",
-            download: gr.DownloadButton(value=None, interactive=False),
-            pick: gr.Dropdown(choices=[], value=None),
-        }
+        yield self._cleared(task.tools)
         try:
-            backend = yield from await_model(ctx.holder, ctx.options, lambda html: {status: html})
+            backend = yield from await_model(ctx.holder, ctx.options, lambda html: {p.status: html})
             # The time limit fitted to the model's measured speed (the sliders carry the rest).
             config = build_config(req, ctx.run_settings(), backend)
         except EnvaceError as err:
-            yield {status: render.status_html(ctx.options.redact(str(err)), "error")}
+            yield self._refused(err)
             return
         cancel = session.begin()
         view = render.LiveView()
-        throttle = Throttle()
         manual = None
         if task.env == MANUAL:
             manual, config = runner.manual_environment(task, config, ctx.options.manual_seconds, cancel)
         session.manual = manual
+        yield from self._stream(runner.episode_events(task, config, cancel, manual), view, manual)
+        yield self._finished(session, view, config)
+
+    def _refused(self, err: EnvaceError) -> dict:
+        return {self.ui.panels.status: render.status_html(self.ctx.options.redact(str(err)), "error")}
+
+    def _cleared(self, tools: Any) -> dict:
+        """The panels emptied for a new run (the schema it runs with marked ok)."""
+        p = self.ui.panels
+        return {
+            self.ui.schema.box: render.schema_ok_html(tools),
+            p.showcase_note: "",
+            p.rehearsals: [],
+            p.memory: MEMORY_PLACEHOLDER,
+            p.steps: render.steps_placeholder(),
+            p.outcome: "",
+            p.download: gr.DownloadButton(value=None, interactive=False),
+            self.ui.inspector.pick: gr.Dropdown(choices=[], value=None),
+        }
+
+    def _stream(self, events: Iterator, view: render.LiveView, manual: Any) -> Iterator[dict]:
+        """Live updates until the episode ends; with the manual environment, the box asks
+        for each response the engine waits on, and hides once it is sent."""
+        throttle = Throttle()
         asked: int | None = None
-        events = runner.episode_events(task, config, cancel, manual)
         for event in runner.with_idle_ticks(events) if manual is not None else events:
             if event is None:  # the engine is waiting: for the response typed here?
                 call = manual.pending() if manual is not None else None
                 if call is not None and call.id != asked:
                     asked = call.id
-                    yield ask_for_response(call, view)
+                    yield self._ask_for_response(call, view)
                 continue
             if asked is not None and manual is not None and manual.pending() is None:
                 asked = None
-                yield {manual_box: gr.Group(visible=False)}
+                yield {self.ui.manual.box: gr.Group(visible=False)}
             view.apply(event)
             if isinstance(event, EpisodeFinished):
                 break
             if isinstance(event, Generating) and not throttle():
                 continue
-            yield {
-                status: render.status_html(render.progress_text(view), "busy"),
-                rehearsals: render.rehearsal_messages(view),
-                memory: render.memory_html(view.trajectory.memory if view.trajectory else None)
-                or MEMORY_PLACEHOLDER,
-                steps: render.steps_html(view),
-            }
+            yield self._live(view)
+
+    def _ask_for_response(self, call: PendingCall, view: render.LiveView) -> dict:
+        m = self.ui.manual
+        rehearsed = render.pending_rehearsal(view, call.name, call.arguments)
+        return {
+            m.box: gr.Group(visible=True),
+            m.call: render.manual_call_html(call.name, call.arguments),
+            m.text: render.to_json(rehearsed) if rehearsed is not None else "{}",
+            m.status: "",
+            self.ui.panels.status: render.status_html(f"waiting for your response to {call.name}…", "busy"),
+        }
+
+    def _live(self, view: render.LiveView) -> dict:
+        p = self.ui.panels
+        memory = view.trajectory.memory if view.trajectory else None
+        return {
+            p.status: render.status_html(render.progress_text(view), "busy"),
+            p.rehearsals: render.rehearsal_messages(view),
+            p.memory: render.memory_html(memory) or MEMORY_PLACEHOLDER,
+            p.steps: render.steps_html(view),
+        }
+
+    def _finished(self, session: Session, view: render.LiveView, config: Any) -> dict:
+        """The finished run in every panel; it becomes the session's record and download."""
+        p, ctx = self.ui.panels, self.ctx
         traj = view.trajectory
         assert traj is not None
         ctx.holder.observe(traj)
         session.trajectory = traj
         session.manual = None
         choices = render.inspector_choices(traj)
-        yield {
-            status: render.status_html(render.progress_text(view), render.outcome_kind(traj)),
-            rehearsals: render.rehearsal_messages(view),
-            memory: shown_memory(traj),
-            steps: render.steps_html(view),
-            outcome: render.outcome_html(traj),
-            download: gr.DownloadButton(
+        return {
+            p.status: render.status_html(render.progress_text(view), render.outcome_kind(traj)),
+            p.rehearsals: render.rehearsal_messages(view),
+            p.memory: shown_memory(traj),
+            p.steps: render.steps_html(view),
+            p.outcome: render.outcome_html(traj),
+            p.download: gr.DownloadButton(
                 value=session.save_json(f"trajectory-{traj.mode}.json", traj.to_dict()), interactive=True
             ),
-            pick: gr.Dropdown(choices=choices, value=choices[0][1] if choices else None),
-            manual_box: gr.Group(visible=False),
+            self.ui.inspector.pick: gr.Dropdown(choices=choices, value=choices[0][1] if choices else None),
+            self.ui.manual.box: gr.Group(visible=False),
             # The estimate after the speed this run saw (ModelHolder.observe).
-            estimate: estimate_for(ctx, traj.mode, traj.n or 1, config.max_steps, config.sampling.max_new_tokens),
+            self.ui.request.estimate: estimate_for(
+                ctx, traj.mode, traj.n or 1, config.max_steps, config.sampling.max_new_tokens
+            ),
         }
 
-    def send_response(session: Session | None, text: str) -> str:
-        manual = session.manual if session is not None else None
-        call = manual.pending() if manual is not None else None
-        if call is None:
-            return render.status_html("no call is waiting for a response", "error")
-        try:
-            manual.respond(text or "", call.id)
-        except EnvaceError as err:  # not JSON: say so, keep the text for fixing
-            return render.status_html(str(err), "error")
-        return render.status_html(f"sent: the response of {call.name}", "ok")
 
-    def show_prompts(session: Session | None, key: str | None) -> tuple[str, str]:
-        return render.inspector_prompts(session.trajectory if session else None, key)
+def send_response(session: Session | None, text: str) -> str:
+    """The manual box's Send: the typed text answers the call the run waits on."""
+    manual = session.manual if session is not None else None
+    call = manual.pending() if manual is not None else None
+    if call is None:
+        return render.status_html("no call is waiting for a response", "error")
+    try:
+        manual.respond(text or "", call.id)
+    except EnvaceError as err:  # not JSON: say so, keep the text for fixing
+        return render.status_html(str(err), "error")
+    return render.status_html(f"sent: the response of {call.name}", "ok")
 
-    def load_example(name: str) -> tuple:
-        task = example_tasks(name)[0]
-        text = example_tools(name)
-        return (
-            text,
-            name,
-            gr.Dropdown(choices=_task_choices(name), value=task.name),
-            task.prompt,
-            schema_status(text),
-            *showcase_panels(name),
-        )
 
-    def environment_changed(env: str) -> gr.Dropdown:
-        choices = _task_choices(env)
-        return gr.Dropdown(
-            choices=choices, value=choices[0][1] if choices else None, interactive=bool(choices)
-        )
+def show_prompts(session: Session | None, key: str | None) -> tuple[str, str]:
+    return render.inspector_prompts(session.trajectory if session else None, key)
 
-    def task_picked(env: str, name: str | None, current: str) -> str:
-        return find_example(env, name).prompt if name and env != NO_ENVIRONMENT else current
 
-    private: dict[str, Any] = {"api_visibility": "private"}
-    inputs = [state, editor, environment, message, mode, n, *sampling.inputs()]
-    for trigger in (run.click, message.submit):
-        off_while_running(run, trigger, run_episode, inputs, outputs, **ctx.streamed_event())
-    stop.click(stop_session, [state], None, queue=False, **private)
-    # Outside the model queue: the run that waits for this response holds it.
-    manual_send.click(send_response, [state, manual_text], [manual_status], queue=False, **private)
-    editor.change(schema_status, [editor], [schema_box], queue=False, trigger_mode="always_last", **private)
-    example.input(
-        load_example,
-        [example],
-        [editor, environment, task_pick, message, schema_box, showcase_note, rehearsals, memory, steps, outcome],
-        queue=False,
-        **private,
+def load_example(name: str) -> tuple:
+    """An example's tools, environment, first request and showcase, all at once."""
+    task = example_tasks(name)[0]
+    text = example_tools(name)
+    return (
+        text,
+        name,
+        gr.Dropdown(choices=_task_choices(name), value=task.name),
+        task.prompt,
+        schema_status(text),
+        *showcase_panels(name),
     )
-    fit_to_model(ctx, n, sampling, mode, estimate)
-    environment.input(environment_changed, [environment], [task_pick], queue=False, **private)
-    task_pick.input(task_picked, [environment, task_pick, message], [message], queue=False, **private)
-    pick.change(show_prompts, [state, pick], [actor_prompt, rehearser_prompt], queue=False, **private)
-    return Playground(editor, schema_box, environment, message, status, steps)
 
+
+def environment_changed(env: str) -> gr.Dropdown:
+    choices = _task_choices(env)
+    return gr.Dropdown(choices=choices, value=choices[0][1] if choices else None, interactive=bool(choices))
+
+
+def task_picked(env: str, name: str | None, current: str) -> str:
+    return find_example(env, name).prompt if name and env != NO_ENVIRONMENT else current
+
+
+def _wire(ctx: AppContext, ui: Playground, state: gr.State) -> None:
+    s, r, p, m, i = ui.schema, ui.request, ui.panels, ui.manual, ui.inspector
+    private: dict[str, Any] = {"api_visibility": "private"}
+    run_episode = PlaygroundRun(ctx, ui).run_episode
+    inputs, outputs = ui.run_inputs(state), ui.run_outputs()
+    for trigger in (r.run.click, r.message.submit):
+        off_while_running(r.run, trigger, run_episode, inputs, outputs, **ctx.streamed_event())
+    r.stop.click(stop_session, [state], None, queue=False, **private)
+    # Outside the model queue: the run that waits for this response holds it.
+    m.send.click(send_response, [state, m.text], [m.status], queue=False, **private)
+    s.editor.change(schema_status, [s.editor], [s.box], queue=False, trigger_mode="always_last", **private)
+    example = [s.editor, r.environment, r.task_pick, r.message, s.box]
+    showcase = [p.showcase_note, p.rehearsals, p.memory, p.steps, p.outcome]  # showcase_panels' order
+    s.example.input(load_example, [s.example], [*example, *showcase], queue=False, **private)
+    fit_to_model(ctx, r.n, r.sampling, r.mode, r.estimate)
+    r.environment.input(environment_changed, [r.environment], [r.task_pick], queue=False, **private)
+    picked = [r.environment, r.task_pick, r.message]
+    r.task_pick.input(task_picked, picked, [r.message], queue=False, **private)
+    i.pick.change(show_prompts, [state, i.pick], [i.actor_prompt, i.rehearser_prompt], queue=False, **private)
+
+
+def build_playground(ctx: AppContext, state: gr.State) -> Playground:
+    ui = _layout(ctx)
+    _wire(ctx, ui, state)
+    return ui
