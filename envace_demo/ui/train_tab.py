@@ -358,7 +358,9 @@ class TrainHandlers:
         if finished:
             update[c.status] = job_status(job, self.ctx.options.redact)
             ready = job.result is not None and job.result.adapter_dir is not None
-            update[r.download] = gr.DownloadButton(value=adapter_zip(job) if ready else None, interactive=ready)
+            update[r.download] = gr.DownloadButton(
+                value=adapter_zip(job) if ready else None, interactive=ready
+            )
             update[r.apply] = gr.Button(interactive=self.allowed and ready)
         return update
 
@@ -367,7 +369,9 @@ class TrainHandlers:
         if job is None or not job.running:
             return render.status_html("no training is running", "info")
         job.stop()
-        return render.status_html("stopping: the step in progress is dropped, the steps done are kept…", "busy")
+        return render.status_html(
+            "stopping: the step in progress is dropped, the steps done are kept…", "busy"
+        )
 
     def apply_adapter_now(self) -> str:
         from envace_demo.train.adapter import apply_adapter
