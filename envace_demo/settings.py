@@ -150,9 +150,12 @@ class Settings:
                 continue
             values[f.name] = _convert(f.name, f.metadata["env"], f.type, raw)
         values.update({k: v for k, v in overrides.items() if v is not None})
-        if values.get("quantization") == "none":  # also from a flag: it beats the environment's 4bit
-            values["quantization"] = None
         return cls(**values).checked()
+
+    def __post_init__(self) -> None:
+        # "none" (any case), from a flag too, where it beats the environment's 4bit.
+        if isinstance(self.quantization, str) and self.quantization.lower() == "none":
+            object.__setattr__(self, "quantization", None)
 
     def checked(self) -> "Settings":
         _check_choice("quantization", self.quantization, Quantization, stored_as_none="none")
@@ -209,6 +212,4 @@ def _convert(name: str, var: str, typ: Any, raw: str) -> Any:
             return Path(raw).expanduser()
     except ValueError as err:
         raise ConfigError(f"{var}={raw!r}: not a valid {typ} ({err})") from None
-    if name == "quantization" and raw.lower() == "none":
-        return None
     return raw
