@@ -87,3 +87,20 @@ def test_cli_writes_metrics_with_per_role_keys(tiny_backend, tmp_path, monkeypat
     assert json.loads((out / "adapter" / "adapter_config.json").read_text())["r"] == 4
     printed = capsys.readouterr().out
     assert "held-out before" in printed and "held-out after" in printed and "step 1/1" in printed
+
+
+def test_nothing_in_the_training_package_imports_the_command_line():
+    import ast
+    from pathlib import Path
+
+    import envace_demo.train
+
+    imported = set()
+    for path in Path(envace_demo.train.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                imported.add((path.name, node.module))
+            elif isinstance(node, ast.Import):
+                imported.update((path.name, alias.name) for alias in node.names)
+    assert ("trainer.py", "envace_demo.train.rollout") in imported  # the walk sees the package's imports
+    assert not [(name, module) for name, module in imported if module.startswith("envace_demo.cli")]

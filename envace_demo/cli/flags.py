@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import MISSING, Field, dataclass, field, fields, make_dataclass
-from typing import Any, Literal, get_type_hints
+from typing import Any, Literal, Sequence, get_type_hints
 
 from transformers import HfArgumentParser
 
@@ -47,13 +47,8 @@ def _optional(name: str, hint: Any, help: str) -> tuple[str, Any, Field]:
 def optional_flags(cls_name: str, source: type, names: list[str], note, group: str | None = None) -> type:
     """A dataclass of ``source``'s fields ``names``, each a flag whose None means 'not given';
     its help is the source field's followed by ``note(field)``."""
-    hints = get_type_hints(source)
-    specs = [
-        _optional(f.name, hints[f.name], f.metadata["help"] + note(f))
-        for name in names
-        for f in fields(source)
-        if f.name == name
-    ]
+    hints, by_name = get_type_hints(source), {f.name: f for f in fields(source)}
+    specs = [_optional(name, hints[name], by_name[name].metadata["help"] + note(by_name[name])) for name in names]
     flags = make_dataclass(cls_name, specs)
     if group:
         flags._argument_group_name = group  # HfArgumentParser puts the flags in this group
@@ -98,8 +93,8 @@ class EpisodeFlags:
     """One episode's mode, budget N and sampling (run and eval; eval's mode default is 'none')."""
 
     mode: Literal[MODES] = _like(
-        EpisodeConfig, "mode", "none: act only; parallel, sequential: N rehearsals before each real call; "
-        "imagine: rehearsals only"
+        EpisodeConfig, "mode", "none: act and execute; parallel, sequential: N rehearsals, then the committed "
+        "run; imagine: rehearsals only"
     )
     n: int = _like(EpisodeConfig, "n", "rehearsal budget N")
     seed: int = _like(Sampling, "seed", default=0)  # a command line run is repeatable by default
@@ -150,7 +145,7 @@ MODEL = [FirstCallFlags, ModelFlags]
 EPISODE = [EpisodeFlags, BudgetFlags, *MODEL]
 
 
-def add_command(sub, name: str, handler, dataclass_types: list[type] = (), **kwargs: Any) -> HfArgumentParser:
+def add_command(sub, name: str, handler, dataclass_types: Sequence[type] = (), **kwargs: Any) -> HfArgumentParser:
     """A subcommand of ``sub`` (the subparsers of an ``HfArgumentParser``) with the flags of
     ``dataclass_types``; ``args.handler`` runs it."""
     parser = sub.add_parser(name, dataclass_types=list(dataclass_types), formatter_class=HelpFormatter, **kwargs)

@@ -62,7 +62,7 @@ def register(sub) -> argparse.ArgumentParser:
         "--recipe",
         choices=["default", "cpu"],
         default="default",
-        help="starting values for the flags below; 'cpu': TrainConfig.cpu_recipe(), measured on the "
+        help="starting values of the training flags; 'cpu': TrainConfig.cpu_recipe(), measured on the "
         "embedded model and the bank drills (flags given still win)",
     )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
