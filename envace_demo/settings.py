@@ -8,11 +8,17 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping, get_args
 
 from envace_demo.errors import ConfigError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+# The choices of the model settings: the command line offers these, checked() accepts these.
+Quantization = Literal["none", "4bit", "8bit"]
+DType = Literal["auto", "bfloat16", "float32"]
+Device = Literal["auto", "cpu", "cuda"]
+BackendName = Literal["transformers", "openai"]
 
 
 def _bool(name: str, raw: str) -> bool:
@@ -30,13 +36,18 @@ class Settings:
 
     model: str | None = field(
         default=None,
-        metadata={"env": "ENVACE_MODEL", "help": "'embedded', a hub id or a local path; default: the 8B model on a GPU, else 'embedded'"},
+        metadata={
+            "env": "ENVACE_MODEL",
+            "help": "'embedded', a hub id or a local path; with backend openai, the served model's name; "
+            "default: the 8B model on a GPU, else 'embedded'",
+        },
     )
-    quantization: str | None = field(
-        default=None, metadata={"env": "ENVACE_QUANTIZATION", "help": "none, 4bit or 8bit (bitsandbytes, GPU only)"}
+    # "none" is accepted as input and stored as None.
+    quantization: Quantization | None = field(
+        default=None, metadata={"env": "ENVACE_QUANTIZATION", "help": "bitsandbytes quantization (GPU only)"}
     )
-    dtype: str = field(default="auto", metadata={"env": "ENVACE_DTYPE", "help": "auto, bfloat16 or float32"})
-    device: str = field(default="auto", metadata={"env": "ENVACE_DEVICE", "help": "auto, cpu or cuda"})
+    dtype: DType = field(default="auto", metadata={"env": "ENVACE_DTYPE", "help": "the weights' torch dtype"})
+    device: Device = field(default="auto", metadata={"env": "ENVACE_DEVICE", "help": "where the model runs"})
     constrained: bool | None = field(
         default=None,
         metadata={"env": "ENVACE_CONSTRAINED", "help": "constrained decoding; default on for the embedded model, off otherwise"},
@@ -70,7 +81,7 @@ class Settings:
     max_tools: int = field(
         default=32, metadata={"env": "ENVACE_MAX_TOOLS", "help": "public mode: most tools in one pasted schema"}
     )
-    backend: str = field(
+    backend: BackendName = field(
         default="transformers",
         metadata={"env": "ENVACE_BACKEND", "help": "transformers (a local model) or openai (a chat-completions server)"},
     )
@@ -80,7 +91,12 @@ class Settings:
     )
     # Kept out of repr: settings get printed and logged.
     api_key: str | None = field(
-        default=None, repr=False, metadata={"env": "ENVACE_API_KEY", "help": "API key for backend openai, if the server needs one"}
+        default=None,
+        repr=False,
+        metadata={
+            "env": "ENVACE_API_KEY",
+            "help": "API key for backend openai, if the server needs one; better in the environment than on a command line",
+        },
     )
     openai_extras: bool = field(
         default=False,
@@ -98,7 +114,7 @@ class Settings:
     )
     threads: int | None = field(
         default=None,
-        metadata={"env": "ENVACE_THREADS", "help": "CPU threads for torch; default: torch's own choice"},
+        metadata={"env": "ENVACE_THREADS", "help": "CPU threads for torch (1 is fastest on a busy CPU); default: torch's own choice"},
     )
     mcp_timeout: float = field(
         default=30.0, metadata={"env": "ENVACE_MCP_TIMEOUT", "help": "seconds an MCP server has to answer one request"}
@@ -136,19 +152,20 @@ class Settings:
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values).checked()
 
+    def __post_init__(self) -> None:
+        # "none" (any case), from a flag too, where it beats the environment's 4bit.
+        if isinstance(self.quantization, str) and self.quantization.lower() == "none":
+            object.__setattr__(self, "quantization", None)
+
     def checked(self) -> "Settings":
-        if self.quantization not in (None, "4bit", "8bit"):
-            raise ConfigError(f"quantization={self.quantization!r}: expected none, 4bit or 8bit")
-        if self.dtype not in ("auto", "bfloat16", "float32"):
-            raise ConfigError(f"dtype={self.dtype!r}: expected auto, bfloat16 or float32")
-        if self.device not in ("auto", "cpu", "cuda"):
-            raise ConfigError(f"device={self.device!r}: expected auto, cpu or cuda")
+        _check_choice("quantization", self.quantization, Quantization, stored_as_none="none")
+        _check_choice("dtype", self.dtype, DType)
+        _check_choice("device", self.device, Device)
         if self.max_steps < 1 or self.max_new_tokens < 1 or self.episode_seconds <= 0:
             raise ConfigError("max_steps, max_new_tokens and episode_seconds must be positive")
         if self.target_seconds < 0:
             raise ConfigError(f"target_seconds={self.target_seconds!r}: must be positive, or 0 for no fitting")
-        if self.backend not in ("transformers", "openai"):
-            raise ConfigError(f"backend={self.backend!r}: expected transformers or openai")
+        _check_choice("backend", self.backend, BackendName)
         if self.backend == "openai" and not self.base_url:
             raise ConfigError("backend=openai needs the server's URL: set ENVACE_BASE_URL (flag --base-url)")
         if self.base_url is not None and not self.base_url.startswith(("http://", "https://")):
@@ -163,6 +180,21 @@ class Settings:
 
     def replace(self, **changes: Any) -> "Settings":
         return replace(self, **changes).checked()
+
+
+def default_of(cls: type, name: str) -> Any:
+    """The default of dataclass ``cls``'s field ``name``: other definitions read it from there."""
+    return next(f.default for f in fields(cls) if f.name == name)
+
+
+def _check_choice(name: str, value: Any, choices: Any, stored_as_none: str | None = None) -> None:
+    """``value`` must be one of the Literal ``choices``; ``stored_as_none`` is kept as None."""
+    offered = get_args(choices)
+    kept = [c for c in offered if c != stored_as_none]
+    if value in kept or (stored_as_none is not None and value is None):
+        return
+    *rest, last = offered
+    raise ConfigError(f"{name}={value!r}: expected {', '.join(rest)} or {last}")
 
 
 def _convert(name: str, var: str, typ: Any, raw: str) -> Any:
@@ -180,6 +212,4 @@ def _convert(name: str, var: str, typ: Any, raw: str) -> Any:
             return Path(raw).expanduser()
     except ValueError as err:
         raise ConfigError(f"{var}={raw!r}: not a valid {typ} ({err})") from None
-    if name == "quantization" and raw.lower() == "none":
-        return None
     return raw

@@ -3,10 +3,15 @@
 import json
 import subprocess
 import sys
+from dataclasses import fields
 
 import pytest
 
 from conftest import ROOT, SHARED_BFCL, VENDORED_BFCL
+from envace_demo.cli import build_parser, settings_from
+from envace_demo.engine import EpisodeConfig
+from envace_demo.models.base import Sampling
+from envace_demo.settings import Settings
 
 
 def cli(*args, stdin=None, timeout=600):
@@ -86,3 +91,63 @@ def test_eval_on_bfcl_records_reports_rates():
     totals = report["totals"]
     assert totals["tasks"] == 3 and totals["judged"] == 3
     assert 0.0 <= totals["success_rate"] <= 1.0 and totals["valid_call_rate"] >= 2 / 3
+
+
+# ---- the parser: every documented flag, defaults from where the values are defined -------------
+
+DOCUMENTED = [  # the README's, the Makefile's and the tests' command lines
+    ["run", "--env", "bank", "--task", "transfer-to-savings", "--mode", "parallel", "--n", "2", "--seed", "0", "--json"],
+    ["run", "--tools", "t.json", "--prompt", "p", "--mode", "imagine", "--manual"],
+    ["run", "--mcp", "python s.py", "--mcp", "http://127.0.0.1:8765/mcp", "--prompt", "p"],
+    ["run", "--env", "bank", "--backend", "openai", "--base-url", "http://h:8000/v1", "--model", "m", "--openai-extras",
+     "--api-key", "k", "--top-p", "0.9", "--top-k", "5", "--temperature", "0", "--max-new-tokens", "9",
+     "--max-steps", "1", "--first-call", "required", "--no-constrained", "--quantization", "none", "--dtype",
+     "float32", "--device", "cpu"],
+    ["eval", "--tasks", "a.jsonl", "b.jsonl", "--limit", "3", "--modes", "none,parallel", "--seeds", "2",
+     "--concurrency", "2", "--out", "o", "--no-progress", "--json", "--mcp", "python s.py"],
+    ["showcase", "--out", "o", "--env", "bank", "--n", "1", "--seed", "3", "--model", "embedded"],
+    ["train", "--env", "bank", "--drills", "--recipe", "cpu", "--out", "runs/bank", "--threads", "1"],
+    ["train", "--tools", "t.json", "--tasks", "t.jsonl", "--steps", "8", "--group-size", "4", "--out", "o", "--lr",
+     "1e-3", "--lora-rank", "4", "--max-new-tokens", "40", "--eval-rehearsals", "0", "--scale-std", "--json"],
+    ["envs", "--json"],
+    ["schema", "-"],
+]
+
+
+@pytest.mark.parametrize("argv", DOCUMENTED, ids=lambda argv: argv[0])
+def test_every_documented_command_line_still_parses(argv):
+    args = build_parser().parse_args(argv)
+    assert args.command == argv[0] and callable(args.handler)
+
+
+def test_episode_flags_default_to_the_sampling_and_episode_definitions():
+    run = build_parser().parse_args(["run", "--env", "bank"])
+    sampling, config = Sampling(), EpisodeConfig()
+    assert (run.temperature, run.top_p, run.top_k) == (sampling.temperature, sampling.top_p, sampling.top_k)
+    assert (run.mode, run.n, run.seed, run.first_call) == (config.mode, config.n, 0, "auto")
+    assert build_parser().parse_args(["eval", "--tasks", "a.jsonl"]).mode == "none"  # the baseline
+
+
+def test_model_flags_leave_the_environment_alone_unless_given(monkeypatch):
+    monkeypatch.setenv("ENVACE_QUANTIZATION", "4bit")
+    monkeypatch.setenv("ENVACE_MAX_STEPS", "5")
+    monkeypatch.setenv("ENVACE_CONCURRENCY", "3")
+    plain = settings_from(build_parser().parse_args(["eval", "--tasks", "a.jsonl", "--concurrency", "8"]))
+    assert (plain.quantization, plain.max_steps, plain.constrained) == ("4bit", 5, None)
+    assert plain.concurrency == 3  # eval's --concurrency is its own, not the app's setting
+    given = settings_from(build_parser().parse_args(
+        ["run", "--env", "bank", "--quantization", "none", "--max-steps", "2", "--constrained"]))
+    assert (given.quantization, given.max_steps, given.constrained) == (None, 2, True)
+
+
+def test_model_flag_choices_and_help_come_from_the_settings(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["run", "--env", "bank", "--dtype", "float16"])
+    assert "invalid choice: 'float16' (choose from" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for f in fields(Settings):
+        if f.name in ("model", "dtype", "max_new_tokens", "api_key"):
+            assert f.metadata["help"] in text and f"env {f.metadata['env']}" in text
+    assert f"(env ENVACE_MAX_NEW_TOKENS, default {Settings().max_new_tokens})" in text

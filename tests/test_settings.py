@@ -13,7 +13,7 @@ def test_defaults_without_environment():
 
 def test_environment_variables_are_converted():
     s = Settings.from_env({"ENVACE_MODEL": "embedded", "ENVACE_MAX_STEPS": "3", "ENVACE_CONSTRAINED": "off",
-                           "ENVACE_CACHE_DIR": "/tmp/x", "ENVACE_QUANTIZATION": "none", "ENVACE_EPISODE_SECONDS": "9.5"})
+                           "ENVACE_CACHE_DIR": "/tmp/x", "ENVACE_QUANTIZATION": "None", "ENVACE_EPISODE_SECONDS": "9.5"})
     assert (s.model, s.max_steps, s.constrained, s.cache_dir, s.quantization, s.episode_seconds) == (
         "embedded", 3, False, Path("/tmp/x"), None, 9.5)
 
@@ -38,4 +38,21 @@ def test_a_space_is_public_by_default_and_can_opt_out():
 def test_bad_values_name_the_setting(env, message):
     with pytest.raises(ConfigError) as err:
         Settings.from_env(env)
+    assert message in str(err.value)
+
+
+def test_quantization_none_from_a_flag_beats_the_environment():
+    assert Settings.from_env({"ENVACE_QUANTIZATION": "4bit"}, quantization="none").quantization is None
+    assert Settings.from_env({"ENVACE_QUANTIZATION": "4bit"}).quantization == "4bit"
+    assert Settings.from_env({}).replace(quantization="none").quantization is None
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"backend": "grpc"}, "backend='grpc': expected transformers or openai"),
+    ({"dtype": "float16"}, "dtype='float16': expected auto, bfloat16 or float32"),
+    ({"quantization": "2bit"}, "quantization='2bit': expected none, 4bit or 8bit"),
+])
+def test_a_changed_setting_is_checked_against_its_choices(change, message):
+    with pytest.raises(ConfigError) as err:
+        Settings.from_env({}).replace(**change)
     assert message in str(err.value)

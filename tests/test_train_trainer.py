@@ -1,4 +1,4 @@
-"""The training loop, the adapter and the ``train`` command, on a TINY RANDOM model.
+"""The training loop and the adapter on a TINY RANDOM model (the ``train`` command: test_train_cli.py).
 
 Mechanics only: a 2-layer Llama (hidden 64) built offline from ``LlamaConfig``,
 with a byte-level BPE tokenizer trained here on a few strings and the Qwen3 chat
@@ -9,8 +9,6 @@ constrained rollouts contain both roles and differ in reward (it picks "a" or
 
 from __future__ import annotations
 
-import argparse
-import copy
 import json
 import threading
 from dataclasses import replace
@@ -22,7 +20,7 @@ from envace_demo.prompts import Conversation, actor_prompt
 from envace_demo.train.config import TrainConfig
 from envace_demo.train.events import Evaluated, Progress, StepFinished, TrainFinished, TrainStarted
 from envace_demo.train.trainer import Trainer
-from helpers import CONFIG, HELDOUT, TOOLS, TOOLS_JSON, TRAIN, teach_format, tiny_random_backend
+from helpers import CONFIG, HELDOUT, TOOLS, TRAIN, teach_format, tiny_random_backend
 
 @pytest.fixture(scope="module", autouse=True)
 def one_thread():
@@ -141,80 +139,6 @@ def test_stop_ends_the_run_without_a_step(tiny_backend, tmp_path):
     assert not any(isinstance(e, StepFinished) for e in events)
 
 
-def test_cli_writes_metrics_with_per_role_keys(tiny_backend, tmp_path, monkeypatch, capsys):
-    import envace_demo.cli as main_cli
-    from envace_demo.train.cli import register
-
-    tools = tmp_path / "tools.json"
-    tools.write_text(json.dumps(TOOLS_JSON))
-    tasks = tmp_path / "tasks.jsonl"
-    tasks.write_text(
-        "\n".join(json.dumps({k: v for k, v in t.to_dict().items() if k != "tools"}) for t in TRAIN + HELDOUT)
-    )
-    from envace_demo.models.transformers_backend import TransformersBackend
-
-    # The CLI trains the model it loaded, in place: give it its own copy.
-    own = TransformersBackend(
-        copy.deepcopy(tiny_backend.model), tiny_backend.tokenizer, model_id="tiny", constrained=True
-    )
-    monkeypatch.setattr(main_cli, "load_model", lambda settings: own)
-    parser = argparse.ArgumentParser()
-    register(parser.add_subparsers(dest="command"))
-    out = tmp_path / "run"
-    args = parser.parse_args(
-        [
-            "train",
-            "--tools",
-            str(tools),
-            "--tasks",
-            str(tasks),
-            "--steps",
-            "1",
-            "--group-size",
-            "2",
-            "--out",
-            str(out),
-            "--max-new-tokens",
-            "40",
-            "--eval-rehearsals",
-            "0",
-            "--lr",
-            "1e-3",
-            "--lora-rank",
-            "4",
-        ]
-    )
-    assert args.handler(args) == 0
-    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert len(rows) == 1
-    assert {
-        "reward/actor",
-        "reward/rehearser",
-        "advantage_std/rehearser",
-        "loss/rehearser",
-        "gen_len/actor",
-    } <= set(rows[0])
-    assert (out / "adapter" / "adapter_config.json").is_file()
-    assert json.loads((out / "adapter" / "adapter_config.json").read_text())["r"] == 4
-    printed = capsys.readouterr().out
-    assert "held-out before" in printed and "held-out after" in printed and "step 1/1" in printed
-
-
-def test_cli_refuses_a_task_file_without_heldout_tasks(tmp_path):
-    from envace_demo.errors import TaskError
-    from envace_demo.train.cli import load_tasks
-    from envace_demo.train.data import split_tasks as split
-
-    tools = tmp_path / "tools.json"
-    tools.write_text(json.dumps(TOOLS_JSON))
-    tasks = tmp_path / "tasks.jsonl"
-    tasks.write_text(json.dumps({"name": "x", "prompt": "pick a", "check": {"calls": []}}))
-    loaded = load_tasks(argparse.Namespace(env=None, tools=str(tools), tasks=str(tasks)))
-    assert loaded[0].tools[0].name == "pick"
-    with pytest.raises(TaskError, match="no held-out tasks"):
-        split(loaded)
-
-
 # ---- the policy backend: prefix reuse and exact token ids ------------------------------
 
 
@@ -300,20 +224,6 @@ def test_training_job_reports_a_failure_instead_of_dying_silently(tiny_backend, 
     )
     job.start().wait(timeout=120)
     assert isinstance(job.error, RuntimeError) and job.result is None
-
-
-def test_cli_flags_override_the_recipe():
-    from envace_demo.train.cli import config_from, register
-
-    parser = argparse.ArgumentParser()
-    register(parser.add_subparsers(dest="command"))
-    plain = config_from(parser.parse_args(["train", "--env", "bank", "--out", "x"]))
-    assert plain == TrainConfig()
-    cpu = config_from(
-        parser.parse_args(["train", "--env", "bank", "--out", "x", "--recipe", "cpu", "--steps", "9"])
-    )
-    assert cpu == TrainConfig.cpu_recipe(steps=9)
-    assert cpu.lora_layers == 4 and cpu.temperature == 0.7
 
 
 def test_policy_backend_reports_token_ids_of_batched_prompts(tiny_backend):

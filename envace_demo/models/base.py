@@ -13,13 +13,14 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Sampling:
-    """Sampling parameters; defaults are the EnvACE model card's."""
+    """Sampling parameters; defaults are the EnvACE model card's. The command line's
+    sampling flags take their defaults and help from here."""
 
-    temperature: float = 0.6
-    top_p: float = 0.95
-    top_k: int = 20
-    max_new_tokens: int = 512
-    seed: int | None = None
+    temperature: float = field(default=0.6, metadata={"help": "sampling temperature; 0 = greedy"})
+    top_p: float = field(default=0.95, metadata={"help": "nucleus sampling: the smallest set of tokens with this mass"})
+    top_k: int = field(default=20, metadata={"help": "sample among the k likeliest tokens; 0 = no limit"})
+    max_new_tokens: int = field(default=512, metadata={"help": "new tokens per generation"})
+    seed: int | None = field(default=None, metadata={"help": "seed of the sampling (the same seed, the same samples)"})
 
 
 @dataclass(frozen=True)

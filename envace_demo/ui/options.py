@@ -10,7 +10,7 @@ from functools import cached_property, lru_cache
 from typing import Any
 
 from envace_demo.policy import InputPolicy
-from envace_demo.settings import PROJECT_ROOT, Settings
+from envace_demo.settings import PROJECT_ROOT, Settings, default_of
 
 SERVER_PATH = "<server path>"
 SECRET = "<secret>"
@@ -26,16 +26,16 @@ class UIOptions:
     Every cap is enforced again on the server side: API callers bypass the sliders.
     """
 
-    concurrency: int = 1  # model work running at once, shared by run, compare and suite
-    queue_size: int = 16  # waiting requests before new ones are refused
+    concurrency: int = default_of(Settings, "concurrency")  # model work at once: run, compare and suite share it
+    queue_size: int = default_of(Settings, "queue_size")  # waiting requests before new ones are refused
     max_n: int = 16
     max_new_tokens: int = 2048
     max_steps: int = 12
     max_suite_tasks: int = 64
     allow_model_switch: bool = True
     model_wait_seconds: float = 900.0  # how long a request waits for the model to load
-    max_input_bytes: int = 1_000_000  # a pasted schema (the schema loader's own default bound)
-    max_tools: int = 128
+    max_input_bytes: int = default_of(InputPolicy, "max_bytes")  # a pasted schema: the loader's own bound
+    max_tools: int = default_of(InputPolicy, "max_tools")
     max_message_bytes: int = 100_000
     # A visitor's "pattern" runs in Python's backtracking regex engine: "^(a+)+$" against 30
     # characters takes minutes, and would hold the one model queue for everybody.
@@ -47,7 +47,7 @@ class UIOptions:
     public: bool = False
     # The operator's MCP servers (label -> command or URL); visitors pick among these only.
     mcp_servers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
-    mcp_timeout: float = 30.0
+    mcp_timeout: float = default_of(Settings, "mcp_timeout")
     # What no visitor may see: (value, placeholder) pairs (api key, model server, MCP servers),
     # and server folders, each hidden with whatever path follows it.
     hidden: tuple[tuple[str, str], ...] = field(default=(), repr=False)
@@ -84,10 +84,11 @@ class UIOptions:
                 hidden=_hidden(settings),
                 hidden_folders=_server_folders(settings),
             )
+        # Private: the caps above, raised to the operator's own settings where those are higher.
         return cls(
             **shared,
-            max_new_tokens=max(2048, settings.max_new_tokens),
-            max_steps=max(12, settings.max_steps),
+            max_new_tokens=max(default_of(cls, "max_new_tokens"), settings.max_new_tokens),
+            max_steps=max(default_of(cls, "max_steps"), settings.max_steps),
         )
 
     @cached_property
@@ -98,7 +99,9 @@ class UIOptions:
         return InputPolicy(
             max_bytes=self.max_input_bytes,
             max_tools=self.max_tools,
-            max_file_bytes=max(self.max_input_bytes, 10_000_000 if self.public else 100_000_000),
+            max_file_bytes=max(
+                self.max_input_bytes, 10_000_000 if self.public else default_of(InputPolicy, "max_file_bytes")
+            ),
             max_tasks=self.max_suite_tasks if self.public else None,
             allow_regex=self.allow_regex,
             trusted_patterns=builtin_patterns(),

@@ -16,40 +16,38 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import fields, replace
+from dataclasses import Field, fields, replace
 from pathlib import Path
 
+from envace_demo.cli import flags
 from envace_demo.errors import TaskError
 from envace_demo.train.config import TrainConfig
 from envace_demo.train.data import split_tasks
 
-# CLI flag -> TrainConfig field, for the flags that map one to one.
-_FLAGS = {
-    "steps": int,
-    "group_size": int,
-    "prompts_per_step": int,
-    "lr": float,
-    "lora_rank": int,
-    "lora_layers": int,
-    "beta": float,
-    "clip_eps": float,
-    "updates_per_batch": int,
-    "temperature": float,
-    "max_new_tokens": int,
-    "max_turns": int,
-    "micro_batch": int,
-    "seed": int,
-    "eval_samples": int,
-    "eval_rehearsals": int,
-    "eval_temperature": float,
-}
+
+def _default_note(f: Field) -> str:
+    return "" if f.default is None else f" (default: {f.default})"
 
 
-def register(subparsers) -> argparse.ArgumentParser:
-    """Add the ``train`` subcommand; its handler is ``args.handler`` (and ``cmd_train``)."""
-    helps = {f.name: f.metadata.get("help", "") for f in fields(TrainConfig)}
-    defaults = TrainConfig()
-    p = subparsers.add_parser("train", help="fine-tune the model on a tool schema with role-wise GRPO (LoRA)")
+# The TrainConfig fields a flag sets; None: not given (the recipe's value stays).
+TrainFlags = flags.optional_flags(
+    "TrainFlags",
+    TrainConfig,
+    [
+        "steps", "group_size", "prompts_per_step", "lr", "lora_rank", "lora_layers", "beta", "clip_eps",
+        "updates_per_batch", "scale_std", "temperature", "max_new_tokens", "max_turns", "micro_batch", "seed",
+        "eval_samples", "eval_rehearsals", "eval_temperature",
+    ],
+    _default_note,
+)
+
+
+def register(sub) -> argparse.ArgumentParser:
+    """Add the ``train`` subcommand; its handler is ``args.handler`` (``cmd_train``)."""
+    p = flags.add_command(
+        sub, "train", cmd_train, [TrainFlags, flags.FirstCallFlags, flags.LocalModelFlags],
+        help="fine-tune the model on a tool schema with role-wise GRPO (LoRA)",
+    )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--env", help="a built-in environment (its example tasks, or --tasks)")
     src.add_argument("--tools", help="a tool schema file; needs --tasks")
@@ -64,45 +62,19 @@ def register(subparsers) -> argparse.ArgumentParser:
         "--recipe",
         choices=["default", "cpu"],
         default="default",
-        help="starting values for the flags below; 'cpu': TrainConfig.cpu_recipe(), measured on the "
+        help="starting values of the training flags; 'cpu': TrainConfig.cpu_recipe(), measured on the "
         "embedded model and the bank drills (flags given still win)",
     )
-    for name, kind in _FLAGS.items():
-        default = getattr(defaults, name)
-        p.add_argument(
-            "--" + name.replace("_", "-"),
-            type=kind,
-            default=None,
-            help=f"{helps[name]} (default {default})",
-        )
-    p.add_argument("--scale-std", action="store_true", help=helps["scale_std"])
-    p.add_argument(
-        "--first-call",
-        choices=["auto", "required", "optional"],
-        default="auto",
-        help=helps["require_first_call"] + " (auto: what the loaded model needs)",
-    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    g = p.add_argument_group("model")
-    g.add_argument("--model", help="'embedded', a hub id or a local path (env ENVACE_MODEL)")
-    g.add_argument("--dtype", choices=["auto", "bfloat16", "float32"])
-    g.add_argument("--device", choices=["auto", "cpu", "cuda"])
-    g.add_argument(
-        "--constrained", action=argparse.BooleanOptionalAction, default=None, help="constrained decoding"
-    )
-    g.add_argument(
-        "--threads", type=int, help="CPU threads for torch (env ENVACE_THREADS); 1 is fastest on a busy CPU"
-    )
-    p.set_defaults(handler=cmd_train)
     return p
 
 
 def config_from(args: argparse.Namespace) -> TrainConfig:
     base = TrainConfig.cpu_recipe() if getattr(args, "recipe", "default") == "cpu" else TrainConfig()
-    given = {name: getattr(args, name) for name in _FLAGS if getattr(args, name) is not None}
+    given = {f.name: getattr(args, f.name) for f in fields(TrainFlags) if getattr(args, f.name) is not None}
     if args.first_call != "auto":  # auto: decided once the model is loaded
         given["require_first_call"] = args.first_call == "required"
-    return replace(base, **given, scale_std=args.scale_std, constrained=args.constrained is not False)
+    return replace(base, **given, constrained=args.constrained is not False)
 
 
 def load_tasks(args: argparse.Namespace) -> list:
@@ -124,16 +96,12 @@ def _pct(value) -> str:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from envace_demo.cli import load_model, settings_from
     from envace_demo.train.events import Evaluated, StepFinished, TrainFinished, TrainStarted
     from envace_demo.train.trainer import Trainer
 
     config = config_from(args)
     train_tasks, heldout = split_tasks(load_tasks(args))
-    settings = settings_from(args)
-    if args.threads:
-        settings = replace(settings, threads=args.threads)
-    backend = load_model(settings)
+    backend = flags.load_model(flags.settings_from(args))
     if args.constrained is None and not backend.supports_constraints:
         config = replace(config, constrained=False)
     if args.first_call == "auto":

@@ -1,0 +1,118 @@
+"""One episode run from the command line: its environment, and its steps printed as they come."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from envace_demo.engine import Episode, EpisodeConfig
+from envace_demo.events import EpisodeFinished, MemoryReady, RehearsalFinished, StepUpdated
+from envace_demo.record import Step, Trajectory
+from envace_demo.settings import Settings
+from envace_demo.tasks import Task
+
+
+def _environment(task: Task):
+    from envace_demo.envs.registry import open_environment
+
+    return open_environment(task.env)
+
+
+def _short(value: Any, limit: int = 300) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _print_step(prefix: str, step: Step, out) -> None:
+    if step.call is None:
+        if step.error:
+            print(f"{prefix} error: {step.error}", file=out)
+        else:
+            print(f"{prefix} answer: {step.action.content}", file=out)
+        return
+    valid = "valid" if step.valid else "INVALID: " + "; ".join(step.validation_errors)
+    print(f"{prefix} call {step.call.name} {_short(step.call.arguments)} ({valid})", file=out)
+    if step.rehearsed is not None:
+        print(f"{prefix}   rehearsed: {_short(step.rehearsed)}", file=out)
+    if step.real is not None:
+        fid = "" if step.fidelity is None else f"  [fidelity {step.fidelity:.2f}]"
+        print(f"{prefix}   real:      {_short(step.real)}{fid}", file=out)
+    if step.error:
+        print(f"{prefix}   error: {step.error}", file=out)
+
+
+def _mcp_environment(settings: Settings):
+    from envace_demo.envs.mcp import MCPEnvironment
+
+    return MCPEnvironment(settings.mcp_servers, call_timeout=settings.mcp_timeout)
+
+
+def _manual_environment(task: Task, shown: dict, out):
+    """Reads each committed call's real response from stdin (prompts go to ``out``)."""
+    from envace_demo.envs.manual import ManualEnvironment, ResponseError
+
+    def ask(call) -> None:
+        print(f"[commit] call {call.name} {_short(call.arguments)} is waiting for its real response", file=out)
+        step = shown.get("step")
+        if step is not None and step.rehearsed is not None:
+            print(f"[commit]   rehearsed: {_short(step.rehearsed)}", file=out)
+        while True:
+            print("real response (JSON, one line; empty line = the rehearsed one)> ", end="", file=out, flush=True)
+            line = sys.stdin.readline()
+            if not line:
+                env.abort("no response: end of input")
+                return
+            text = line.strip()
+            try:
+                if not text and step is not None and step.rehearsed is not None:
+                    env.respond(step.rehearsed, call.id)
+                else:
+                    env.respond(text, call.id)
+                return
+            except ResponseError as err:
+                print(f"error: {err}", file=out)
+
+    env = ManualEnvironment(task.tools, on_request=ask)
+    return env
+
+
+def _run_task(
+    backend, task: Task, config: EpisodeConfig, out=None, environment=None, shown=None, cancel=None
+) -> Trajectory:
+    """Run one episode; with ``out``, print it readably as it goes. ``shown`` gets
+    the latest committed step (the manual environment prints its rehearsal)."""
+    episode = Episode(
+        backend, task, config, environment if environment is not None else _environment(task), cancel=cancel
+    )
+    for event in episode.run():
+        if shown is not None and isinstance(event, StepUpdated) and event.where == "commit":
+            shown["step"] = event.step
+        if out is None:
+            if isinstance(event, EpisodeFinished):
+                return event.trajectory
+            continue
+        if isinstance(event, StepUpdated) and (
+            event.phase == "executed" or (event.phase == "rehearsed" and event.where == "rehearsal")
+            or (event.phase == "acted" and event.step.call is None)
+        ):
+            where = f"[rehearsal {event.rehearsal + 1}]" if event.where == "rehearsal" else "[commit]"
+            _print_step(f"{where} step {event.step.index + 1}:", event.step, out)
+        elif isinstance(event, StepUpdated) and event.phase == "rehearsed" and not episode.executor:
+            _print_step(f"[commit] step {event.step.index + 1}:", event.step, out)
+        elif isinstance(event, RehearsalFinished):
+            print(f"[rehearsal {event.rehearsal.index + 1}] ended: {event.rehearsal.ended}", file=out)
+        elif isinstance(event, MemoryReady):
+            print("--- rehearsal memory ---\n" + event.memory["text"] + "\n---", file=out)
+        elif isinstance(event, EpisodeFinished):
+            t = event.trajectory
+            print(f"final answer: {t.final_answer}", file=out)
+            print(
+                f"ended: {t.ended}; success: {t.success}"
+                + (f" ({'; '.join(t.check_reasons)})" if t.check_reasons else "")
+                + f"; mean fidelity: {t.fidelity}; totals: {json.dumps(t.totals())}",
+                file=out,
+            )
+            return t
+    raise AssertionError("unreachable")
+
