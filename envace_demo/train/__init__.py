@@ -15,7 +15,6 @@ Modules, one concern each:
 - ``job``         a run on a background thread, one per app (for the UI)
 - ``adapter``     apply a saved adapter to a served backend, or remove it
 - ``data``        task sets shipped for training (the bank drills)
-- ``cli``         ``python -m envace_demo train``
 
 Nothing here imports torch at import time except ``grpo``, ``logprobs`` and
 ``policy``; the CLI and the UI import the rest lazily.

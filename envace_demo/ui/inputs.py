@@ -18,7 +18,7 @@ from envace_demo.evaluation.batch import EvalTask, load_eval_tasks
 from envace_demo.models.base import Backend, Sampling
 from envace_demo.policy import DEFAULT_POLICY, InputPolicy
 from envace_demo.schemas import load_tools
-from envace_demo.settings import Settings
+from envace_demo.settings import Settings, default_of
 from envace_demo.tasks import Task, env_tasks
 from envace_demo.ui.options import UIOptions
 
@@ -28,6 +28,9 @@ REHEARSAL_MODES = ("parallel", "sequential")  # what Compare may put beside it
 
 
 # Picker values of the operator's MCP servers are "mcp:<label>" (envs.registry.MCP_PREFIX).
+# A Playground run before the budget is fitted: shorter than the sampler's 512 (a page
+# visitor waits for it), long enough for a call with reasoning.
+APP_MAX_NEW_TOKENS = 384
 MANUAL = "manual"  # the picker's "you type each real response" (not in public mode)
 
 
@@ -84,15 +87,16 @@ class RunRequest:
     tools: str
     environment: str
     message: str
-    mode: str = "parallel"
-    n: int = 2
-    temperature: float = 0.6
-    top_p: float = 0.95
-    top_k: int = 20
-    max_new_tokens: int = 384
+    # The engine's and the sampler's own defaults; only the token budget is the app's.
+    mode: str = default_of(EpisodeConfig, "mode")
+    n: int = default_of(EpisodeConfig, "n")
+    temperature: float = default_of(Sampling, "temperature")
+    top_p: float = default_of(Sampling, "top_p")
+    top_k: int = default_of(Sampling, "top_k")
+    max_new_tokens: int = APP_MAX_NEW_TOKENS
     seed: int | None = 0
-    constrained: bool = True
-    max_steps: int = 6
+    constrained: bool = default_of(EpisodeConfig, "constrained")
+    max_steps: int = default_of(EpisodeConfig, "max_steps")
     # Set by check() from the app's caps; build_task loads the schema under them.
     policy: InputPolicy = field(default=DEFAULT_POLICY, repr=False)
     redact: Callable[[str], str] | None = field(default=None, repr=False)

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator
+from typing import Any, Iterator, get_args
 
 import gradio as gr
 
 from envace_demo.errors import EnvaceError
 from envace_demo.models.hardware import DEFAULT_GPU_MODEL, EMBEDDED, QWEN3_SMALL
+from envace_demo.settings import Quantization
 from envace_demo.ui import render
 from envace_demo.ui.common import AppContext
 
-QUANTIZATIONS = ["none", "4bit", "8bit"]
+QUANTIZATIONS = list(get_args(Quantization))
 
 
 def model_choices(current: str | None, small_model: str) -> list[str]:
