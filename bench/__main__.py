@@ -57,7 +57,7 @@ def _bfcl_tasks(limit: int):
 def _actor_prompt(backend, task) -> str:
     from envace_demo.prompts import Conversation, actor_prompt
 
-    return actor_prompt(backend, Conversation(task.prompt), task.tools)
+    return backend.prompt_text(actor_prompt(backend, Conversation(task.prompt), task.tools))
 
 
 class Bench:

@@ -155,7 +155,7 @@ def eval_speedup(cache_dir: Path, tokens: int = 32, profile_dir: Path | None = N
         from envace_demo.models.openai_backend import OpenAIBackend
 
         warm = OpenAIBackend(url)
-        warm.generate(warm.render([{"role": "user", "content": "hello"}]), Sampling(max_new_tokens=4, seed=0))
+        warm.generate(warm.prompt([{"role": "user", "content": "hello"}]), Sampling(max_new_tokens=4, seed=0))
         one = timed_eval(url, proc.pid, 1, tokens)
         spy = None
         spy_exe = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))

@@ -177,17 +177,17 @@ def measure_speed(backend, new_tokens: int = 48) -> Speed:
 
     greedy = Sampling(temperature=0.0, max_new_tokens=1, seed=0)
     filler = " ".join(f"item {i}: a line of a long document." for i in range(PROMPT_TOKENS // 12))
-    long_prompt = backend.render([{"role": "user", "content": filler}], enable_thinking=False)
+    long_prompt = backend.prompt([{"role": "user", "content": filler}], thinking=False)
     backend.generate(long_prompt, greedy)  # warm-up: lazy imports and first allocations
     started = time.perf_counter()
-    gen = backend.generate(long_prompt, greedy)[0]
+    gen = backend.generate(long_prompt, greedy)
     prefill = max(gen.prompt_tokens, 1) / max(time.perf_counter() - started, 1e-6)
-    short = backend.render(
+    short = backend.prompt(
         [{"role": "user", "content": "Count from one to one hundred in words, separated by commas."}],
-        enable_thinking=False,
+        thinking=False,
     )
     started = time.perf_counter()
-    gen = backend.generate(short, Sampling(temperature=0.0, max_new_tokens=new_tokens, seed=0))[0]
+    gen = backend.generate(short, Sampling(temperature=0.0, max_new_tokens=new_tokens, seed=0))
     seconds = time.perf_counter() - started
     # Take the short prompt's own prefill out of the decode time.
     decode_seconds = max(seconds - gen.prompt_tokens / prefill, 1e-6)

@@ -38,7 +38,7 @@ from envace_demo.events import (
     StepUpdated,
 )
 from envace_demo.fidelity import fidelity, mean_fidelity
-from envace_demo.models.base import Backend, Constraint, Generation, Sampling
+from envace_demo.models.base import Backend, Constraint, Generation, Prompt, Sampling
 from envace_demo.prompts import Conversation, Turn, actor_prompt, rehearser_messages, rehearser_prompt
 from envace_demo.record import Action, Rehearsal, Step, ToolCall, Trajectory
 from envace_demo.schemas import Tool, find_tool, validate_arguments
@@ -106,7 +106,7 @@ class _Outcome:
 class _Request:
     """A generation a trajectory waits for; it is sent back the ``n`` Generations."""
 
-    prompt: str
+    prompt: Prompt
     n: int
     constraint: Constraint | None
     role: str
@@ -349,8 +349,8 @@ class Episode:
                 return _Outcome(steps, None, "no_environment")
         return _Outcome(steps, None, "max_steps")
 
-    def _new_step(self, steps: list[Step], action: Action, gen: Generation | None, prompt: str) -> Step:
-        step = Step(index=len(steps), action=action, prompts={"actor": prompt})
+    def _new_step(self, steps: list[Step], action: Action, gen: Generation | None, prompt: Prompt) -> Step:
+        step = Step(index=len(steps), action=action, prompts={"actor": prompt.shown()})
         if gen is not None:
             step.act_seconds = round(gen.seconds, 3)
             step.act_tokens = gen.new_tokens
@@ -367,7 +367,7 @@ class Episode:
         rindex: int | None,
         n: int = 1,
         require: bool = False,
-        prompt: str | None = None,
+        prompt: Prompt | None = None,
     ) -> Generator[_Request, list[Generation], list[Generation]]:
         prompt = prompt or actor_prompt(self.backend, conversation, self.task.tools)
         constraint = (
@@ -396,7 +396,7 @@ class Episode:
             self.task.tools, real_results, conversation, step.action.text, step.call, tool
         )
         prompt = rehearser_prompt(self.backend, messages)
-        step.prompts["rehearser"] = prompt
+        step.prompts["rehearser"] = prompt.shown()
         constraint = (
             Constraint(role="rehearser", response_schema=tool.response if tool else None)
             if self._constrained
@@ -471,23 +471,23 @@ class Episode:
     def _run_batch(self, requests: list[_Request]) -> Generator[Event, None, list[list[Generation]]]:
         """One backend call for ``requests``, streaming as it goes; each request's Generations.
 
-        One request, or the same prompt and constraint every time: ``generate`` with n rows
-        (one shared prefill). Different prompts: ``generate_many``, one row each."""
+        One row: ``generate``. More: ``generate_many``, one row per sample (rows of one
+        prompt share its prefill)."""
         self._check_limits()
         sampling = self._sampling()
         updates: queue.Queue = queue.Queue()
         box: dict[str, Any] = {}
         rows = [(i, j) for i, request in enumerate(requests) for j in range(request.n)]
-        head = requests[0]
-        shared = all(r.prompt == head.prompt and r.constraint == head.constraint for r in requests)
 
         def work() -> None:
             on_token = lambda row, text: updates.put((row, text))  # noqa: E731
             try:
-                if shared:
-                    box["result"] = self.backend.generate(
-                        head.prompt, sampling, n=len(rows), constraint=head.constraint, on_token=on_token, cancel=self._halt
-                    )
+                if len(rows) == 1:
+                    box["result"] = [
+                        self.backend.generate(
+                            requests[0].prompt, sampling, requests[0].constraint, on_token=on_token, cancel=self._halt
+                        )
+                    ]
                 else:
                     box["result"] = self.backend.generate_many(
                         [requests[i].prompt for i, _ in rows],

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from envace_demo.calls import format_call
+from envace_demo.models.base import Prompt
 from envace_demo.record import Action, ToolCall
 from envace_demo.schemas import Tool
 
@@ -135,10 +136,9 @@ class Conversation:
         return lines
 
 
-def actor_prompt(backend, conversation: Conversation, tools: list[Tool]) -> str:
-    return backend.render(
-        conversation.actor_messages(), tools=[t.to_openai() for t in tools], enable_thinking=True
-    )
+def actor_prompt(backend, conversation: Conversation, tools: list[Tool]) -> Prompt:
+    """The actor's chat with ``tools``, thinking on (text rendered where the backend renders)."""
+    return backend.prompt(conversation.actor_messages(), tools=[t.to_openai() for t in tools], thinking=True)
 
 
 def rehearser_messages(
@@ -173,5 +173,6 @@ def rehearser_messages(
     return [{"role": "system", "content": REHEARSER_SYSTEM}, {"role": "user", "content": user}]
 
 
-def rehearser_prompt(backend, messages: list[dict]) -> str:
-    return backend.render(messages, tools=None, enable_thinking=True)
+def rehearser_prompt(backend, messages: list[dict]) -> Prompt:
+    """The rehearser's ``[system, user]`` chat: no tools, thinking on."""
+    return backend.prompt(messages, tools=None, thinking=True)

@@ -43,7 +43,7 @@ def embedded_backend(cache_dir):
 class ScriptedBackend(Backend):
     """Replays scripted outputs: ``actor`` and ``rehearser`` lists, consumed in order.
 
-    An entry may be a string, or a callable taking the prompt and returning one.
+    An entry may be a string, or a callable taking the prompt text and returning one.
     ``delay`` makes each generation take that long (and honour ``cancel``).
     """
 
@@ -62,25 +62,23 @@ class ScriptedBackend(Backend):
     def render(self, messages, tools=None, enable_thinking=True) -> str:
         return json.dumps({"messages": messages, "tools": tools}, ensure_ascii=False)
 
-    def generate(self, prompt, sampling: Sampling, n=1, constraint: Constraint | None = None,
+    def generate(self, prompt, sampling: Sampling, constraint: Constraint | None = None,
                  on_token=None, cancel: threading.Event | None = None):
-        self.prompts.append(prompt)
-        queue = self.rehearser if CURRENT_TOOL in prompt else self.actor
-        out = []
-        for row in range(n):
-            deadline = time.monotonic() + self.delay
-            while time.monotonic() < deadline:
-                if cancel is not None and cancel.is_set():
-                    return [Generation("", 0, 1, self.delay, "cancelled")]
-                time.sleep(0.01)
-            if not queue:
-                raise AssertionError("script exhausted")
-            item = queue.pop(0)
-            text = item(prompt) if callable(item) else item
-            if on_token:
-                on_token(row, text)
-            out.append(Generation(text, max(1, len(text) // 4), 10, self.delay))
-        return out
+        text = prompt.text
+        self.prompts.append(text)
+        queue = self.rehearser if CURRENT_TOOL in text else self.actor
+        deadline = time.monotonic() + self.delay
+        while time.monotonic() < deadline:
+            if cancel is not None and cancel.is_set():
+                return Generation("", 0, 1, self.delay, "cancelled")
+            time.sleep(0.01)
+        if not queue:
+            raise AssertionError("script exhausted")
+        item = queue.pop(0)
+        out = item(text) if callable(item) else item
+        if on_token:
+            on_token(0, out)
+        return Generation(out, max(1, len(out) // 4), 10, self.delay)
 
 
 @pytest.fixture

@@ -147,24 +147,21 @@ class RuleBackend(Backend):
     def render(self, messages, tools=None, enable_thinking=True) -> str:
         return json.dumps({"messages": messages, "tools": tools}, ensure_ascii=False)
 
-    def generate(self, prompt, sampling: Sampling, n=1, constraint=None, on_token=None, cancel=None):
-        if "EXPLODE" in prompt:
+    def generate(self, prompt, sampling: Sampling, constraint=None, on_token=None, cancel=None):
+        text = prompt.text
+        if "EXPLODE" in text:
             raise RuntimeError(f"the model crashed {self.secret_message}".strip())
-        if "FOREVER" in prompt:
-            text = "<think>"
+        if "FOREVER" in text:
+            out = "<think>"
             while not (cancel is not None and cancel.is_set()):
-                text += "hmm "
+                out += "hmm "
                 if on_token:
-                    on_token(0, text)
+                    on_token(0, out)
                 time.sleep(0.01)
-            return [Generation(text, len(text), 10, 0.0, "cancelled")] * n
-        if CURRENT_TOOL in prompt:
-            text = PREDICTED
-        elif '"role": "tool"' in prompt:
-            text = ANSWER
-        else:
-            text = BALANCE
-        return [Generation(text, 8, 10, 0.01)] * n
+            return Generation(out, len(out), 10, 0.0, "cancelled")
+        if CURRENT_TOOL in text:
+            return Generation(PREDICTED, 8, 10, 0.01)
+        return Generation(ANSWER if '"role": "tool"' in text else BALANCE, 8, 10, 0.01)
 
 
 @contextmanager
@@ -256,7 +253,7 @@ def teach_format(model, tokenizer, backend) -> None:
     """A few SFT steps on one prompt: calls pick "a" or "b" evenly, results echo the choice."""
     t = TRAIN[0]
     examples = []
-    prompt = actor_prompt(backend, Conversation(t.prompt), t.tools)
+    prompt = actor_prompt(backend, Conversation(t.prompt), t.tools).text
     for letter in "ab":
         call = ToolCall("pick", {"choice": letter})
         text = f'<tool_call>\n{{"name": "pick", "arguments": {{"choice": "{letter}"}}}}\n</tool_call>'
@@ -264,7 +261,7 @@ def teach_format(model, tokenizer, backend) -> None:
         messages = rehearser_messages(t.tools, [], Conversation(t.prompt), text, call, t.tools[0])
         examples.append(
             (
-                rehearser_prompt(backend, messages),
+                rehearser_prompt(backend, messages).text,
                 f'<execution_result>\n{{"picked": "{letter}"}}\n</execution_result>',
             )
         )

@@ -110,7 +110,7 @@ def test_roofline_arithmetic():
 def test_decode_clock_times_each_step(tiny):
     run = decode_once(tiny, "<|im_start|>user\npick one<|im_end|>\n", max_new_tokens=6, min_new_tokens=6)
     assert run.tokens == 6 and run.step_s > 0 and run.mean_step_s > 0
-    prompt = tiny.render([{"role": "user", "content": "pick"}], tools=[t.to_openai() for t in PICK])
+    prompt = tiny.render([{"role": "user", "content": "pick"}], tools=[t.to_openai() for t in PICK])  # bench decodes text
     constrained = decode_once(tiny, prompt, 40, Constraint(role="actor", tools=tuple(PICK), require_call=True))
     assert 1 < constrained.tokens <= 40
 
@@ -126,18 +126,19 @@ def test_bandwidth_probe_reports_both_medians():
 
 def _prompts(tiny):
     messages = ["pick a", "please pick one of the two choices now", "b?"]
-    return [tiny.render([{"role": "user", "content": m}], tools=[t.to_openai() for t in PICK]) for m in messages]
+    return [tiny.prompt([{"role": "user", "content": m}], tools=[t.to_openai() for t in PICK]) for m in messages]
 
 
 def test_generate_many_matches_one_generate_per_prompt_greedy(tiny):
     prompts = _prompts(tiny)
     greedy = Sampling(temperature=0.0, max_new_tokens=12)
     constraints = [Constraint(role="actor", tools=tuple(PICK), require_call=True), None, None]
-    alone = [tiny.generate(p, greedy, constraint=c)[0] for p, c in zip(prompts, constraints)]
+    alone = [tiny.generate(p, greedy, constraint=c) for p, c in zip(prompts, constraints)]
     streamed: dict[int, str] = {}
     together = tiny.generate_many(prompts, greedy, constraints, on_token=lambda row, text: streamed.__setitem__(row, text))
     assert [g.text for g in together] == [g.text for g in alone]
     assert [g.prompt_tokens for g in together] == [g.prompt_tokens for g in alone]
+    assert [g.token_ids for g in together] == [g.token_ids for g in alone]
     assert {row: text for row, text in streamed.items() if text} == {i: g.text for i, g in enumerate(together) if g.text}
 
 
@@ -163,13 +164,14 @@ def test_default_generate_many_loops_over_generate_with_a_seed_per_row():
     seen = []
 
     class Recording(ScriptedBackend):
-        def generate(self, prompt, sampling, n=1, constraint=None, on_token=None, cancel=None):
+        def generate(self, prompt, sampling, constraint=None, on_token=None, cancel=None):
             seen.append((prompt, sampling.seed, constraint))
-            return super().generate(prompt, sampling, n, constraint, on_token, cancel)
+            return super().generate(prompt, sampling, constraint, on_token, cancel)
 
     backend = Recording(actor=["x", "y"])
     rows = []
-    gens = backend.generate_many(["p1", "p2"], Sampling(seed=5), [None, None], on_token=lambda r, t: rows.append(r))
+    prompts = [backend.prompt([{"role": "user", "content": p}]) for p in ("p1", "p2")]
+    gens = backend.generate_many(prompts, Sampling(seed=5), [None, None], on_token=lambda r, t: rows.append(r))
     assert [g.text for g in gens] == ["x", "y"] and rows == [0, 1]
     assert [s[1] for s in seen] == [5, 5 + 1_000_003]
 
@@ -178,7 +180,7 @@ def test_default_generate_many_loops_over_generate_with_a_seed_per_row():
 
 
 class Batching(ScriptedBackend):
-    """A scripted backend that records each backend call: ("generate", n) or ("many", roles).
+    """A scripted backend that records each backend call: ("generate", 1) or ("many", roles).
     ``linger``: seconds each generation stays running after streaming its text (so the
     engine, which polls, sees the stream)."""
 
@@ -187,15 +189,15 @@ class Batching(ScriptedBackend):
         self.calls: list[tuple] = []
         self.linger = linger
 
-    def generate(self, prompt, sampling, n=1, constraint=None, on_token=None, cancel=None):
+    def generate(self, prompt, sampling, constraint=None, on_token=None, cancel=None):
         if not getattr(self, "_inside_many", False):
-            self.calls.append(("generate", n))
-        gens = super().generate(prompt, sampling, n, constraint, on_token, cancel)
+            self.calls.append(("generate", 1))
+        gen = super().generate(prompt, sampling, constraint, on_token, cancel)
         time.sleep(self.linger)
-        return gens
+        return gen
 
     def generate_many(self, prompts, sampling, constraints=None, on_token=None, cancel=None):
-        self.calls.append(("many", ["rehearser" if CURRENT_TOOL in p else "actor" for p in prompts]))
+        self.calls.append(("many", ["rehearser" if CURRENT_TOOL in p.text else "actor" for p in prompts]))
         self._inside_many = True
         try:
             return super().generate_many(prompts, sampling, constraints, on_token, cancel)
@@ -215,16 +217,16 @@ def test_parallel_trajectories_advance_in_lockstep_one_batch_per_role_and_round(
     assert [len(r.steps) for r in traj.rehearsals] == [2, 2, 1]
     assert [r.ended for r in traj.rehearsals] == ["answer"] * 3
     assert backend.calls[:3] == [
-        ("generate", 3),  # the first turn: the same prompt 3 times, one shared prefill
+        ("many", ["actor"] * 3),  # the first turn: the same prompt 3 times, one batch
         ("many", ["rehearser", "rehearser"]),  # the two calls of trajectories 0 and 1, together
         ("many", ["actor", "actor"]),  # their second turns, together
     ]
     # Then the committed run, one generation at a time.
     assert all(call == ("generate", 1) for call in backend.calls[3:])
-    # The same prompts (the same call text) share one n-row call instead.
+    # The same prompts (the same call text) share one batch too.
     same = Batching(actor=[BALANCE, BALANCE, ANSWER, ANSWER, BALANCE, ANSWER], rehearser=[result_text({})] * 3)
     list(Episode(same, find_task("bank", "check-balance"), EpisodeConfig(mode="parallel", n=2), create("bank")).run())
-    assert same.calls[:3] == [("generate", 2)] * 3
+    assert same.calls[:3] == [("many", ["actor"] * 2), ("many", ["rehearser"] * 2), ("many", ["actor"] * 2)]
     finished = [e.rehearsal.index for e in events if isinstance(e, RehearsalFinished)]
     assert sorted(finished) == [0, 1, 2] and finished[0] == 2  # the short one finished first
     streamed = {(e.rehearsal, e.row) for e in events if isinstance(e, Generating) and e.where == "rehearsal"}

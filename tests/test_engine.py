@@ -259,7 +259,7 @@ def test_a_required_first_turn_cut_by_the_token_limit_keeps_its_complete_calls(s
 
     class CutBackend(scripted):
         def generate(self, *args, **kwargs):  # every generation ends at the token limit
-            return [replace(g, finish_reason="length") for g in super().generate(*args, **kwargs)]
+            return replace(super().generate(*args, **kwargs), finish_reason="length")
 
     cut = BALANCE + '\n<tool_call>\n{"name": "get_account", "arguments": {"acc'
     traj = run_episode(CutBackend(actor=[cut, ANSWER]), _task(),
@@ -282,10 +282,10 @@ def test_embedded_rehearsals_follow_the_declared_shape_and_copy_no_placeholder(e
     call = ToolCall("get_account", {"account_id": "ACC-1003"})
     messages = rehearser_messages(tools, [], Conversation(_task().prompt), BALANCE, call, tool)
     prompt = rehearser_prompt(embedded_backend, messages)
-    gens = embedded_backend.generate(prompt, Sampling(seed=0, max_new_tokens=200), n=3,
-                                     constraint=Constraint(role="rehearser", response_schema=tool.response))
+    constraint = Constraint(role="rehearser", response_schema=tool.response)
+    gens = embedded_backend.generate_many([prompt] * 3, Sampling(seed=0, max_new_tokens=200), [constraint] * 3)
     for gen in gens:
         value, problem = parse_execution_result(gen.text)
         assert problem is None, gen.text
         assert Draft202012Validator(tool.response).is_valid(value), gen.text
-        assert copies_placeholder(value, find_placeholders(prompt)) == [], gen.text
+        assert copies_placeholder(value, find_placeholders(prompt.text)) == [], gen.text

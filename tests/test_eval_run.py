@@ -13,7 +13,7 @@ from envace_demo.bfcl import reference_calls
 from envace_demo.cli import main
 from envace_demo.evaluation import load_eval_tasks, load_results, plan, run_jobs
 from envace_demo.evaluation.coalesce import CoalescingBackend
-from envace_demo.models.base import Backend, Generation, ModelInfo, Sampling
+from envace_demo.models.base import Backend, Generation, ModelInfo, Prompt, Sampling
 from envace_demo.models.openai_backend import OpenAIBackend
 from envace_demo.tasks import load_task_file
 from helpers import call_deltas, text_deltas
@@ -91,12 +91,12 @@ def test_a_request_that_fails_twice_then_succeeds(chat_server):
     failures = iter([True, True])
     server = chat_server(lambda body: [{"status": 503}] if next(failures, False) else text_deltas("ok"))
     backend = OpenAIBackend(server.url, "served-model", retries=3, backoff=0.01)
-    (gen,) = backend.generate(backend.render([{"role": "user", "content": "hi"}]), Sampling())
+    gen = backend.generate(backend.prompt([{"role": "user", "content": "hi"}]), Sampling())
     assert gen.text == "ok" and len(server.requests) == 3
     # A client error is not retried: the same request would fail again.
     bad = chat_server(lambda body: [{"status": 400}])
     with pytest.raises(Exception, match="HTTP 400"):
-        OpenAIBackend(bad.url, "served-model", backoff=0.01).generate(backend.render([]), Sampling())
+        OpenAIBackend(bad.url, "served-model", backoff=0.01).generate(backend.prompt([]), Sampling())
     assert len(bad.requests) == 1
 
 
@@ -180,9 +180,9 @@ class _Recorder(Backend):
     def render(self, messages, tools=None, enable_thinking=True):
         return messages[-1]["content"]
 
-    def generate(self, prompt, sampling, n=1, constraint=None, on_token=None, cancel=None):
-        self.calls.append(("generate", n))
-        return [Generation(f"{prompt}/{i}", 1, 1, 0.0) for i in range(n)]
+    def generate(self, prompt, sampling, constraint=None, on_token=None, cancel=None):
+        self.calls.append(("generate", 1))
+        return Generation(f"{prompt.text}/alone", 1, 1, 0.0)
 
     def generate_many(self, prompts, sampling, constraints=None, on_token=None, cancel=None):
         self.calls.append(("generate_many", len(prompts)))
@@ -191,8 +191,12 @@ class _Recorder(Backend):
             raise RuntimeError("out of memory")
         for row, prompt in enumerate(prompts):
             if on_token:
-                on_token(row, prompt)
-        return [Generation(p, 1, 1, 0.0) for p in prompts]
+                on_token(row, prompt.text)
+        return [Generation(p.text, 1, 1, 0.0) for p in prompts]
+
+
+def _chat(text: str) -> Prompt:
+    return Prompt([{"role": "user", "content": text}], text=text)
 
 
 def test_concurrent_episodes_on_an_in_process_model_share_batches():
@@ -204,9 +208,10 @@ def test_concurrent_episodes_on_an_in_process_model_share_batches():
         barrier.wait()
         seen = []
         if k == 2:
-            out[k] = backend.generate(f"p{k}", Sampling(seed=k), n=2, on_token=lambda r, t: seen.append((r, t)))
+            out[k] = [backend.generate(_chat(f"p{k}"), Sampling(seed=k), on_token=lambda r, t: seen.append((r, t)))]
         else:
-            out[k] = backend.generate_many([f"p{k}a", f"p{k}b"], Sampling(seed=k), on_token=lambda r, t: seen.append((r, t)))
+            prompts = [_chat(f"p{k}a"), _chat(f"p{k}b")]
+            out[k] = backend.generate_many(prompts, Sampling(seed=k), on_token=lambda r, t: seen.append((r, t)))
         streamed[k] = seen
 
     threads = [threading.Thread(target=episode, args=(k,)) for k in range(3)]
@@ -214,13 +219,14 @@ def test_concurrent_episodes_on_an_in_process_model_share_batches():
         t.start()
     for t in threads:
         t.join(10)
-    assert inner.calls == [("generate_many", 6)] and backend.batches == [6]  # three callers, one batch
-    assert [g.text for g in out[0]] == ["p0a", "p0b"] and [g.text for g in out[2]] == ["p2", "p2"]
+    assert inner.calls == [("generate_many", 5)] and backend.batches == [5]  # three callers, one batch
+    assert [g.text for g in out[0]] == ["p0a", "p0b"] and [g.text for g in out[2]] == ["p2"]
     assert streamed[1] == [(0, "p1a"), (1, "p1b")]  # each caller sees its own rows, numbered from 0
-    # Alone (the window passes): the inner backend's own path, n rows from one prompt.
+    # Alone (the window passes): the call goes to the inner backend as it was made.
     alone = CoalescingBackend(inner, episodes=3, window_s=0.01)
-    assert [g.text for g in alone.generate("q", Sampling(), n=2)] == ["q/0", "q/1"]
-    assert inner.calls[-1] == ("generate", 2)
+    assert alone.generate(_chat("q"), Sampling()).text == "q/alone" and inner.calls[-1] == ("generate", 1)
+    assert [g.text for g in alone.generate_many([_chat("q1"), _chat("q2")], Sampling())] == ["q1", "q2"]
+    assert inner.calls[-1] == ("generate_many", 2) and backend.batches == [5]
 
 
 def test_a_failed_merged_batch_fails_each_of_its_callers():
@@ -230,7 +236,7 @@ def test_a_failed_merged_batch_fails_each_of_its_callers():
     def episode(k):
         barrier.wait()
         try:
-            backend.generate_many([f"p{k}"], Sampling())
+            backend.generate_many([_chat(f"p{k}")], Sampling())
         except RuntimeError as err:
             errors.append(str(err))
 

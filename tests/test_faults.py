@@ -221,16 +221,16 @@ class EndlessBackend(Backend):
     def render(self, messages, tools=None, enable_thinking=True) -> str:
         return json.dumps(messages)
 
-    def generate(self, prompt, sampling, n=1, constraint=None, on_token=None, cancel=None):
+    def generate(self, prompt, sampling, constraint=None, on_token=None, cancel=None):
         text, started = "<think>", time.monotonic()
         while time.monotonic() - started < 30:
             if cancel is not None and cancel.is_set() and not self.deaf:
-                return [Generation(text, len(text), 10, time.monotonic() - started, "cancelled")] * n
+                return Generation(text, len(text), 10, time.monotonic() - started, "cancelled")
             text += "and then "
             if on_token:
                 on_token(0, text)
             time.sleep(0.01)
-        return [Generation(text, len(text), 10, 30.0, "length")] * n
+        return Generation(text, len(text), 10, 30.0, "length")
 
 
 def test_a_model_that_never_stops_is_ended_by_the_time_limit_and_its_stream_was_shown():
@@ -261,7 +261,7 @@ def test_a_model_that_ignores_stop_is_abandoned_after_a_grace_period(monkeypatch
 def test_an_answer_cut_by_the_token_limit_says_so(scripted):
     class Cut(type(scripted())):
         def generate(self, *args, **kwargs):
-            return [Generation("<think>x</think>The balance is 3", 16, 10, 0.1, "length")]
+            return Generation("<think>x</think>The balance is 3", 16, 10, 0.1, "length")
 
     traj = run_episode(Cut(), _task(), EpisodeConfig(mode="none"), create("bank"))
     assert traj.ended == "max_new_tokens" and traj.steps[-1].error == "the answer hit the new-token limit"

@@ -327,10 +327,10 @@ GREEDY = Sampling(temperature=0, max_new_tokens=160)
     ],
 )
 def test_embedded_actor_makes_valid_calls(embedded_backend, question, tool):
-    prompt = embedded_backend.render(
-        [{"role": "user", "content": question}], tools=[t.to_openai() for t in TOOLS], enable_thinking=True
+    prompt = embedded_backend.prompt(
+        [{"role": "user", "content": question}], tools=[t.to_openai() for t in TOOLS], thinking=True
     )
-    gen = embedded_backend.generate(prompt, GREEDY, constraint=ACTOR)[0]
+    gen = embedded_backend.generate(prompt, GREEDY, constraint=ACTOR)
     action = parse_action(gen.text, [t.name for t in TOOLS], require_call=True)
     assert action.error is None and action.calls, gen.text
     by_name = {t.name: t for t in TOOLS}
@@ -342,7 +342,7 @@ def test_embedded_actor_makes_valid_calls(embedded_backend, question, tool):
 
 @pytest.mark.slow  # four sampled results of up to 200 tokens: ~10 s on an idle 2-core machine
 def test_embedded_rehearser_results_parse(embedded_backend):
-    prompt = embedded_backend.render(
+    prompt = embedded_backend.prompt(
         [
             {"role": "system", "content": "You simulate tools. Answer with the tool's JSON result."},
             {
@@ -352,7 +352,7 @@ def test_embedded_rehearser_results_parse(embedded_backend):
         ]
     )
     free, declared = (
-        embedded_backend.generate(prompt, Sampling(max_new_tokens=200, seed=0), n=2, constraint=c)
+        embedded_backend.generate_many([prompt] * 2, Sampling(max_new_tokens=200, seed=0), [c] * 2)
         for c in (REHEARSER, REHEARSER_WEATHER)
     )
     for gen in free + declared:

@@ -176,7 +176,7 @@ def test_quantization_without_bitsandbytes_says_what_to_install(monkeypatch):
 
     import torch
 
-    from envace_demo.models.transformers_backend import _bnb_config
+    from envace_demo.models.pretrained import _bnb_config
 
     monkeypatch.setitem(sys.modules, "bitsandbytes", None)  # not installed
     with pytest.raises(ModelError, match="requirements-gpu.txt"):

@@ -22,7 +22,7 @@ from helpers import tiny_backend_over
 
 from envace_demo.errors import ConfigError, ModelError
 from envace_demo.models import embedded
-from envace_demo.models.base import Sampling
+from envace_demo.models.base import Prompt, Sampling
 from envace_demo.models.loader import DEFAULT_GPU_MODEL, EMBEDDED, default_model, load_backend
 from envace_demo.models.transformers_backend import TransformersBackend
 
@@ -50,8 +50,8 @@ def tiny(embedded_folder) -> TransformersBackend:
     return tiny_backend_over(tokenizer, hidden_size=32, heads=2, kv_heads=1, max_position_embeddings=2048)
 
 
-def _prompt(backend) -> str:
-    return backend.render([{"role": "user", "content": "What is the weather in Paris?"}], tools=[TOOL])
+def _prompt(backend) -> Prompt:
+    return backend.prompt([{"role": "user", "content": "What is the weather in Paris?"}], tools=[TOOL])
 
 
 SAMPLED = Sampling(temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=12, seed=7)
@@ -169,31 +169,53 @@ def test_count_tokens_uses_the_tokenizer(tiny):
 # ------------------------------------------------------------------ generate (tiny random model)
 
 
-def test_n_samples_come_from_one_generate_call(tiny, monkeypatch):
+def test_rows_of_one_prompt_come_from_one_generate_call(tiny, monkeypatch):
     calls = []
     real = tiny.model.generate
     monkeypatch.setattr(tiny.model, "generate", lambda *a, **k: calls.append(a[0].shape) or real(*a, **k))
-    gens = tiny.generate(_prompt(tiny), SAMPLED, n=3)
+    prompt = _prompt(tiny)
+    gens = tiny.generate_many([prompt] * 3, SAMPLED)
     assert len(calls) == 1 and calls[0][0] == 3
     assert len(gens) == 3 and len({g.text for g in gens}) > 1
-    assert all(g.prompt_tokens == tiny.count_tokens(_prompt(tiny)) for g in gens)
+    assert all(g.prompt_tokens == tiny.count_tokens(prompt.text) for g in gens)
+
+
+def test_generations_carry_their_token_ids(tiny):
+    prompt = _prompt(tiny)
+    gens = tiny.generate_many([prompt] * 2, SAMPLED)
+    ids = tiny.tokenizer(prompt.text, add_special_tokens=False).input_ids
+    for gen in gens:
+        assert gen.prompt_ids == ids and len(gen.token_ids) == gen.new_tokens
+        assert tiny.tokenizer.decode(gen.token_ids, skip_special_tokens=True) == gen.text
+
+
+def test_prompt_text_is_rendered_by_the_backend_or_taken_as_given(tiny):
+    messages = [{"role": "user", "content": "What is the weather in Paris?"}]
+    prompt = tiny.prompt(messages, tools=[TOOL])
+    assert prompt.text == tiny.render(messages, tools=[TOOL]) and prompt.messages == messages
+    given = Prompt(messages, text="<|im_start|>user\nhi<|im_end|>\n")
+    assert tiny.prompt_text(given) == given.text
+    greedy = Sampling(temperature=0, max_new_tokens=4)
+    assert tiny.generate(given, greedy).prompt_tokens == tiny.count_tokens(given.text)
 
 
 def test_shared_prefill_decodes_like_a_plain_prompt(tiny):
-    prompt = _prompt(tiny)
-    ids = tiny.tokenizer(prompt, return_tensors="pt", add_special_tokens=False).input_ids
+    from envace_demo.models.decoding import prefix_prefill
+
+    ids = tiny.tokenizer(_prompt(tiny).text, return_tensors="pt", add_special_tokens=False).input_ids
     greedy = {"max_new_tokens": 8, "do_sample": False, "pad_token_id": tiny.pad_id}
     plain = tiny.model.generate(ids, **greedy)
-    cache, batch = tiny._shared_prefill(ids, 2)
-    shared = tiny.model.generate(batch, attention_mask=torch.ones_like(batch), cache=cache, **greedy)
+    cache, batch, mask = prefix_prefill(tiny.model, tiny.pad_id, [ids[0].tolist()] * 2)
+    assert cache is not None
+    shared = tiny.model.generate(batch, attention_mask=mask, cache=cache, **greedy)
     assert torch.equal(shared[0], plain[0]) and torch.equal(shared[1], plain[0])
 
 
 def test_same_seed_same_text(tiny):
-    prompt = _prompt(tiny)
-    first = [g.text for g in tiny.generate(prompt, SAMPLED, n=2)]
-    again = [g.text for g in tiny.generate(prompt, SAMPLED, n=2)]
-    other = [g.text for g in tiny.generate(prompt, replace(SAMPLED, seed=8), n=2)]
+    prompts = [_prompt(tiny)] * 2
+    first = [g.text for g in tiny.generate_many(prompts, SAMPLED)]
+    again = [g.text for g in tiny.generate_many(prompts, SAMPLED)]
+    other = [g.text for g in tiny.generate_many(prompts, replace(SAMPLED, seed=8))]
     assert first == again and first != other
 
 
@@ -205,18 +227,18 @@ def test_seeding_leaves_the_global_rng_alone(tiny):
 
 def test_greedy_rows_are_identical(tiny):
     greedy = Sampling(temperature=0, max_new_tokens=6)
-    one = tiny.generate(_prompt(tiny), greedy)[0].text
-    assert [g.text for g in tiny.generate(_prompt(tiny), greedy, n=3)] == [one] * 3
+    one = tiny.generate(_prompt(tiny), greedy).text
+    assert [g.text for g in tiny.generate_many([_prompt(tiny)] * 3, greedy)] == [one] * 3
 
 
 def test_max_new_tokens_gives_length(tiny):
-    gens = tiny.generate(_prompt(tiny), Sampling(max_new_tokens=5, seed=1), n=2)
+    gens = tiny.generate_many([_prompt(tiny)] * 2, Sampling(max_new_tokens=5, seed=1))
     assert [(g.finish_reason, g.new_tokens) for g in gens] == [("length", 5), ("length", 5)]
 
 
 def test_streaming_reports_growing_text_per_row(tiny):
     seen: dict[int, list[str]] = {0: [], 1: []}
-    gens = tiny.generate(_prompt(tiny), SAMPLED, n=2, on_token=lambda row, text: seen[row].append(text))
+    gens = tiny.generate_many([_prompt(tiny)] * 2, SAMPLED, on_token=lambda row, text: seen[row].append(text))
     for row, texts in seen.items():
         assert len(texts) > 3
         assert all(b.startswith(a) and len(b) > len(a) for a, b in itertools.pairwise(texts))
@@ -225,8 +247,8 @@ def test_streaming_reports_growing_text_per_row(tiny):
 
 def test_greedy_streaming_reports_every_row(tiny):
     seen: dict[int, str] = {}
-    gens = tiny.generate(
-        _prompt(tiny), Sampling(temperature=0, max_new_tokens=5), n=2, on_token=seen.__setitem__
+    gens = tiny.generate_many(
+        [_prompt(tiny)] * 2, Sampling(temperature=0, max_new_tokens=5), on_token=seen.__setitem__
     )
     assert seen == {0: gens[0].text, 1: gens[1].text}
 
@@ -238,11 +260,11 @@ def test_cancel_stops_early(tiny):
         if len(text) > 10:
             cancel.set()
 
-    gens = tiny.generate(
-        _prompt(tiny), Sampling(max_new_tokens=200, seed=3), n=2, on_token=on_token, cancel=cancel
+    gens = tiny.generate_many(
+        [_prompt(tiny)] * 2, Sampling(max_new_tokens=200, seed=3), on_token=on_token, cancel=cancel
     )
     assert all(g.finish_reason == "cancelled" and g.new_tokens < 20 for g in gens)
-    assert tiny.generate("x", SAMPLED, cancel=cancel)[0].finish_reason == "cancelled"  # set before the call
+    assert tiny.generate(Prompt([], text="x"), SAMPLED, cancel=cancel).finish_reason == "cancelled"  # set before
 
 
 def test_stop_token_ends_a_row_and_is_stripped(tiny, monkeypatch):
@@ -256,16 +278,17 @@ def test_stop_token_ends_a_row_and_is_stripped(tiny, monkeypatch):
             return scores
 
     prompt = _prompt(tiny)
-    prompt_len = tiny.count_tokens(prompt)
+    prompt_len = tiny.count_tokens(prompt.text)
     real = tiny.model.generate
     monkeypatch.setattr(
         tiny.model,
         "generate",
         lambda *a, **k: real(*a, **{**k, "logits_processor": LogitsProcessorList([ForceStopAt3()])}),
     )
-    gen = tiny.generate(prompt, SAMPLED)[0]
+    gen = tiny.generate(prompt, SAMPLED)
     assert (gen.finish_reason, gen.new_tokens) == ("stop", 4)
     assert "<|im_end|>" not in gen.text and gen.text
+    assert len(gen.token_ids) == 4 and gen.token_ids[-1] == tiny.stop_ids[0]  # the stop token is trained on
 
 
 def test_one_generate_at_a_time(tiny, monkeypatch):
@@ -290,9 +313,9 @@ def test_one_generate_at_a_time(tiny, monkeypatch):
     assert overlaps == [1, 1, 1]
 
 
-def test_bad_n_is_refused(tiny):
-    with pytest.raises(ModelError, match="n must be at least 1"):
-        tiny.generate("x", SAMPLED, n=0)
+def test_no_new_tokens_is_refused(tiny):
+    with pytest.raises(ModelError, match="max_new_tokens must be at least 1"):
+        tiny.generate(Prompt([], text="x"), replace(SAMPLED, max_new_tokens=0))
 
 
 # ------------------------------------------------------------------ loading
@@ -306,9 +329,9 @@ def test_default_model_follows_the_gpu(monkeypatch):
 
 
 def test_offline_hub_id_says_what_to_set(cache_dir, monkeypatch):
-    from envace_demo.models import transformers_backend
+    from envace_demo.models import pretrained
 
-    monkeypatch.setattr(transformers_backend, "_hub_reachable", lambda: False)  # never touch the network
+    monkeypatch.setattr(pretrained, "_hub_reachable", lambda: False)  # never touch the network
     with pytest.raises(ModelError) as err:
         load_backend("no-such-org/no-such-model", device="cpu", cache_dir=cache_dir)
     assert "ENVACE_MODEL=embedded" in str(err.value) and "--model" in str(err.value)

@@ -58,13 +58,14 @@ def test_a_streamed_tool_call_becomes_the_text_a_local_model_writes(chat_server)
     assert backend.model == "served-model"  # the only model the server lists
     tools = [t.to_openai() for t in create("bank").tools()]
     seen = []
-    (gen,) = backend.generate(
-        backend.render([USER], tools=tools), Sampling(seed=7, max_new_tokens=99), on_token=lambda r, t: seen.append(t)
+    gen = backend.generate(
+        backend.prompt([USER], tools=tools), Sampling(seed=7, max_new_tokens=99), on_token=lambda r, t: seen.append(t)
     )
     assert gen.text == (
         "<think>\nI should look it up.\n</think>\n\n"
         '<tool_call>\n{"name": "get_account", "arguments": {"account_id": "ACC-1003"}}\n</tool_call>'
     )
+    assert gen.token_ids == [] and gen.prompt_ids == []  # a server without logprobs does not say
     action = parse_action(gen.text, {"get_account"})
     assert action.thinking == "I should look it up." and action.calls[0].arguments == {"account_id": "ACC-1003"}
     assert (gen.new_tokens, gen.prompt_tokens, gen.finish_reason) == (17, 120, "stop")
@@ -74,11 +75,21 @@ def test_a_streamed_tool_call_becomes_the_text_a_local_model_writes(chat_server)
     assert (body["seed"], body["max_tokens"], body["temperature"], body["stream"]) == (7, 99, 0.6, True)
 
 
+def test_the_prompt_is_the_chat_itself_and_is_recorded_as_json():
+    backend = OpenAIBackend.__new__(OpenAIBackend)  # no server needed to build a prompt
+    call = ToolCall("get_account", {"account_id": "ACC-1003"})
+    conv = Conversation("Balance?")
+    conv.turns.append(Turn(Action(text="", content="", calls=[call]), [(call, {"balance": 1})]))
+    prompt = backend.prompt(conv.actor_messages(), tools=None, thinking=False)
+    assert prompt.text is None and prompt.messages == chat_messages(conv.actor_messages())
+    assert json.loads(prompt.shown()) == {"messages": prompt.messages, "tools": None, "enable_thinking": False}
+
+
 def test_text_the_server_did_not_parse_passes_through(chat_server):
     raw = '<think>hm</think>\n<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>'
     server = chat_server(lambda body: text_deltas(raw))
     backend = OpenAIBackend(server.url, "served-model")
-    (gen,) = backend.generate(backend.render([USER]), Sampling())
+    gen = backend.generate(backend.prompt([USER]), Sampling())
     assert gen.text == raw and gen.finish_reason == "stop"
     assert gen.new_tokens > 0 and gen.prompt_tokens > 0  # estimated: this server sends no usage
 
@@ -86,27 +97,28 @@ def test_text_the_server_did_not_parse_passes_through(chat_server):
 def test_length_limit_is_reported(chat_server):
     server = chat_server(lambda body: text_deltas("cut off mid", finish="length"))
     backend = OpenAIBackend(server.url, "served-model")
-    (gen,) = backend.generate(backend.render([USER]), Sampling())
+    gen = backend.generate(backend.prompt([USER]), Sampling())
     assert gen.finish_reason == "length"
 
 
-def test_n_samples_are_n_requests_with_distinct_seeds(chat_server):
+def test_rows_are_concurrent_requests_with_distinct_seeds(chat_server):
     server = chat_server(lambda body: text_deltas(f"sample {body['seed']}"))
     backend = OpenAIBackend(server.url, "served-model")
-    gens = backend.generate(backend.render([USER]), Sampling(seed=10), n=3)
-    assert [g.text for g in gens] == ["sample 10", "sample 11", "sample 12"]
-    assert sorted(r["seed"] for r in server.requests) == [10, 11, 12]
+    gens = backend.generate_many([backend.prompt([USER])] * 3, Sampling(seed=10))
+    seeds = [10, 10 + 1_000_003, 10 + 2_000_006]  # the base class's row seeds
+    assert [g.text for g in gens] == [f"sample {seed}" for seed in seeds]
+    assert sorted(r["seed"] for r in server.requests) == seeds
 
 
 def test_engine_specific_fields_only_with_extras(chat_server):
     strict = chat_server(lambda body: text_deltas("ok"))
     with pytest.raises(ModelError, match="HTTP 422.*top_k.*extras"):
         OpenAIBackend(strict.url, "served-model", extras=True).generate(
-            OpenAIBackend(strict.url, "served-model").render([USER]), Sampling()
+            OpenAIBackend(strict.url, "served-model").prompt([USER]), Sampling()
         )
     lenient = chat_server(lambda body: text_deltas("ok"), strict=False)
     backend = OpenAIBackend(lenient.url, "served-model", extras=True, extra_body={"repetition_penalty": 1.05})
-    backend.generate(backend.render([USER], enable_thinking=False), Sampling(top_k=20))
+    backend.generate(backend.prompt([USER], thinking=False), Sampling(top_k=20))
     body = lenient.requests[-1]
     assert body["top_k"] == 20 and body["chat_template_kwargs"] == {"enable_thinking": False}
     assert body["repetition_penalty"] == 1.05
@@ -115,7 +127,7 @@ def test_engine_specific_fields_only_with_extras(chat_server):
 def test_thinking_off_without_extras_uses_the_soft_switch(chat_server):
     server = chat_server(lambda body: text_deltas("ok"))
     backend = OpenAIBackend(server.url, "served-model")
-    backend.generate(backend.render([USER], enable_thinking=False), Sampling())
+    backend.generate(backend.prompt([USER], thinking=False), Sampling())
     assert server.requests[-1]["messages"][-1]["content"].endswith(" /no_think")
 
 
@@ -127,7 +139,7 @@ def test_cancel_closes_the_stream_at_once(chat_server):
     cancel = threading.Event()
     threading.Timer(0.3, cancel.set).start()
     started = time.monotonic()
-    (gen,) = backend.generate(backend.render([USER]), Sampling(), cancel=cancel)
+    gen = backend.generate(backend.prompt([USER]), Sampling(), cancel=cancel)
     assert time.monotonic() - started < 2
     assert gen.finish_reason == "cancelled" and gen.text.startswith("x")
     assert server.disconnected.wait(8)  # the server saw the client go
@@ -135,11 +147,11 @@ def test_cancel_closes_the_stream_at_once(chat_server):
 
 def test_one_failed_sample_stops_the_others(chat_server):
     slow = [{"content": "x"}, {"sleep": 4}, {"content": "y"}, {"finish": "stop"}]
-    server = chat_server(lambda body: [{"status": 500}] if body["seed"] == 1 else slow)
+    server = chat_server(lambda body: [{"status": 500}] if body["seed"] > 0 else slow)
     backend = OpenAIBackend(server.url, "served-model", retries=0)
     started = time.monotonic()
     with pytest.raises(ModelError, match="HTTP 500"):
-        backend.generate(backend.render([USER]), Sampling(seed=0), n=2)
+        backend.generate_many([backend.prompt([USER])] * 2, Sampling(seed=0))
     assert time.monotonic() - started < 2
 
 
@@ -147,10 +159,10 @@ def test_server_failures_are_model_errors(chat_server):
     server = chat_server(lambda body: [{"status": 500}])
     backend = OpenAIBackend(server.url, "served-model", retries=0)
     with pytest.raises(ModelError, match="HTTP 500"):
-        backend.generate(backend.render([USER]), Sampling())
+        backend.generate(backend.prompt([USER]), Sampling())
     cut = chat_server(lambda body: [{"content": "half a rep"}])  # no finish_reason: the server went away
     with pytest.raises(ModelError, match="ended before the reply did"):
-        OpenAIBackend(cut.url, "served-model", retries=0).generate(backend.render([USER]), Sampling())
+        OpenAIBackend(cut.url, "served-model", retries=0).generate(backend.prompt([USER]), Sampling())
     with pytest.raises(ConfigError, match="serves 2 models"):
         OpenAIBackend(chat_server(lambda b: [], models=("a", "b")).url)
     with socket.socket() as s:
@@ -160,8 +172,6 @@ def test_server_failures_are_model_errors(chat_server):
         OpenAIBackend(f"http://127.0.0.1:{port}/v1")
     with pytest.raises(ConfigError, match="base_url"):
         OpenAIBackend("localhost:8000")
-    with pytest.raises(ModelError, match="must come from OpenAIBackend.render"):
-        backend.generate("<|im_start|>user", Sampling())
 
 
 def test_an_episode_rehearses_and_commits_through_the_backend(chat_server):

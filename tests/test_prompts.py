@@ -113,7 +113,7 @@ def test_actor_messages_keep_reasoning_and_send_tool_results_as_tool_messages():
 def test_rendered_prompts_with_the_qwen3_template(embedded_backend):
     conv = _conversation()
     conv.memory = "Rehearsal memory: tried get_weather."
-    prompt = actor_prompt(embedded_backend, conv, TOOLS)
+    prompt = actor_prompt(embedded_backend, conv, TOOLS).text
     assert prompt.startswith("<|im_start|>system\nRehearsal memory: tried get_weather.\n\n# Tools")
     assert "<tools>\n" in prompt and '"name": "get_weather"' in prompt
     assert "<think>\nneed weather\n</think>" in prompt  # reasoning of this turn is kept
@@ -122,7 +122,7 @@ def test_rendered_prompts_with_the_qwen3_template(embedded_backend):
     assert prompt.endswith("<|im_start|>assistant\n")
 
     msgs = rehearser_messages(TOOLS, [], conv, "x", ToolCall("get_weather", {"city": "Paris"}), TOOLS[0])
-    rprompt = rehearser_prompt(embedded_backend, msgs)
+    rprompt = rehearser_prompt(embedded_backend, msgs).text
     assert rprompt.startswith("<|im_start|>system\nYou are a tool executor")
     assert "<tools>" not in rprompt  # rendered without tools
     assert rprompt.endswith("/think<|im_end|>\n<|im_start|>assistant\n")

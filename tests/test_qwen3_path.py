@@ -87,14 +87,14 @@ def test_prompts_render_identically_under_qwen3s_own_template(tiny_qwen3, qwen3_
     shipped = _backend(tiny_qwen3, qwen3_tokenizer, qwen3_chat_template())
     conversation, tools, call = _conversation()
     for conv in (Conversation(conversation.user), conversation):
-        a = actor_prompt(own, conv, tools)
-        assert a == actor_prompt(shipped, conv, tools)
+        a = actor_prompt(own, conv, tools).text
+        assert a == actor_prompt(shipped, conv, tools).text
         assert "<tools>" in a and a.endswith("<|im_start|>assistant\n")
     messages = rehearser_messages(tools, [], conversation, conversation.turns[0].action.text, call, tools[0])
-    r = rehearser_prompt(own, messages)
-    assert r == rehearser_prompt(shipped, messages)
+    r = rehearser_prompt(own, messages).text
+    assert r == rehearser_prompt(shipped, messages).text
     assert "<tools>" not in r and r.rstrip().endswith("<|im_start|>assistant")
-    assert "<tool_response>" in actor_prompt(own, conversation, tools)
+    assert "<tool_response>" in actor_prompt(own, conversation, tools).text
 
 
 def test_constrained_decoding_over_the_full_vocabulary(tiny_qwen3, qwen3_tokenizer):

@@ -117,13 +117,24 @@ def test_apply_and_remove_adapter(finished_run, tiny_backend):
         base = tiny_backend.model(ids).logits
         trained = trainer.model(ids).logits
         apply_adapter(tiny_backend, out / "adapter")
-        assert has_adapter(tiny_backend)
+        assert has_adapter(tiny_backend) and tiny_backend.adapter == out / "adapter"
+        assert tiny_backend.info.extra["adapter"] == str(out / "adapter")
         applied = tiny_backend.model(ids).logits
         remove_adapter(tiny_backend)
         restored = tiny_backend.model(ids).logits
     assert not torch.allclose(base, trained)
     assert torch.allclose(applied, trained, atol=1e-5)
-    assert torch.equal(restored, base) and not has_adapter(tiny_backend)
+    assert torch.equal(restored, base) and not has_adapter(tiny_backend) and tiny_backend.adapter is None
+
+
+def test_adapters_are_refused_by_a_backend_without_local_weights(tmp_path):
+    from conftest import ScriptedBackend
+    from envace_demo.errors import ConfigError
+    from envace_demo.train.adapter import apply_adapter, has_adapter
+
+    with pytest.raises(ConfigError, match="local transformers models only"):
+        apply_adapter(ScriptedBackend(), tmp_path)
+    assert not has_adapter(ScriptedBackend())
 
 
 def test_stop_ends_the_run_without_a_step(tiny_backend, tmp_path):
@@ -152,9 +163,10 @@ def test_policy_backend_reuses_prefixes_without_changing_outputs(tiny_backend):
     sampled = Sampling(temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=12, seed=3)
     for prompt in prompts:
         for sampling, n in ((greedy, 1), (sampled, 3)):
-            plain = tiny_backend.generate(prompt, sampling, n=n)
-            mine = policy.generate(prompt, sampling, n=n)
+            plain = tiny_backend.generate_many([prompt] * n, sampling)
+            mine = policy.generate_many([prompt] * n, sampling)
             assert [g.text for g in mine] == [g.text for g in plain]
+            assert [g.token_ids for g in mine] == [g.token_ids for g in plain]
     assert len(policy._prefixes) == 1  # one shared prompt family, kept as one entry
     policy.forget()
     assert policy._prefixes == []
@@ -166,18 +178,19 @@ def test_policy_backend_reports_the_sampled_token_ids(tiny_backend):
 
     policy = PolicyBackend(tiny_backend.model, tiny_backend.tokenizer, model_id="tiny", constrained=True)
     prompt = actor_prompt(tiny_backend, Conversation("pick a"), TOOLS)
-    gens = policy.generate(
-        prompt, Sampling(temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=40, seed=1), n=3
+    gens = policy.generate_many(
+        [prompt] * 3, Sampling(temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=40, seed=1)
     )
-    assert len(policy.last_token_ids) == 3
-    for gen, ids in zip(gens, policy.last_token_ids):
+    assert len(gens) == 3
+    for gen in gens:
+        ids = gen.token_ids
         assert len(ids) == gen.new_tokens
         if gen.finish_reason == "stop":
             assert ids[-1] in policy.stop_ids
             ids = ids[:-1]
         assert tiny_backend.tokenizer.decode(ids) == gen.text
-    greedy = policy.generate(prompt, Sampling(temperature=0, max_new_tokens=40), n=2)
-    assert len(greedy) == 2 and policy.last_token_ids[0] == policy.last_token_ids[1]
+    greedy = policy.generate_many([prompt] * 2, Sampling(temperature=0, max_new_tokens=40))
+    assert len(greedy) == 2 and greedy[0].token_ids == greedy[1].token_ids
 
 
 # ---- the background job the UI drives --------------------------------------------------
@@ -235,11 +248,13 @@ def test_policy_backend_reports_token_ids_of_batched_prompts(tiny_backend):
     gens = policy.generate_many(
         prompts, Sampling(temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=12, seed=2)
     )
-    assert len(policy.last_token_ids) == 3
-    for gen, ids in zip(gens, policy.last_token_ids):
+    assert len(gens) == 3
+    for prompt, gen in zip(prompts, gens):
+        ids = gen.token_ids
         assert len(ids) == gen.new_tokens
         kept = ids[:-1] if gen.finish_reason == "stop" else ids
         assert tiny_backend.tokenizer.decode(kept) == gen.text
+        assert gen.prompt_ids == tiny_backend.tokenizer(prompt.text, add_special_tokens=False).input_ids
 
 
 def test_one_update_per_batch_is_on_policy_so_nothing_is_clipped(finished_run):

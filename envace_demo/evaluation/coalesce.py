@@ -17,12 +17,12 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 
-from envace_demo.models.base import Backend, Constraint, Generation, ModelInfo, Sampling, StreamCallback
+from envace_demo.models.base import Backend, Constraint, Generation, ModelInfo, Prompt, Sampling, StreamCallback
 
 
 @dataclass
 class _Ask:
-    prompts: list[str]
+    prompts: list[Prompt]
     constraints: list[Constraint | None]
     sampling: Sampling
     on_token: StreamCallback | None
@@ -66,11 +66,14 @@ class CoalescingBackend(Backend):
     def render(self, messages, tools=None, enable_thinking=True) -> str:
         return self.inner.render(messages, tools, enable_thinking)
 
+    def prompt(self, messages, tools=None, thinking=True) -> Prompt:
+        return self.inner.prompt(messages, tools, thinking)
+
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(text)
 
-    def generate(self, prompt, sampling, n=1, constraint=None, on_token=None, cancel=None) -> list[Generation]:
-        return self._submit(_Ask([prompt] * n, [constraint] * n, sampling, on_token, cancel))
+    def generate(self, prompt, sampling, constraint=None, on_token=None, cancel=None) -> Generation:
+        return self._submit(_Ask([prompt], [constraint], sampling, on_token, cancel))[0]
 
     def generate_many(self, prompts, sampling, constraints=None, on_token=None, cancel=None) -> list[Generation]:
         constraints = list(constraints) if constraints is not None else [None] * len(prompts)
@@ -139,11 +142,10 @@ class CoalescingBackend(Backend):
                 ask.on_token(local, text)
 
         try:
-            if len(batch) == 1:  # nothing merged: the inner backend's own path (one shared prefill for n)
+            if len(batch) == 1:  # nothing merged: the caller's own call, as it asked
                 a = batch[0]
-                if len(set(a.prompts)) == 1 and len(set(map(id, a.constraints))) == 1:
-                    gens = self.inner.generate(a.prompts[0], a.sampling, len(a.prompts), a.constraints[0],
-                                               a.on_token, a.cancel)
+                if len(a.prompts) == 1:
+                    gens = [self.inner.generate(a.prompts[0], a.sampling, a.constraints[0], a.on_token, a.cancel)]
                 else:
                     gens = self.inner.generate_many(a.prompts, a.sampling, a.constraints, a.on_token, a.cancel)
             else:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Literal
+
+from envace_demo.errors import ModelError
 
 if TYPE_CHECKING:
     from envace_demo.schemas import Tool
@@ -42,13 +45,42 @@ class Constraint:
     response_schema: dict | None = None
 
 
+@dataclass(frozen=True)
+class Prompt:
+    """What a generation continues: a chat, and its rendered text where the engine
+    renders one (a chat-completions server takes the messages and renders them itself).
+
+    ``tools``: OpenAI function format, or None. ``thinking``: reasoning on.
+    Build it with :meth:`Backend.prompt`, which fills ``text`` for engines that need it.
+    """
+
+    messages: list[dict]
+    tools: list[dict] | None = None
+    thinking: bool = True
+    text: str | None = None
+
+    def shown(self) -> str:
+        """The prompt as the trajectory record keeps it: the rendered text, or, for an
+        engine that takes messages, the request's messages and tools as JSON."""
+        if self.text is not None:
+            return self.text
+        request = {"messages": self.messages, "tools": self.tools, "enable_thinking": self.thinking}
+        return json.dumps(request, ensure_ascii=False)
+
+
 @dataclass
 class Generation:
+    """One sample. ``token_ids``: the sampled ids, through the stop token when the
+    sample ended on one; ``prompt_ids``: the prompt's ids. Both are empty where the
+    engine does not report them (a chat server)."""
+
     text: str
     new_tokens: int
     prompt_tokens: int
     seconds: float
     finish_reason: Literal["stop", "length", "cancelled"] = "stop"
+    prompt_ids: list[int] = field(default_factory=list)
+    token_ids: list[int] = field(default_factory=list)
 
 
 # Called as tokens arrive: (row index within the batch, text so far of that row).
@@ -76,7 +108,8 @@ class ModelInfo:
 
 
 class Backend(ABC):
-    """A chat model. Subclasses implement ``render`` and ``generate``."""
+    """A chat model. Subclasses implement ``generate``, and ``render`` when the engine
+    decodes from text."""
 
     #: Whether constrained decoding is available in this backend.
     supports_constraints: bool = False
@@ -88,7 +121,6 @@ class Backend(ABC):
     @abstractmethod
     def info(self) -> ModelInfo: ...
 
-    @abstractmethod
     def render(
         self,
         messages: list[dict],
@@ -99,22 +131,32 @@ class Backend(ABC):
 
         ``tools`` are in OpenAI function format.
         """
+        raise ModelError(f"{self.info.model_id}: this engine takes chat messages and renders no prompt text")
+
+    def prompt(self, messages: list[dict], tools: list[dict] | None = None, thinking: bool = True) -> Prompt:
+        """The prompt of ``messages``, its text rendered (engines that take messages override this)."""
+        return Prompt(messages, tools or None, thinking, self.render(messages, tools or None, thinking))
+
+    def prompt_text(self, prompt: Prompt) -> str:
+        """``prompt``'s text: as given, else rendered now."""
+        if prompt.text is not None:
+            return prompt.text
+        return self.render(prompt.messages, prompt.tools, prompt.thinking)
 
     @abstractmethod
     def generate(
         self,
-        prompt: str,
+        prompt: Prompt,
         sampling: Sampling,
-        n: int = 1,
         constraint: Constraint | None = None,
         on_token: StreamCallback | None = None,
         cancel: threading.Event | None = None,
-    ) -> list[Generation]:
-        """``n`` samples continuing ``prompt``, in one batch where the engine can."""
+    ) -> Generation:
+        """One sample continuing ``prompt``."""
 
     def generate_many(
         self,
-        prompts: list[str],
+        prompts: list[Prompt],
         sampling: Sampling,
         constraints: list[Constraint | None] | None = None,
         on_token: StreamCallback | None = None,
@@ -134,10 +176,9 @@ class Backend(ABC):
                 continue
             seed = None if sampling.seed is None else sampling.seed + 1_000_003 * row
             stream = (lambda _, text, row=row: on_token(row, text)) if on_token is not None else None
-            gens = self.generate(
-                prompt, replace(sampling, seed=seed), n=1, constraint=constraint, on_token=stream, cancel=cancel
+            out.append(
+                self.generate(prompt, replace(sampling, seed=seed), constraint=constraint, on_token=stream, cancel=cancel)
             )
-            out.append(gens[0])
         return out
 
     def count_tokens(self, text: str) -> int:

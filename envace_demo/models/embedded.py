@@ -16,6 +16,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 from envace_demo.errors import ModelError
 
@@ -58,16 +59,16 @@ def qwen3_response_template() -> dict | None:
     to turn ``<tool_call>`` text into tool calls), or None if this version lacks it.
 
     The server picks it by ``model_type``; ours is ``llama``, so it must be copied
-    into the tokenizer config. It lives in a private table of the serving module.
+    into the tokenizer config. It is asked for as the server asks, for a tokenizer
+    without its own template and a model of type ``qwen3``.
     """
     try:
-        from transformers.cli.serving.utils import _RESPONSE_TEMPLATE_FALLBACKS
+        from transformers.cli.serving.utils import get_response_template
     except ImportError:
         return None
-    for model_types, template in _RESPONSE_TEMPLATE_FALLBACKS.items():
-        if "qwen3" in model_types:
-            return template
-    return None
+    no_template = SimpleNamespace(response_template=None)
+    qwen3 = SimpleNamespace(config=SimpleNamespace(model_type="qwen3"))
+    return get_response_template(no_template, qwen3)
 
 
 def is_complete(folder: Path) -> bool:

@@ -1,10 +1,9 @@
 """A backend over any OpenAI-compatible chat-completions server (vLLM, SGLang,
 ``transformers serve``) through the ``openai`` client.
 
-The engine works on rendered prompt strings; a chat server renders its own. So
-:meth:`OpenAIBackend.render` returns the request itself, JSON-encoded (standard
-chat messages and tools), and :meth:`generate` sends it. The trajectory record's
-``prompts`` therefore hold exactly what went over the wire.
+A chat server renders its own prompts, so this backend's prompts carry no text: their
+messages (as standard chat messages, see :func:`chat_messages`) and tools are sent as
+they are, and the trajectory record keeps them as JSON (``Prompt.shown``).
 
 The server's answer is turned back into the text a local model would have
 written, so the engine's parser works unchanged: ``reasoning_content`` becomes
@@ -14,8 +13,8 @@ through as it came.
 
 Only standard request fields are sent by default (``transformers serve`` rejects
 others with HTTP 422); ``extras=True`` adds ``top_k`` and ``chat_template_kwargs``,
-which vLLM and SGLang accept. N samples are N concurrent requests: not every
-server honours ``n``; ``generate_many`` sends its rows at once too. Cancelling
+which vLLM and SGLang accept. ``generate_many`` sends its rows as concurrent
+requests (not every server honours ``n``). Cancelling
 closes the open streams, which tells the server to stop generating.
 
 A request that fails in a way that may pass (no connection, HTTP 408/409/429/5xx,
@@ -35,11 +34,10 @@ from dataclasses import replace
 from typing import Any
 
 from envace_demo.errors import ConfigError, ModelError
-from envace_demo.models.base import Backend, Constraint, Generation, ModelInfo, Sampling, StreamCallback
+from envace_demo.models.base import Backend, Constraint, Generation, ModelInfo, Prompt, Sampling, StreamCallback
 
 log = logging.getLogger(__name__)
 
-REQUEST_FORMAT = "envace-openai-chat/1"  # marks a prompt rendered by this backend
 DEFAULT_TIMEOUT = 300.0  # seconds without a byte from the server before a request fails
 MAX_CONCURRENT = 16  # requests in flight for one generate() call
 DEFAULT_RETRIES = 3
@@ -101,30 +99,23 @@ class OpenAIBackend(Backend):
             extra={"engine": "openai", "base_url": self.base_url, "constrained": False},
         )
 
-    def render(self, messages: list[dict], tools: list[dict] | None = None, enable_thinking: bool = True) -> str:
-        request = {
-            "format": REQUEST_FORMAT,
-            "messages": chat_messages(messages),
-            "tools": tools or None,
-            "enable_thinking": enable_thinking,
-        }
-        return json.dumps(request, ensure_ascii=False)
+    def prompt(self, messages: list[dict], tools: list[dict] | None = None, thinking: bool = True) -> Prompt:
+        """The chat as this server takes it: standard messages, no rendered text."""
+        return Prompt(chat_messages(messages), tools or None, thinking)
 
     def generate(
         self,
-        prompt: str,
+        prompt: Prompt,
         sampling: Sampling,
-        n: int = 1,
         constraint: Constraint | None = None,  # not enforceable over the API; ignored
         on_token: StreamCallback | None = None,
         cancel: threading.Event | None = None,
-    ) -> list[Generation]:
-        request = _decode(prompt)
-        return self._rows([(request, sampling, i) for i in range(n)], on_token, cancel)
+    ) -> Generation:
+        return self._rows([(prompt, sampling)], on_token, cancel)[0]
 
     def generate_many(
         self,
-        prompts: list[str],
+        prompts: list[Prompt],
         sampling: Sampling,
         constraints: list[Constraint | None] | None = None,  # not enforceable over the API
         on_token: StreamCallback | None = None,
@@ -137,26 +128,26 @@ class OpenAIBackend(Backend):
         rows = []
         for i, prompt in enumerate(prompts):
             seed = None if sampling.seed is None else sampling.seed + 1_000_003 * i
-            rows.append((_decode(prompt), replace(sampling, seed=seed), 0))
+            rows.append((prompt, replace(sampling, seed=seed)))
         return self._rows(rows, on_token, cancel)
 
     def _rows(
         self,
-        rows: list[tuple[dict, Sampling, int]],
+        rows: list[tuple[Prompt, Sampling]],
         on_token: StreamCallback | None,
         cancel: threading.Event | None,
     ) -> list[Generation]:
-        """Stream each (request, sampling, seed offset) row on its own thread; row i
-        reports as row i. One row failing for good stops the others."""
+        """Stream each (prompt, sampling) row on its own thread; row i reports as row i.
+        One row failing for good stops the others."""
         cancel = cancel or threading.Event()
         halt = threading.Event()  # cancelled, or another row failed: stop every row
         streams: dict[int, Any] = {}
         lock = threading.Lock()
 
         def row(index: int) -> Generation:
-            request, sampling, offset = rows[index]
+            prompt, sampling = rows[index]
             stream_cb = (lambda _, text: on_token(index, text)) if on_token is not None else None
-            return self._retrying_row(request, sampling, offset, index, stream_cb, halt, streams, lock)
+            return self._retrying_row(prompt, sampling, index, stream_cb, halt, streams, lock)
 
         n = len(rows)
         with ThreadPoolExecutor(max_workers=min(n, MAX_CONCURRENT), thread_name_prefix="envace-openai") as pool:
@@ -178,9 +169,9 @@ class OpenAIBackend(Backend):
 
     # ---- one request ----------------------------------------------------------------
 
-    def _body(self, request: dict, sampling: Sampling, index: int) -> dict:
-        messages = request["messages"]
-        if not request.get("enable_thinking", True) and not self.extras:
+    def _body(self, prompt: Prompt, sampling: Sampling) -> dict:
+        messages = chat_messages(prompt.messages)  # as given when built by prompt()
+        if not prompt.thinking and not self.extras:
             messages = _no_think(messages)  # Qwen3's soft switch: a standard-field way to turn thinking off
         body: dict[str, Any] = {
             "model": self.model,
@@ -191,14 +182,14 @@ class OpenAIBackend(Backend):
             "stream": True,
             "stream_options": {"include_usage": True},
         }
-        if request.get("tools"):
-            body["tools"] = request["tools"]
+        if prompt.tools:
+            body["tools"] = prompt.tools
         if sampling.seed is not None:
-            body["seed"] = sampling.seed + index  # same seed on N requests would give N equal samples
+            body["seed"] = sampling.seed
         extra: dict[str, Any] = {}
         if self.extras:
             extra["top_k"] = sampling.top_k
-            extra["chat_template_kwargs"] = {"enable_thinking": bool(request.get("enable_thinking", True))}
+            extra["chat_template_kwargs"] = {"enable_thinking": bool(prompt.thinking)}
         extra.update(self.extra_body)
         if extra:
             body["extra_body"] = extra
@@ -206,9 +197,8 @@ class OpenAIBackend(Backend):
 
     def _retrying_row(
         self,
-        request: dict,
+        prompt: Prompt,
         sampling: Sampling,
-        offset: int,
         slot: int,
         on_token: StreamCallback | None,
         halt: threading.Event,
@@ -218,7 +208,7 @@ class OpenAIBackend(Backend):
         attempt = 0
         while True:
             try:
-                return self._stream_row(request, sampling, offset, slot, on_token, halt, streams, lock)
+                return self._stream_row(prompt, sampling, slot, on_token, halt, streams, lock)
             except _Transient as err:
                 if attempt >= self.retries:
                     tries = f" (after {attempt + 1} tries)" if attempt else ""
@@ -230,9 +220,8 @@ class OpenAIBackend(Backend):
 
     def _stream_row(
         self,
-        request: dict,
+        prompt: Prompt,
         sampling: Sampling,
-        index: int,
         slot: int,
         on_token: StreamCallback | None,
         halt: threading.Event,
@@ -246,7 +235,7 @@ class OpenAIBackend(Backend):
         if halt.is_set():
             return Generation("", 0, 0, 0.0, "cancelled")
         try:
-            stream = self.client.chat.completions.create(**self._body(request, sampling, index))
+            stream = self.client.chat.completions.create(**self._body(prompt, sampling))
             with lock:
                 streams[slot] = stream
             if halt.is_set():
@@ -272,7 +261,7 @@ class OpenAIBackend(Backend):
         finish = "cancelled" if halt.is_set() and reply.finish is None else reply.finish_reason()
         new_tokens = reply.completion_tokens if reply.completion_tokens is not None else self.count_tokens(text)
         prompt_tokens = reply.prompt_tokens if reply.prompt_tokens is not None else self.count_tokens(
-            json.dumps(request["messages"], ensure_ascii=False)
+            json.dumps(prompt.messages, ensure_ascii=False)
         )
         return Generation(text, new_tokens, prompt_tokens, time.monotonic() - started, finish)
 
@@ -360,16 +349,6 @@ def _no_think(messages: list[dict]) -> list[dict]:
             msg["content"] = f"{msg['content']} /no_think"
             break
     return out
-
-
-def _decode(prompt: str) -> dict:
-    try:
-        request = json.loads(prompt)
-    except ValueError:
-        request = None
-    if not isinstance(request, dict) or request.get("format") != REQUEST_FORMAT:
-        raise ModelError("OpenAIBackend.generate: the prompt must come from OpenAIBackend.render")
-    return request
 
 
 # ---- response side --------------------------------------------------------------------

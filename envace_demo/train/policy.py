@@ -1,18 +1,14 @@
 """The policy being trained, served through the demo's own transformers backend.
 
-Two additions over ``TransformersBackend``, both for training:
+One addition over ``TransformersBackend``, for training: prefix reuse. Every actor
+prompt of one schema starts with the same system turn (all tool schemas, ~1k tokens),
+every rehearser prompt with the same system message and candidate tools. When a batch
+decodes one prompt (alone or repeated), the key/value cache of the longest prefix seen
+before is reused and only the rest is computed. The weights change at each optimizer
+step, so the trainer calls ``forget()`` after each one.
 
-- prefix reuse: every actor prompt of one schema starts with the same system turn
-  (all tool schemas, ~1k tokens), every rehearser prompt with the same system
-  message and candidate tools. The key/value cache of the longest prompt prefix
-  seen before is reused and only the rest is computed. The weights change at each
-  optimizer step, so the trainer calls ``forget()`` after each one.
-- exact token ids: ``last_token_ids`` holds the ids each row of the last
-  ``generate`` or ``generate_many`` sampled (through its stop token), so training
-  scores the very tokens the grammar let through, not a re-tokenization.
-
-Both hook private methods of ``TransformersBackend`` (``_shared_prefill``,
-``_finish``); ``tests/test_train_trainer.py`` pins their behaviour.
+It hooks the backend's prefill (``_prefill``); ``tests/test_train_trainer.py`` pins
+its behaviour. The sampled token ids come back on each ``Generation`` (``token_ids``).
 """
 
 from __future__ import annotations
@@ -27,8 +23,6 @@ class PolicyBackend(TransformersBackend):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._prefixes: list[tuple[list[int], list]] = []  # (ids, [(keys, values) per layer]), newest last
-        self._rows: list[list[int]] = []
-        self.last_token_ids: list[list[int]] = []
 
     @classmethod
     def like(cls, served: TransformersBackend, model, model_id: str) -> PolicyBackend:
@@ -50,32 +44,15 @@ class PolicyBackend(TransformersBackend):
         """Drop cached prefixes (call after the weights change)."""
         self._prefixes.clear()
 
-    def generate(self, *args, **kwargs):
-        self._rows = []
-        gens = super().generate(*args, **kwargs)
-        rows = self._rows
-        # Greedy decoding runs one row and copies it n times.
-        self.last_token_ids = [rows[min(i, len(rows) - 1)] for i in range(len(gens))] if rows else []
-        return gens
-
-    def generate_many(self, *args, **kwargs):
-        self._rows = []
-        gens = super().generate_many(*args, **kwargs)
-        rows = self._rows
-        self.last_token_ids = rows if len(rows) == len(gens) else []
-        return gens
-
-    def _finish(self, ids, prompt_len, max_new, seconds, cancelled):
-        gen = super()._finish(ids, prompt_len, max_new, seconds, cancelled)
-        self._rows.append(list(ids[: gen.new_tokens]))
-        return gen
-
-    def _shared_prefill(self, input_ids, rows: int):
+    def _prefill(self, encoded: list[list[int]]):
+        import torch
         from transformers import DynamicCache
 
-        ids = input_ids[0, :-1].tolist()
-        if len(ids) < 1:
-            return super()._shared_prefill(input_ids, rows)
+        rows = len(encoded)
+        ids = encoded[0][:-1]
+        if len(ids) < 1 or any(other != encoded[0] for other in encoded[1:]):
+            return super()._prefill(encoded)
+        input_ids = torch.tensor([encoded[0]], dtype=torch.long, device=self.model.device)
         best, reuse = None, 0
         for entry in self._prefixes:
             n = common_prefix([entry[0], ids])
@@ -92,4 +69,5 @@ class PolicyBackend(TransformersBackend):
         del self._prefixes[:-MAX_PREFIXES]
         if rows > 1:
             cache.batch_repeat_interleave(rows)
-        return cache, input_ids.expand(rows, -1).contiguous()
+        batch = input_ids.expand(rows, -1).contiguous()
+        return cache, batch, torch.ones_like(batch)

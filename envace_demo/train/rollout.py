@@ -6,8 +6,8 @@ environment (method doc §4). Every generation becomes one ``Row`` tagged with i
 group and role, holding the exact prompt the engine rendered and the completion,
 so training sees the demo's prompts byte for byte.
 
-Token ids: the policy backend (``policy.PolicyBackend``) reports the ids each row
-sampled, stop token included, and those are trained. With a backend that reports
+Token ids: a local backend reports on each ``Generation`` the prompt's ids and the ids
+it sampled, stop token included, and those are trained. With a backend that reports
 text only, the completion is re-tokenized and the end-of-turn token appended when
 the generation stopped on it, so the policy still learns where to stop.
 """
@@ -21,7 +21,7 @@ from typing import Any
 
 from envace_demo.engine import Episode, EpisodeConfig
 from envace_demo.events import EpisodeFinished
-from envace_demo.models.base import Backend, Generation, Sampling
+from envace_demo.models.base import Backend, Generation, Prompt, Sampling
 from envace_demo.record import Rehearsal, Trajectory
 from envace_demo.tasks import Task
 
@@ -61,14 +61,15 @@ class Group:
 
 
 class _Recorder(Backend):
-    """Passes every call to ``inner`` and keeps each ``Generation`` by (prompt, text),
-    with its token ids when ``inner`` reports them (``PolicyBackend.last_token_ids``)."""
+    """Passes every call to ``inner`` and keeps each ``Generation`` under (prompt as
+    recorded, text), in the order they came: two identical samples are two entries,
+    each with the token ids it was sampled as."""
 
     def __init__(self, inner: Backend):
         self.inner = inner
         self.supports_constraints = inner.supports_constraints
         self.requires_first_call = inner.requires_first_call
-        self.seen: dict[tuple[str, str], tuple[Generation, list[int] | None]] = {}
+        self.seen: dict[tuple[str, str], list[Generation]] = {}
 
     @property
     def info(self):
@@ -77,15 +78,16 @@ class _Recorder(Backend):
     def render(self, messages, tools=None, enable_thinking=True) -> str:
         return self.inner.render(messages, tools, enable_thinking)
 
+    def prompt(self, messages, tools=None, thinking=True) -> Prompt:
+        return self.inner.prompt(messages, tools, thinking)
+
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(text)
 
-    def generate(self, prompt, sampling, n=1, constraint=None, on_token=None, cancel=None):
-        gens = self.inner.generate(
-            prompt, sampling, n=n, constraint=constraint, on_token=on_token, cancel=cancel
-        )
-        self._keep([prompt] * len(gens), gens)
-        return gens
+    def generate(self, prompt, sampling, constraint=None, on_token=None, cancel=None) -> Generation:
+        gen = self.inner.generate(prompt, sampling, constraint=constraint, on_token=on_token, cancel=cancel)
+        self._keep([prompt], [gen])
+        return gen
 
     def generate_many(self, prompts, sampling, constraints=None, on_token=None, cancel=None):
         # Passed on whole: the engine batches parallel rehearsals here.
@@ -93,12 +95,18 @@ class _Recorder(Backend):
         self._keep(prompts, gens)
         return gens
 
-    def _keep(self, prompts: list[str], gens: list[Generation]) -> None:
-        ids = getattr(self.inner, "last_token_ids", None)
-        if not ids or len(ids) != len(gens):
-            ids = [None] * len(gens)
-        for prompt, gen, row_ids in zip(prompts, gens, ids):
-            self.seen[(prompt, gen.text)] = (gen, row_ids)
+    def _keep(self, prompts: list[Prompt], gens: list[Generation]) -> None:
+        for prompt, gen in zip(prompts, gens):
+            self.seen.setdefault((prompt.shown(), gen.text), []).append(gen)
+
+    def take(self, prompt: str, text: str) -> Generation | None:
+        """The generation that wrote ``text`` for ``prompt``, each one handed out once:
+        the one whose text is the very string the record holds, else the oldest left."""
+        kept = self.seen.get((prompt, text))
+        if not kept:
+            return None
+        at = next((i for i, gen in enumerate(kept) if gen.text is text), 0)
+        return kept.pop(at)
 
 
 def episode_config(
@@ -147,7 +155,7 @@ def rollout_group(
             trajectory = event.trajectory
     assert trajectory is not None
     group = Group(index=index, task=task, trajectory=trajectory)
-    prompt_ids: dict[str, list[int]] = {}  # the G first actor turns share one prompt
+    prompt_ids: dict[str, list[int]] = {}  # re-tokenized prompts: the G first actor turns share one
     for rehearsal in trajectory.rehearsals:
         for step in rehearsal.steps:
             if step.call_index == 0:  # the calls of one turn share one actor generation
@@ -192,20 +200,23 @@ def _row(
     stop_id,
     prompt_ids: dict,
 ) -> Row:
-    if prompt not in prompt_ids:
-        prompt_ids[prompt] = tokenize(prompt)
-    gen, ids = recorder.seen.get((prompt, text), (None, None))
-    if ids is None:  # a backend that reports text only: re-tokenize, close the turn if it did
+    gen = recorder.take(prompt, text)
+    if gen is not None and gen.token_ids:
+        ids, row_prompt_ids = gen.token_ids, gen.prompt_ids
+    else:  # a backend that reports text only: re-tokenize, close the turn if it did
         ids = tokenize(text)
         if gen is not None and gen.finish_reason == "stop" and stop_id is not None:
             ids = ids + [stop_id]
+        if prompt not in prompt_ids:
+            prompt_ids[prompt] = tokenize(prompt)
+        row_prompt_ids = prompt_ids[prompt]
     return Row(
         group=group,
         episode=episode,
         role=role,
         prompt=prompt,
         completion=text,
-        prompt_ids=prompt_ids[prompt],
+        prompt_ids=list(row_prompt_ids),
         completion_ids=list(ids),
         empty=is_empty(text),
     )

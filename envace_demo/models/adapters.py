@@ -1,0 +1,53 @@
+"""LoRA adapters on a loaded transformers model: put on, taken off, asked about.
+
+peft injects the adapter's layers into the base modules; taking it off unloads them
+and restores the base weights exactly, so applying is reversible.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from envace_demo.errors import ConfigError, ModelError
+
+
+class LoraAdapters:
+    """Adapter methods of a backend that holds ``model`` and ``model_id``, and serializes
+    generation with ``_lock`` (swapping weights waits for a running generation)."""
+
+    model: object
+    model_id: str
+    _lock: threading.Lock
+    _adapter: Path | None
+
+    @property
+    def adapter(self) -> Path | None:
+        """The folder of the adapter the model is served with, or None."""
+        return self._adapter
+
+    def apply_adapter(self, adapter_dir: Path) -> None:
+        """Serve with the LoRA adapter saved in ``adapter_dir`` (replacing any other)."""
+        from peft import PeftModel
+
+        adapter_dir = Path(adapter_dir)
+        if not (adapter_dir / "adapter_config.json").is_file():
+            raise ConfigError(f"{adapter_dir}: no LoRA adapter here (adapter_config.json missing)")
+        with self._lock:
+            base = self.model.unload() if isinstance(self.model, PeftModel) else self.model
+            self._adapter = None
+            try:
+                self.model = PeftModel.from_pretrained(base, str(adapter_dir)).eval()
+            except (OSError, ValueError, RuntimeError) as err:
+                self.model = base
+                raise ModelError(f"{adapter_dir}: cannot apply this adapter to {self.model_id}: {err}") from err
+            self._adapter = adapter_dir
+
+    def remove_adapter(self) -> None:
+        """Back to the base weights (a no-op without an adapter)."""
+        from peft import PeftModel
+
+        with self._lock:
+            if isinstance(self.model, PeftModel):
+                self.model = self.model.unload().eval()
+            self._adapter = None
