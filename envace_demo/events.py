@@ -18,12 +18,11 @@ class EpisodeStarted:
 
 @dataclass
 class Generating:
-    """Text streaming out of the model (the latest text of one sample)."""
+    """Text streaming out of the model (the latest text of one generation)."""
 
     role: Literal["actor", "rehearser"]
     where: Where
     rehearsal: int | None  # index of the imagined trajectory, None in the committed run
-    row: int
     text: str
 
 

@@ -178,7 +178,7 @@ def test_default_generate_many_loops_over_generate_with_a_seed_per_row():
 
 
 class Batching(ScriptedBackend):
-    """A scripted backend that records each backend call: ("generate", n) or ("many", roles).
+    """A scripted backend that records each batched call: ("many", roles).
     ``linger``: seconds each generation stays running after streaming its text (so the
     engine, which polls, sees the stream)."""
 
@@ -188,19 +188,13 @@ class Batching(ScriptedBackend):
         self.linger = linger
 
     def generate(self, prompt, sampling, n=1, constraint=None, on_token=None, cancel=None):
-        if not getattr(self, "_inside_many", False):
-            self.calls.append(("generate", n))
         gens = super().generate(prompt, sampling, n, constraint, on_token, cancel)
         time.sleep(self.linger)
         return gens
 
     def generate_many(self, prompts, sampling, constraints=None, on_token=None, cancel=None):
         self.calls.append(("many", ["rehearser" if CURRENT_TOOL in p else "actor" for p in prompts]))
-        self._inside_many = True
-        try:
-            return super().generate_many(prompts, sampling, constraints, on_token, cancel)
-        finally:
-            self._inside_many = False
+        return super().generate_many(prompts, sampling, constraints, on_token, cancel)
 
 
 def test_parallel_trajectories_advance_in_lockstep_one_batch_per_role_and_round():
@@ -215,20 +209,16 @@ def test_parallel_trajectories_advance_in_lockstep_one_batch_per_role_and_round(
     assert [len(r.steps) for r in traj.rehearsals] == [2, 2, 1]
     assert [r.ended for r in traj.rehearsals] == ["answer"] * 3
     assert backend.calls[:3] == [
-        ("generate", 3),  # the first turn: the same prompt 3 times, one shared prefill
+        ("many", ["actor"] * 3),  # the first turn of the three, together
         ("many", ["rehearser", "rehearser"]),  # the two calls of trajectories 0 and 1, together
         ("many", ["actor", "actor"]),  # their second turns, together
     ]
     # Then the committed run, one generation at a time.
-    assert all(call == ("generate", 1) for call in backend.calls[3:])
-    # The same prompts (the same call text) share one n-row call instead.
-    same = Batching(actor=[BALANCE, BALANCE, ANSWER, ANSWER, BALANCE, ANSWER], rehearser=[result_text({})] * 3)
-    list(Episode(same, find_task("bank", "check-balance"), EpisodeConfig(mode="parallel", n=2), create("bank")).run())
-    assert same.calls[:3] == [("generate", 2)] * 3
+    assert all(len(call[1]) == 1 for call in backend.calls[3:])
     finished = [e.rehearsal.index for e in events if isinstance(e, RehearsalFinished)]
     assert sorted(finished) == [0, 1, 2] and finished[0] == 2  # the short one finished first
-    streamed = {(e.rehearsal, e.row) for e in events if isinstance(e, Generating) and e.where == "rehearsal"}
-    assert streamed == {(0, 0), (1, 0), (2, 0)}  # each trajectory streams under its own index
+    streamed = {e.rehearsal for e in events if isinstance(e, Generating) and e.where == "rehearsal"}
+    assert streamed == {0, 1, 2}  # each trajectory streams under its own index
 
 
 def test_stop_during_lockstep_ends_every_running_trajectory():
@@ -251,7 +241,7 @@ def test_sequential_mode_stays_one_generation_at_a_time():
     backend = Batching(actor=[BALANCE, ANSWER, BALANCE, ANSWER, BALANCE, ANSWER],
                        rehearser=[result_text({"balance": 1.0})] * 3)
     list(Episode(backend, find_task("bank", "check-balance"), EpisodeConfig(mode="sequential", n=2), create("bank")).run())
-    assert backend.calls and all(call == ("generate", 1) for call in backend.calls)
+    assert backend.calls and all(len(call[1]) == 1 for call in backend.calls)
 
 
 def test_profile_sums_samples_by_kind_and_ignores_loading_and_other_threads(tmp_path):

@@ -199,20 +199,20 @@ def test_streaming_text_shows_in_a_pending_step():
             Trajectory(mode="parallel", model={}, tools=[], prompt=PROMPT, environment="bank", n=2)
         )
     )
-    # The batched first turn of a parallel rehearsal streams row r under rehearsal r.
-    view.apply(Generating("actor", "rehearsal", 0, 1, "<tool_call>{partial"))
+    # Each imagined trajectory streams under its own index.
+    view.apply(Generating("actor", "rehearsal", 1, "<tool_call>{partial"))
     messages = render.rehearsal_messages(view)
     pending = [m for m in messages if m["metadata"]["status"] == "pending"]
     assert [m["metadata"]["id"] for m in pending] == ["r1", "r1live"]
     assert render.progress_text(view).startswith("rehearsal 2 of 2")
-    view.apply(Generating("actor", "commit", None, 0, "<script>alert(1)</script>"))
+    view.apply(Generating("actor", "commit", None, "<script>alert(1)</script>"))
     page = render.steps_html(view)
     assert "ev-pending" in page and "&lt;script&gt;" in page and "<script>" not in page
 
 
 def test_an_event_before_the_start_is_a_bug():
     with pytest.raises(ValueError, match="before EpisodeStarted"):
-        render.LiveView().apply(Generating("actor", "commit", None, 0, "x"))
+        render.LiveView().apply(Generating("actor", "commit", None, "x"))
 
 
 def test_prompt_inspector_shows_the_rendered_prompts(scripted):

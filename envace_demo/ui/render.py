@@ -60,7 +60,7 @@ class LiveView:
         elif self.trajectory is None:
             raise ValueError(f"{type(event).__name__} before EpisodeStarted")
         elif isinstance(event, Generating):
-            target = None if event.where == "commit" else (event.rehearsal or 0) + event.row
+            target = None if event.where == "commit" else (event.rehearsal or 0)
             self.live[(event.where, target)] = event
         elif isinstance(event, StepUpdated):
             steps = (
