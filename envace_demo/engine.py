@@ -25,14 +25,14 @@ from envace_demo.events import (
     Event,
     MemoryReady,
     RehearsalFinished,
-    StepUpdated,
+    TurnUpdated,
 )
 from envace_demo.fidelity import fidelity, mean_fidelity
 from envace_demo.generation import BatchGenerator
 from envace_demo.modes import MODES, mode_policy
 from envace_demo.models.base import Backend, Constraint, Generation, Sampling
-from envace_demo.prompts import Conversation, Turn, actor_prompt, rehearser_messages, rehearser_prompt
-from envace_demo.record import Action, Rehearsal, Step, ToolCall, Trajectory
+from envace_demo.prompts import Conversation, actor_prompt, rehearser_messages, rehearser_prompt
+from envace_demo.record import Action, CallStep, Rehearsal, ToolCall, Trajectory, Turn, call_steps
 from envace_demo.scheduler import Outcome, Request, Run, Stop, drive, lockstep
 from envace_demo.schemas import Tool, find_tool
 from envace_demo.supervise import supervise, wait
@@ -132,8 +132,10 @@ class Episode:
             if policy.rehearsals:
                 yield from self._rehearse_all(traj)
             if policy.commit:
-                conversation = Conversation(self.task.prompt, memory=(traj.memory or {}).get("text") or None)
-                run = self._trajectory(conversation, where="commit", rindex=None, steps=traj.steps, commit=True)
+                conversation = Conversation(
+                    self.task.prompt, memory=(traj.memory or {}).get("text") or None, executed=self.executor is not None
+                )
+                run = self._trajectory(conversation, where="commit", rindex=None, turns=traj.turns, commit=True)
                 outcome = yield from drive(run, self._batcher)
                 traj.final_answer, traj.ended = outcome.final_answer, outcome.ended
             else:
@@ -143,7 +145,7 @@ class Episode:
         except Stop as stop:
             traj.ended = stop.reason
         traj.seconds = time.monotonic() - start
-        traj.fidelity = mean_fidelity([s.fidelity for s in traj.steps])
+        traj.fidelity = mean_fidelity([c.fidelity for c in call_steps(traj.turns)])
         if self.environment is not None:
             traj.final_state = self.environment.state()
         if policy.commit:
@@ -180,7 +182,7 @@ class Episode:
         yield MemoryReady(traj.memory)
 
     def _rehearsal(self, conversation: Conversation, rehearsal: Rehearsal) -> Run:
-        return self._trajectory(conversation, "rehearsal", rehearsal.index, rehearsal.steps, commit=False)
+        return self._trajectory(conversation, "rehearsal", rehearsal.index, rehearsal.turns, commit=False)
 
     # ---- one trajectory (imagined or committed) -----------------------------------------
 
@@ -189,7 +191,7 @@ class Episode:
         conversation: Conversation,
         where: str,
         rindex: int | None,
-        steps: list[Step],
+        turns: list[Turn],
         commit: bool,
     ) -> Run:
         cfg = self.config
@@ -202,31 +204,25 @@ class Episode:
             action = parse_action(
                 gen.text, self._tool_names, require_call=require, cut=gen.finish_reason == "length"
             )
-            step = _new_step(steps, action, gen, prompt)
+            turn = _new_turn(turns, action, gen, prompt)
             if action.error:
-                step.error = f"{action.error}: {action.error_message}"
-                yield StepUpdated(where, rindex, step, "acted")
+                turn.error = f"{action.error}: {action.error_message}"
+                yield TurnUpdated(where, rindex, turn, None, "acted")
                 return Outcome(None, "parse_error")
             if not action.calls:
-                yield StepUpdated(where, rindex, step, "acted")
                 if gen.finish_reason == "length":
-                    step.error = "the answer hit the new-token limit"
-                    return Outcome(action.content, "max_new_tokens")
-                return Outcome(action.content, "answer")
-            turn = Turn(action)
-            for ci, call in enumerate(action.calls):
-                if ci > 0:
-                    step = _new_step(steps, action, None, prompt)
-                step.call, step.call_index = call, ci
-                yield from self._call(step, conversation, real_results, where, rindex, execute)
+                    turn.error = "the answer hit the new-token limit"
+                yield TurnUpdated(where, rindex, turn, None, "acted")
+                return Outcome(action.content, "max_new_tokens" if turn.error else "answer")
+            for call in action.calls:
+                step = CallStep(call)
+                turn.calls.append(step)
+                yield from self._call(turn, step, conversation, real_results, where, rindex, execute)
                 if execute:
                     real_results.append((call, step.real))
-                    turn.results.append((call, step.real))
                     if step.error:
                         conversation.turns.append(turn)
                         return Outcome(None, "environment_error")
-                else:
-                    turn.results.append((call, step.rehearsed))
             conversation.turns.append(turn)
             if commit and not execute:
                 # Nothing to commit against: the calls stand as the answer (BFCL style).
@@ -235,7 +231,8 @@ class Episode:
 
     def _call(
         self,
-        step: Step,
+        turn: Turn,
+        step: CallStep,
         conversation: Conversation,
         real_results: list[tuple[ToolCall, Any]],
         where: str,
@@ -243,27 +240,27 @@ class Episode:
         execute: bool,
     ) -> Generator[Event | Request, Generation, None]:
         """Validate one call, then rehearse it (where the mode does), then execute it (in
-        a commit with an environment); the step is reported after each phase."""
-        assert step.call is not None
+        a commit with an environment); the turn is reported after each phase."""
         tool = find_tool(self.task.tools, step.call.name)
         step.validation_errors = check_arguments(tool, step.call.arguments) if tool else []
         step.valid = tool is not None and not step.validation_errors
-        yield StepUpdated(where, rindex, step, "acted")
+        at = len(turn.calls) - 1
+        yield TurnUpdated(where, rindex, turn, at, "acted")
         rehearse = self.policy.rehearse_calls
         try:
             if rehearse:
-                yield from self._rehearse(step, tool, conversation, real_results, where, rindex)
-                yield StepUpdated(where, rindex, step, "rehearsed")
+                yield from self._rehearse(turn, step, tool, conversation, real_results, where, rindex)
+                yield TurnUpdated(where, rindex, turn, at, "rehearsed")
             if execute:
                 self._execute(step, tool)
-                yield StepUpdated(where, rindex, step, "executed")
+                yield TurnUpdated(where, rindex, turn, at, "executed")
                 self._batcher.check_limits()  # Stop or the time limit during the call
         except Stop as stop:
             # The record says why this call has no rehearsed or real response.
             missing = "rehearsal" if rehearse and step.rehearsed is None else "real call"
             if step.error is None and (missing == "rehearsal" or (execute and step.real is None)):
                 step.error = f"{_STOP_WORDS.get(stop.reason, stop.reason)} before the {missing}"
-                yield StepUpdated(where, rindex, step, "acted")
+                yield TurnUpdated(where, rindex, turn, at, "acted")
             raise
 
     # ---- phases ---------------------------------------------------------------------
@@ -276,14 +273,14 @@ class Episode:
 
     def _rehearse(
         self,
-        step: Step,
+        turn: Turn,
+        step: CallStep,
         tool: Tool | None,
         conversation: Conversation,
         real_results: list[tuple[ToolCall, Any]],
         where: str,
         rindex: int | None,
     ) -> Generator[Request, Generation, None]:
-        assert step.call is not None
         decided = validation_error(step.call, tool, step.validation_errors)
         if decided is not None:
             # Validation is certain here: the engine writes the contract's error itself and
@@ -292,10 +289,10 @@ class Episode:
             step.rehearsal_text = None
             return
         messages = rehearser_messages(
-            self.task.tools, real_results, conversation, step.action.text, step.call, tool
+            self.task.tools, real_results, conversation, turn.action.text, step.call, tool
         )
         prompt = rehearser_prompt(self.backend, messages)
-        step.prompts["rehearser"] = _prompt_text(prompt)
+        step.rehearser_prompt = _prompt_text(prompt)
         constraint = (
             Constraint(role="rehearser", response_schema=tool.response if tool else None)
             if self._constrained
@@ -312,8 +309,8 @@ class Episode:
         else:
             step.rehearsed = result
 
-    def _execute(self, step: Step, tool: Tool | None) -> None:
-        assert step.call is not None and self.executor is not None
+    def _execute(self, step: CallStep, tool: Tool | None) -> None:
+        assert self.executor is not None
         started = time.monotonic()
         if tool is None:
             step.real = _failure("TOOL_NOT_AVAILABLE", f"no tool named {step.call.name!r}")
@@ -333,14 +330,17 @@ class Episode:
         return self.config.redact(text) if self.config.redact is not None else text
 
 
-def _new_step(steps: list[Step], action: Action, gen: Generation | None, prompt: Any) -> Step:
-    step = Step(index=len(steps), action=action, prompts={"actor": _prompt_text(prompt)})
-    if gen is not None:
-        step.act_seconds = round(gen.seconds, 3)
-        step.act_tokens = gen.new_tokens
-        step.prompt_tokens = gen.prompt_tokens
-    steps.append(step)
-    return step
+def _new_turn(turns: list[Turn], action: Action, gen: Generation, prompt: Any) -> Turn:
+    turn = Turn(
+        index=len(turns),
+        action=action,
+        act_seconds=round(gen.seconds, 3),
+        act_tokens=gen.new_tokens,
+        prompt_tokens=gen.prompt_tokens,
+        actor_prompt=_prompt_text(prompt),
+    )
+    turns.append(turn)
+    return turn
 
 
 def _real_call(
