@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import threading
 import time
-from functools import partial
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable, Generator, Iterator
 
 from envace_demo import memory as memory_mod

@@ -155,6 +155,16 @@ def test_no_environment_stops_after_the_first_calls_and_checks_them_bfcl_style(s
     assert traj.ended == "no_environment" and traj.success is True
 
 
+def test_the_mode_policy_says_what_each_mode_runs():
+    from envace_demo.modes import mode_policy
+
+    none, parallel, sequential, imagine = (mode_policy(m, 3) for m in ("none", "parallel", "sequential", "imagine"))
+    assert (none.rehearsals, none.rehearse_calls, none.commit) == (0, False, True)
+    assert (parallel.rehearsals, parallel.sequential, parallel.rehearse_calls, parallel.commit) == (3, False, True, True)
+    assert sequential.sequential and sequential.rehearsals == 3
+    assert (imagine.rehearsals, imagine.commit) == (3, False)
+
+
 def test_bad_mode_or_n_is_a_config_error():
     with pytest.raises(ConfigError, match="mode must be one of"):
         EpisodeConfig(mode="dream")
