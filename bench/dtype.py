@@ -13,6 +13,7 @@ from pathlib import Path
 
 from envace_demo.engine import EpisodeConfig, run_episode
 from envace_demo.models.base import Sampling
+from envace_demo.record import call_steps
 from envace_demo.tasks import Task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,7 +48,7 @@ def validity(backend, tasks: list[Task], max_new_tokens: int = 128) -> dict:
     per_task = []
     for task in tasks:
         traj = run_episode(backend, task, config)
-        tool_steps = [s for s in traj.steps if s.call is not None]
+        tool_steps = call_steps(traj.turns)
         calls += len(tool_steps)
         valid += sum(1 for s in tool_steps if s.valid)
         correct += int(bool(traj.success))

@@ -82,16 +82,17 @@ def leaks_in(record: dict, message: str, reference: str) -> list[str]:
     found: list[str] = []
     if record.get("prompt") != message:
         found.append(f"{reference}: the record's prompt is another request's: {record.get('prompt')!r}")
-    for step in record.get("steps", []):
-        seen = set(REFERENCE.findall(step.get("prompts", {}).get("actor", "")))
+    for turn in record.get("turns", []):
+        seen = set(REFERENCE.findall(turn.get("actor_prompt") or ""))
         if seen != {reference}:
-            found.append(f"{reference}: step {step.get('index')}'s prompt holds references {sorted(seen)}")
+            found.append(f"{reference}: turn {turn.get('index')}'s prompt holds references {sorted(seen)}")
     # Replay this request's own committed calls on a fresh environment.
     originals = {
         t["function"]["name"]: t.get("original_name", t["function"]["name"]) for t in record.get("tools", [])
     }
     env = create("bank")
-    for step in record.get("steps", []):
+    calls = [c for turn in record.get("turns", []) for c in turn.get("calls", [])]
+    for number, step in enumerate(calls):
         call, real = step.get("call"), step.get("real")
         if call is None or real is None or call["name"] not in originals:
             continue
@@ -100,9 +101,7 @@ def leaks_in(record: dict, message: str, reference: str) -> list[str]:
         except Exception as err:  # the engine records a raising tool as ENVIRONMENT_FAILURE
             again = {"error": {"code": "ENVIRONMENT_FAILURE", "message": str(err)}}
         if _json(again) != _json(real):
-            found.append(
-                f"{reference}: step {step.get('index')}'s real response is not what its own call gives"
-            )
+            found.append(f"{reference}: call {number}'s real response is not what its own call gives")
     if _json(env.state()) != _json(record.get("final_state")):
         found.append(f"{reference}: the final state holds changes this request did not make")
     return found

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from envace_demo.engine import Episode, EpisodeConfig
 from envace_demo.envs.registry import create
 from envace_demo.events import MemoryReady, RehearsalFinished
+from envace_demo.record import rows
 from envace_demo.models.base import Sampling
 from envace_demo.tasks import Task
 
@@ -58,8 +59,8 @@ def time_rehearsals(backend, task: Task, n: int, seed: int, max_steps: int, max_
             break
     seconds = time.perf_counter() - start
     events.close()  # the committed run is not measured
-    steps = sum(len(r.steps) for r in finished)
-    tokens = sum((s.act_tokens or 0) + (s.rehearse_tokens or 0) for r in finished for s in r.steps)
+    steps = sum(1 for r in finished for _ in rows(r.turns))
+    tokens = sum(t.tokens() for r in finished for t in r.turns)
     return RehearsalTiming(n, seconds, steps, tokens)
 
 

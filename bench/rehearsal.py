@@ -31,7 +31,7 @@ from jsonschema import Draft202012Validator
 
 from envace_demo.calls import parse_execution_result
 from envace_demo.prompts import copies_placeholder, find_placeholders
-from envace_demo.record import Step, Trajectory
+from envace_demo.record import CallStep, Trajectory, Turn, call_steps
 
 ENVIRONMENTS = ("bank", "files", "library")
 SEEDS = (0, 1, 2)
@@ -60,13 +60,13 @@ def read_only(check: dict | None) -> bool:
     return not (check or {}).get("state")
 
 
-def _steps(traj: Trajectory) -> Iterable[Step]:
+def _turns(traj: Trajectory) -> Iterable[Turn]:
     for rehearsal in traj.rehearsals:
-        yield from rehearsal.steps
-    yield from traj.steps
+        yield from rehearsal.turns
+    yield from traj.turns
 
 
-def rehearsal_valid(step: Step, response_schema: dict | None) -> bool:
+def rehearsal_valid(step: CallStep, response_schema: dict | None) -> bool:
     """Whether the model's rehearsal of ``step`` is one ``<execution_result>`` whose value fits
     the declared response (when none is declared: any non-empty object or array)."""
     value, problem = parse_execution_result(step.rehearsal_text or "")
@@ -94,12 +94,10 @@ def episode_stats(traj: Trajectory, responses: dict[str, dict | None], writes: f
     """``responses``: tool name -> declared response schema; ``writes``: the names of the
     tools that change state."""
     stats = EpisodeStats(seconds=traj.seconds, success=traj.success)
-    for step in _steps(traj):
-        if step.call is None:
-            continue
+    for turn, step in ((t, c) for t in _turns(traj) for c in t.calls):
         placeholders: set[str] = set()
-        for prompt in step.prompts.values():
-            placeholders |= find_placeholders(prompt)
+        for prompt in (turn.actor_prompt, step.rehearser_prompt):
+            placeholders |= find_placeholders(prompt or "")
         stats.placeholder_copies += copies_placeholder(step.call.arguments, placeholders)
         if step.rehearsal_text is not None:  # the model rehearsed it
             stats.rehearsed += 1
@@ -107,10 +105,10 @@ def episode_stats(traj: Trajectory, responses: dict[str, dict | None], writes: f
             stats.placeholder_copies += copies_placeholder(step.rehearsed, placeholders)
         elif step.rehearsed is not None:
             stats.decided += 1
-    for step in traj.steps:  # committed
+    for step in call_steps(traj.turns):  # committed
         if step.fidelity is not None:
             stats.fidelities.append(step.fidelity)
-        if is_read_only and step.call is not None and step.real is not None and step.call.name in writes:
+        if is_read_only and step.real is not None and step.call.name in writes:
             stats.unrequested_writes.append(step.call.name)
     return stats
 

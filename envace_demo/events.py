@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from envace_demo.record import Rehearsal, Step, Trajectory
+from envace_demo.record import Rehearsal, Trajectory, Turn
 
 Where = Literal["rehearsal", "commit"]
 Phase = Literal["acted", "rehearsed", "executed"]
@@ -18,22 +18,23 @@ class EpisodeStarted:
 
 @dataclass
 class Generating:
-    """Text streaming out of the model (the latest text of one sample)."""
+    """Text streaming out of the model (the latest text of one generation)."""
 
     role: Literal["actor", "rehearser"]
     where: Where
     rehearsal: int | None  # index of the imagined trajectory, None in the committed run
-    row: int
     text: str
 
 
 @dataclass
-class StepUpdated:
-    """A step was acted, then rehearsed, then executed (the same object each time)."""
+class TurnUpdated:
+    """A turn was acted, then each of its calls rehearsed, then executed (the same turn
+    object each time, its calls so far included)."""
 
     where: Where
     rehearsal: int | None
-    step: Step
+    turn: Turn
+    call: int | None  # the position in ``turn.calls`` of the call this is about; None: the turn itself
     phase: Phase
 
 
@@ -52,4 +53,4 @@ class EpisodeFinished:
     trajectory: Trajectory
 
 
-Event = EpisodeStarted | Generating | StepUpdated | RehearsalFinished | MemoryReady | EpisodeFinished
+Event = EpisodeStarted | Generating | TurnUpdated | RehearsalFinished | MemoryReady | EpisodeFinished

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from envace_demo.record import Rehearsal
+from envace_demo.record import Rehearsal, call_steps
 
 _MAX_RESULT_CHARS = 240
 
@@ -24,20 +24,18 @@ def summarize(rehearsals: list[Rehearsal]) -> dict:
     """The memory record: ``attempts`` (structured) and ``text`` (for the prompt)."""
     attempts = []
     for r in rehearsals:
-        calls = []
-        for s in r.steps:
-            if s.call is None:
-                continue
-            calls.append(
-                {
-                    "name": s.call.name,
-                    "arguments": s.call.arguments,
-                    "predicted": s.rehearsed,
-                    "predicted_error": _is_error(s.rehearsed) or bool(s.error),
-                    "invalid_arguments": s.validation_errors,
-                }
-            )
-        errors = [s.error for s in r.steps if s.error]
+        calls = [
+            {
+                "name": c.call.name,
+                "arguments": c.call.arguments,
+                "predicted": c.rehearsed,
+                "predicted_error": _is_error(c.rehearsed) or bool(c.error),
+                "invalid_arguments": c.validation_errors,
+            }
+            for c in call_steps(r.turns)
+        ]
+        # In the order they happened: a turn's own error (it failed to parse) ends it.
+        errors = [e for t in r.turns for e in [t.error, *(c.error for c in t.calls)] if e]
         attempts.append({"index": r.index, "calls": calls, "errors": errors, "answer": r.final_answer, "ended": r.ended})
     return {"attempts": attempts, "text": render(attempts)}
 

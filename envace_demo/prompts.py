@@ -17,7 +17,7 @@ from typing import Any
 
 from envace_demo.calls import format_call
 from envace_demo.models.base import Prompt
-from envace_demo.record import Action, ToolCall
+from envace_demo.record import ToolCall, Turn
 from envace_demo.schemas import Tool
 
 # Section labels and tags of the rehearsal contract: the 8B model was trained on them.
@@ -88,20 +88,19 @@ def _json(value: Any) -> str:
 
 
 @dataclass
-class Turn:
-    """One actor turn of a conversation and the tool results that answered it."""
-
-    action: Action
-    results: list[tuple[ToolCall, Any]] = field(default_factory=list)
-
-
-@dataclass
 class Conversation:
-    """The actor's view of an episode: the user's request and its turns so far."""
+    """The actor's view of an episode: the user's request and its turns so far (the
+    record's turns: each call's tool message is its real response in a committed run
+    with an environment, ``executed``, and its rehearsed one otherwise)."""
 
     user: str
     turns: list[Turn] = field(default_factory=list)
     memory: str | None = None  # rehearsal memory, shown to the committed actor
+    executed: bool = False
+
+    def results(self, turn: Turn) -> list[tuple[ToolCall, Any]]:
+        """The tool messages that answered ``turn``."""
+        return [(c.call, c.real if self.executed else c.rehearsed) for c in turn.calls]
 
     def actor_messages(self) -> list[dict]:
         messages: list[dict] = []
@@ -120,7 +119,7 @@ class Conversation:
                     for c in turn.action.calls
                 ]
             messages.append(msg)
-            for call, result in turn.results:
+            for call, result in self.results(turn):
                 messages.append({"role": "tool", "name": call.name, "content": _json(result)})
         return messages
 
@@ -131,7 +130,7 @@ class Conversation:
             visible = turn.action.content
             calls = "\n".join(format_call(c) for c in turn.action.calls)
             lines.append("Assistant: " + "\n".join(p for p in (visible, calls) if p))
-            for call, result in turn.results:
+            for call, result in self.results(turn):
                 lines.append(f"Tool[{call.name}]: {_json(result)}")
         return lines
 

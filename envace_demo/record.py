@@ -1,16 +1,18 @@
 """The trajectory record: one JSON-native data model shared by the engine, UI,
 charts, export and training.
 
-Every dataclass here converts with ``to_dict()`` / ``from_dict()``; the dict form
-is the documented export format (see README, "Trajectory record").
+The dataclasses below are its one description: the export format (``to_dict``),
+loading (``from_dict``, ``load_trajectory``) and its JSON Schema (``record_schema``)
+all follow from them through pydantic. See README, "Trajectory record".
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
-from functools import lru_cache
-from typing import Any
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterator
+
+from pydantic import TypeAdapter, ValidationError
 
 from envace_demo.errors import EnvaceError
 
@@ -25,11 +27,7 @@ class ToolCall:
     arguments: dict[str, JSON]
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "arguments": self.arguments}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "ToolCall":
-        return cls(name=d["name"], arguments=dict(d.get("arguments") or {}))
+        return asdict(self)
 
 
 @dataclass
@@ -49,74 +47,61 @@ class Action:
     error: str | None = None
     error_message: str | None = None
 
-    def to_dict(self) -> dict:
-        return {
-            "text": self.text,
-            "thinking": self.thinking,
-            "content": self.content,
-            "calls": [c.to_dict() for c in self.calls],
-            "error": self.error,
-            "error_message": self.error_message,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "Action":
-        return cls(
-            text=d.get("text", ""),
-            thinking=d.get("thinking", ""),
-            content=d.get("content", ""),
-            calls=[ToolCall.from_dict(c) for c in d.get("calls", [])],
-            error=d.get("error"),
-            error_message=d.get("error_message"),
-        )
-
-
-def _plain(cls, d: dict):
-    names = {f.name for f in fields(cls)}
-    return cls(**{k: v for k, v in d.items() if k in names})
-
 
 @dataclass
-class Step:
-    """One tool call of a trajectory, or the final answer (``call`` is None).
+class CallStep:
+    """One call of a turn: checked against its schema, rehearsed (where the mode
+    rehearses) and executed (in a committed run with an environment).
 
     In a committed run ``rehearsed`` is the model's prediction and ``real`` the
-    environment's response; in an imagined run only ``rehearsed`` is set.
-    ``action`` is the actor turn this call came from: several calls of one turn
-    share one action (``call_index`` tells which one).
-    """
+    environment's response; in an imagined run only ``rehearsed`` is set."""
 
-    index: int
-    action: Action
-    call: ToolCall | None = None
-    call_index: int = 0
+    call: ToolCall
     valid: bool | None = None  # arguments validate against the schema
     validation_errors: list[str] = field(default_factory=list)
     rehearsed: JSON = None
     rehearsal_text: str | None = None  # the rehearser's raw output
     real: JSON = None
     fidelity: float | None = None
-    error: str | None = None
-    act_seconds: float = 0.0
+    error: str | None = None  # why the call has no (or a failed) response
     rehearse_seconds: float = 0.0
     execute_seconds: float = 0.0
-    act_tokens: int = 0
     rehearse_tokens: int = 0
+    rehearser_prompt: str | None = None  # the rendered prompt, when the model was asked
+
+
+@dataclass
+class Turn:
+    """One actor turn: its action, the generation's timing and token usage, and the
+    calls it made, in order. A turn without calls is the final answer, or a turn that
+    failed (``error``: the output did not parse, or the answer was cut)."""
+
+    index: int
+    action: Action
+    calls: list[CallStep] = field(default_factory=list)
+    error: str | None = None
+    act_seconds: float = 0.0
+    act_tokens: int = 0
     prompt_tokens: int = 0
-    prompts: dict[str, str] = field(default_factory=dict)  # role -> rendered prompt
+    actor_prompt: str | None = None  # the rendered prompt
 
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["action"] = self.action.to_dict()
-        d["call"] = self.call.to_dict() if self.call else None
-        return d
+    def tokens(self) -> int:
+        """New tokens this turn generated: the action and its rehearsals."""
+        return self.act_tokens + sum(c.rehearse_tokens for c in self.calls)
 
-    @classmethod
-    def from_dict(cls, d: dict) -> "Step":
-        step = _plain(cls, d)
-        step.action = Action.from_dict(d["action"])
-        step.call = ToolCall.from_dict(d["call"]) if d.get("call") else None
-        return step
+
+def call_steps(turns: list[Turn]) -> list[CallStep]:
+    """Every call of ``turns``, in order."""
+    return [c for t in turns for c in t.calls]
+
+
+def rows(turns: list[Turn]) -> Iterator[tuple[Turn, CallStep | None]]:
+    """A trajectory as it reads: one row per call, and one for a turn without calls."""
+    for turn in turns:
+        if not turn.calls:
+            yield turn, None
+        for call in turn.calls:
+            yield turn, call
 
 
 @dataclass
@@ -124,116 +109,131 @@ class Rehearsal:
     """One imagined trajectory: actor and rehearser only, no real calls."""
 
     index: int
-    steps: list[Step] = field(default_factory=list)
+    turns: list[Turn] = field(default_factory=list)
     final_answer: str | None = None
     ended: str = ""  # why it ended: "answer", "error", "max_steps", ...
 
-    def to_dict(self) -> dict:
-        return {
-            "index": self.index,
-            "steps": [s.to_dict() for s in self.steps],
-            "final_answer": self.final_answer,
-            "ended": self.ended,
-        }
 
-    @classmethod
-    def from_dict(cls, d: dict) -> "Rehearsal":
-        return cls(
-            index=d["index"],
-            steps=[Step.from_dict(s) for s in d.get("steps", [])],
-            final_answer=d.get("final_answer"),
-            ended=d.get("ended", ""),
-        )
+VERSION = 2
 
 
 @dataclass
 class Trajectory:
     """The record of one episode; ``to_dict()`` is the export format.
 
-    Top-level keys: ``mode``, ``model``, ``tools``, ``rehearsals``, ``memory``,
-    ``steps`` (the committed steps), ``final_answer``, ``success``, then context:
-    ``prompt``, ``environment``, ``task``, ``n``, ``seed``, ``sampling``,
-    ``ended`` (why the episode stopped), ``check_reasons``, ``fidelity`` (mean over
-    committed steps), ``totals`` and ``version``.
+    ``turns`` is the committed run, ``rehearsals`` the imagined ones; then context:
+    ``prompt``, ``environment``, ``task``, ``n``, ``seed``, ``sampling``, ``ended``
+    (why the episode stopped), ``check_reasons``, ``fidelity`` (mean over committed
+    calls). The export adds ``version`` and ``totals``.
     """
 
     mode: str
-    model: dict
-    tools: list[dict]
+    model: dict[str, JSON]
+    tools: list[dict[str, JSON]]
     prompt: str
     environment: str | None = None
     task: str | None = None
     n: int = 0
     seed: int | None = None
-    sampling: dict = field(default_factory=dict)
+    sampling: dict[str, JSON] = field(default_factory=dict)
     rehearsals: list[Rehearsal] = field(default_factory=list)
-    memory: dict | None = None
-    steps: list[Step] = field(default_factory=list)
+    memory: dict[str, JSON] | None = None
+    turns: list[Turn] = field(default_factory=list)
     final_answer: str | None = None
     success: bool | None = None
     check_reasons: list[str] = field(default_factory=list)
     ended: str = ""
     fidelity: float | None = None
     seconds: float = 0.0
-    final_state: dict | None = None
+    final_state: dict[str, JSON] | None = None
 
     def committed_calls(self) -> list[ToolCall]:
-        return [s.call for s in self.steps if s.call is not None]
+        return [c.call for c in call_steps(self.turns)]
 
     def totals(self) -> dict:
-        imagined = [s for r in self.rehearsals for s in r.steps]
-        every = imagined + self.steps
-        tokens = 0
-        counted: set[int] = set()
-        for s in every:  # calls of one turn share an action: count its tokens once
-            if id(s.action) not in counted:
-                counted.add(id(s.action))
-                tokens += s.act_tokens
-            tokens += s.rehearse_tokens
-        real_errors = sum(1 for s in self.steps if s.call and _is_error(s.real))
+        imagined = [t for r in self.rehearsals for t in r.turns]
+        committed = call_steps(self.turns)
         return {
-            "real_calls": sum(1 for s in self.steps if s.call and s.real is not None),
-            "real_errors": real_errors,
-            "imagined_calls": sum(1 for s in imagined if s.call),
-            "tokens": tokens,
+            "real_calls": sum(1 for c in committed if c.real is not None),
+            "real_errors": sum(1 for c in committed if _is_error(c.real)),
+            "imagined_calls": len(call_steps(imagined)),
+            "tokens": sum(t.tokens() for t in imagined + self.turns),
             "seconds": round(self.seconds, 3),
         }
 
     def to_dict(self) -> dict:
-        return {
-            "version": 1,
-            "mode": self.mode,
-            "model": self.model,
-            "tools": self.tools,
-            "rehearsals": [r.to_dict() for r in self.rehearsals],
-            "memory": self.memory,
-            "steps": [s.to_dict() for s in self.steps],
-            "final_answer": self.final_answer,
-            "success": self.success,
-            "check_reasons": self.check_reasons,
-            "prompt": self.prompt,
-            "environment": self.environment,
-            "task": self.task,
-            "n": self.n,
-            "seed": self.seed,
-            "sampling": self.sampling,
-            "ended": self.ended,
-            "fidelity": self.fidelity,
-            "seconds": round(self.seconds, 3),
-            "final_state": self.final_state,
-            "totals": self.totals(),
-        }
+        data = _ADAPTER.dump_python(self, mode="json")
+        data["seconds"] = round(self.seconds, 3)
+        return {"version": VERSION, **data, "totals": self.totals()}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Trajectory":
-        traj = _plain(cls, {k: v for k, v in d.items() if k not in ("rehearsals", "steps")})
-        traj.rehearsals = [Rehearsal.from_dict(r) for r in d.get("rehearsals", [])]
-        traj.steps = [Step.from_dict(s) for s in d.get("steps", [])]
-        return traj
+        """A record this program made (any version); outside records go through ``load_trajectory``."""
+        return _ADAPTER.validate_python(upgrade(d))
 
 
 def _is_error(result: Any) -> bool:
     return isinstance(result, dict) and ("error" in result or "error_tool_call" in result)
+
+
+_ADAPTER = TypeAdapter(Trajectory)
+
+
+def record_schema() -> dict:
+    """The JSON Schema of an exported record (version 2), derived from the dataclasses."""
+    schema = _ADAPTER.json_schema(mode="serialization")
+    schema["properties"] = {
+        "version": {"const": VERSION},
+        **schema["properties"],
+        "totals": {"type": "object", "description": "derived on export; ignored on load"},
+    }
+    return schema
+
+
+# ---- older exports ----------------------------------------------------------------------------
+
+
+def upgrade(data: Any) -> Any:
+    """A version-1 record (one step per call, each with a copy of its turn's action) in
+    the version-2 shape (turns holding their calls); other data is returned as is, for
+    validation to judge."""
+    if not isinstance(data, dict) or data.get("version", 1) != 1:
+        return data
+    out = {k: v for k, v in data.items() if k not in ("steps", "version")}
+    out["turns"] = _turns_of(data.get("steps", []))
+    rehearsals = data.get("rehearsals", [])
+    if isinstance(rehearsals, list):
+        out["rehearsals"] = [
+            {**{k: v for k, v in r.items() if k != "steps"}, "turns": _turns_of(r.get("steps", []))}
+            if isinstance(r, dict)
+            else r
+            for r in rehearsals
+        ]
+    return out
+
+
+_CALL_KEYS = ("valid", "validation_errors", "rehearsed", "rehearsal_text", "real", "fidelity", "error",
+              "rehearse_seconds", "execute_seconds", "rehearse_tokens")
+_TURN_KEYS = ("action", "act_seconds", "act_tokens", "prompt_tokens")
+
+
+def _turns_of(steps: Any) -> Any:
+    if not isinstance(steps, list) or not all(isinstance(s, dict) for s in steps):
+        return steps
+    turns: list[dict] = []
+    for step in steps:
+        prompts = step.get("prompts") if isinstance(step.get("prompts"), dict) else {}
+        if not turns or not step.get("call") or not step.get("call_index"):  # a new turn
+            turn = {k: step[k] for k in _TURN_KEYS if k in step}
+            turn.update(index=len(turns), calls=[], actor_prompt=prompts.get("actor"))
+            turns.append(turn)
+        if step.get("call"):
+            call = {k: step[k] for k in _CALL_KEYS if k in step}
+            call.update(call=step["call"], rehearser_prompt=prompts.get("rehearser"))
+            turns[-1]["calls"].append(call)
+        else:
+            turns[-1]["error"] = step.get("error")
+    return turns
 
 
 # ---- loading a record that came from outside (a file, an upload) --------------------------
@@ -245,103 +245,15 @@ class TrajectoryError(EnvaceError):
 
 MAX_RECORD_BYTES = 64_000_000
 
-_STR, _INT, _NUM, _BOOL = {"type": "string"}, {"type": "integer"}, {"type": "number"}, {"type": "boolean"}
-
-
-def _opt(schema: dict) -> dict:
-    return {"anyOf": [{"type": "null"}, schema]}
-
-
-def _record_schema() -> dict:
-    """What ``from_dict`` relies on: every field it reads, typed; other keys pass."""
-    call = {
-        "type": "object",
-        "required": ["name"],
-        "properties": {"name": _STR, "arguments": _opt({"type": "object"})},
-    }
-    action = {
-        "type": "object",
-        "properties": {
-            "text": _STR,
-            "thinking": _STR,
-            "content": _STR,
-            "calls": {"type": "array", "items": call},
-            "error": _opt(_STR),
-            "error_message": _opt(_STR),
-        },
-    }
-    counts = {k: _INT for k in ("index", "call_index", "act_tokens", "rehearse_tokens", "prompt_tokens")}
-    timings = {k: _NUM for k in ("act_seconds", "rehearse_seconds", "execute_seconds")}
-    step = {
-        "type": "object",
-        "required": ["index", "action"],
-        "properties": {
-            **counts,
-            **timings,
-            "action": action,
-            "call": _opt(call),
-            "valid": _opt(_BOOL),
-            "validation_errors": {"type": "array", "items": _STR},
-            "rehearsal_text": _opt(_STR),
-            "fidelity": _opt(_NUM),
-            "error": _opt(_STR),
-            "prompts": {"type": "object", "additionalProperties": _STR},
-        },
-    }
-    steps = {"type": "array", "items": step}
-    rehearsal = {
-        "type": "object",
-        "required": ["index"],
-        "properties": {"index": _INT, "steps": steps, "final_answer": _opt(_STR), "ended": _STR},
-    }
-    return {
-        "type": "object",
-        "required": ["mode", "model", "tools", "prompt"],
-        "properties": {
-            "version": {"const": 1},
-            "mode": _STR,
-            "model": {"type": "object"},
-            "tools": {"type": "array", "items": {"type": "object"}},
-            "prompt": _STR,
-            "environment": _opt(_STR),
-            "task": _opt(_STR),
-            "n": _INT,
-            "seed": _opt(_INT),
-            "sampling": {"type": "object"},
-            "rehearsals": {"type": "array", "items": rehearsal},
-            "memory": _opt({"type": "object"}),
-            "steps": steps,
-            "final_answer": _opt(_STR),
-            "success": _opt(_BOOL),
-            "check_reasons": {"type": "array", "items": _STR},
-            "ended": _STR,
-            "fidelity": _opt(_NUM),
-            "seconds": _NUM,
-            "final_state": _opt({"type": "object"}),
-        },
-    }
-
-
-@lru_cache(maxsize=1)
-def _record_validator():
-    from jsonschema import Draft202012Validator
-
-    return Draft202012Validator(_record_schema())
-
-
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
 
 
 def load_trajectory(source: str | bytes | dict, max_bytes: int = MAX_RECORD_BYTES) -> Trajectory:
-    """A ``Trajectory`` from an exported record (JSON text or its parsed dict).
-
-    Unlike ``Trajectory.from_dict`` (for records this program just made), anything
-    wrong raises ``TrajectoryError`` naming where, e.g. ``record.steps[0].call.name:
-    3 is not of type 'string'``. NaN and Infinity are refused: the export is strict JSON.
-    """
-    from jsonschema.exceptions import best_match
-
+    """A ``Trajectory`` from an exported record (JSON text or its parsed dict), version 1
+    or 2. Anything wrong raises ``TrajectoryError`` naming where, e.g.
+    ``record.turns[0].calls[0].call.name: Input should be a valid string``. NaN and
+    Infinity are refused: the export is strict JSON."""
     data: Any = source
     if isinstance(source, (str, bytes)):
         if len(source) > max_bytes:
@@ -352,13 +264,16 @@ def load_trajectory(source: str | bytes | dict, max_bytes: int = MAX_RECORD_BYTE
             raise TrajectoryError(f"record: not JSON ({err})") from None
         except RecursionError:
             raise TrajectoryError("record: nested too deeply") from None
-    elif not isinstance(source, dict):
-        raise TrajectoryError(f"record: expected JSON text or an object, got {type(source).__name__}")
+    if not isinstance(data, dict):
+        raise TrajectoryError(f"record: expected a JSON object, got {type(data).__name__}")
+    version = data.get("version", 1)
+    if type(version) is not int or version not in (1, VERSION):
+        raise TrajectoryError(f"record.version: {version!r} is not a version this program reads (1 or {VERSION})")
     try:
-        error = best_match(_record_validator().iter_errors(data))
+        return _ADAPTER.validate_python(upgrade(data))
+    except ValidationError as err:
+        first = err.errors(include_url=False)[0]
+        where = "record" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"])
+        raise TrajectoryError(f"{where}: {first['msg']}") from None
     except RecursionError:
         raise TrajectoryError("record: nested too deeply") from None
-    if error is not None:
-        where = "record" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
-        raise TrajectoryError(f"{where}: {error.message}")
-    return Trajectory.from_dict(data)

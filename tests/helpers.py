@@ -44,6 +44,11 @@ ANSWER = "<think>done</think>\nThe balance of ACC-1003 is 310.25 USD."
 PREDICTED = result_text({"account_id": "ACC-1003", "balance": 300.0})
 
 
+def record_calls(record: dict) -> list[dict]:
+    """The committed calls of an exported record, in order (each call sits in its turn)."""
+    return [c for turn in record["turns"] for c in turn["calls"]]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -65,19 +65,20 @@ def _check_record(record: dict, mode: str) -> None:
     assert set(record["totals"]) >= {"real_calls", "real_errors", "tokens", "seconds"}
 
 
-def _acted(step: dict) -> bool:
-    """The step holds a parsed call: constrained decoding must end a required call within the
-    token budget, so a contract error here is a failure."""
-    assert step["call"] is not None and step["error"] is None, step.get("error")
-    return True
+def _acted(turn: dict) -> dict:
+    """The turn's first call, which it must hold: constrained decoding must end a required call
+    within the token budget, so a contract error here is a failure."""
+    assert turn["error"] is None and turn["calls"], turn.get("error")
+    assert turn["calls"][0]["error"] is None, turn["calls"][0]["error"]
+    return turn["calls"][0]
 
 
 def test_run_mode_none_acts_for_real(client):
     record = client.predict(BANK_TOOLS, "bank", PROMPT, "none", api_name="/run", **SHORT)
     _check_record(record, "none")
     assert record["rehearsals"] == [] and record["memory"] is None
-    (step,) = record["steps"]  # one actor turn allowed, and the embedded model must call first
-    assert _acted(step)
+    (turn,) = record["turns"]  # one actor turn allowed, and the embedded model must call first
+    step = _acted(turn)
     assert step["rehearsed"] is None and step["real"] is not None  # executed, never rehearsed
     assert record["ended"] == "max_steps" and record["totals"]["real_calls"] == 1
     assert record["success"] is False  # no turn was left for the answer the check wants
@@ -87,13 +88,12 @@ def test_run_mode_parallel_rehearses_then_commits(client):
     record = client.predict(BANK_TOOLS, "bank", PROMPT, "parallel", 1, api_name="/run", **SHORT)
     _check_record(record, "parallel")
     assert len(record["rehearsals"]) == 1 and record["memory"]["text"].startswith("Rehearsal memory")
-    imagined = record["rehearsals"][0]["steps"][0]
-    assert _acted(imagined)
+    imagined = _acted(record["rehearsals"][0]["turns"][0])
     assert imagined["real"] is None and imagined["rehearsed"] is not None
-    assert "Current tool to simulate:" in imagined["prompts"]["rehearser"]
-    step = record["steps"][0]
-    assert "Rehearsal memory" in step["prompts"]["actor"]  # the memory reached the committed actor
-    assert _acted(step)
+    assert "Current tool to simulate:" in imagined["rehearser_prompt"]
+    turn = record["turns"][0]
+    assert "Rehearsal memory" in turn["actor_prompt"]  # the memory reached the committed actor
+    step = _acted(turn)
     assert step["rehearsed"] is not None and step["real"] is not None  # both columns
 
 
@@ -101,19 +101,19 @@ def test_run_mode_sequential_runs_n_attempts(client):
     record = client.predict(BANK_TOOLS, "bank", PROMPT, "sequential", 2, api_name="/run", **SHORT)
     _check_record(record, "sequential")
     assert [r["index"] for r in record["rehearsals"]] == [0, 1]
-    assert "Attempt 1:" not in record["rehearsals"][0]["steps"][0]["prompts"]["actor"]
-    assert "Attempt 1:" in record["rehearsals"][1]["steps"][0]["prompts"]["actor"]  # attempt 2 saw attempt 1
-    assert "Attempt 2:" in record["steps"][0]["prompts"]["actor"]  # the commit saw both
+    assert "Attempt 1:" not in record["rehearsals"][0]["turns"][0]["actor_prompt"]
+    assert "Attempt 1:" in record["rehearsals"][1]["turns"][0]["actor_prompt"]  # attempt 2 saw attempt 1
+    assert "Attempt 2:" in record["turns"][0]["actor_prompt"]  # the commit saw both
 
 
 def test_run_mode_imagine_executes_nothing(client):
     message = "Freeze account ACC-1001, I lost my card."
     record = client.predict(BANK_TOOLS, "none", message, "imagine", 1, api_name="/run", **SHORT)
     assert record["mode"] == "imagine" and record["environment"] is None and record["task"] == "custom"
-    assert record["steps"] == [] and record["totals"]["real_calls"] == 0 and record["success"] is None
+    assert record["turns"] == [] and record["totals"]["real_calls"] == 0 and record["success"] is None
     (rehearsal,) = record["rehearsals"]
-    assert _acted(rehearsal["steps"][0])
-    assert rehearsal["steps"][0]["rehearsed"] is not None and rehearsal["steps"][0]["real"] is None
+    imagined = _acted(rehearsal["turns"][0])
+    assert imagined["rehearsed"] is not None and imagined["real"] is None
 
 
 def test_compare_runs_both_ways_with_the_same_seed(client):

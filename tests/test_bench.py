@@ -214,23 +214,23 @@ def test_parallel_trajectories_advance_in_lockstep_one_batch_per_role_and_round(
                           create("bank")).run())
     traj = events[-1].trajectory
     assert isinstance(events[-1], EpisodeFinished)
-    assert [len(r.steps) for r in traj.rehearsals] == [2, 2, 1]
+    assert [len(r.turns) for r in traj.rehearsals] == [2, 2, 1]
     assert [r.ended for r in traj.rehearsals] == ["answer"] * 3
     assert backend.calls[:3] == [
-        ("many", ["actor"] * 3),  # the first turn: the same prompt 3 times, one batch
+        ("many", ["actor"] * 3),  # the first turn of the three, together
         ("many", ["rehearser", "rehearser"]),  # the two calls of trajectories 0 and 1, together
         ("many", ["actor", "actor"]),  # their second turns, together
     ]
     # Then the committed run, one generation at a time.
-    assert all(call == ("generate", 1) for call in backend.calls[3:])
+    assert all(len(call[1]) == 1 for call in backend.calls[3:])
     # The same prompts (the same call text) share one batch too.
     same = Batching(actor=[BALANCE, BALANCE, ANSWER, ANSWER, BALANCE, ANSWER], rehearser=[result_text({})] * 3)
     list(Episode(same, find_task("bank", "check-balance"), EpisodeConfig(mode="parallel", n=2), create("bank")).run())
     assert same.calls[:3] == [("many", ["actor"] * 2), ("many", ["rehearser"] * 2), ("many", ["actor"] * 2)]
     finished = [e.rehearsal.index for e in events if isinstance(e, RehearsalFinished)]
     assert sorted(finished) == [0, 1, 2] and finished[0] == 2  # the short one finished first
-    streamed = {(e.rehearsal, e.row) for e in events if isinstance(e, Generating) and e.where == "rehearsal"}
-    assert streamed == {(0, 0), (1, 0), (2, 0)}  # each trajectory streams under its own index
+    streamed = {e.rehearsal for e in events if isinstance(e, Generating) and e.where == "rehearsal"}
+    assert streamed == {0, 1, 2}  # each trajectory streams under its own index
 
 
 def test_stop_during_lockstep_ends_every_running_trajectory():
@@ -244,7 +244,7 @@ def test_stop_during_lockstep_ends_every_running_trajectory():
     events = list(Episode(backend, find_task("bank", "check-balance"), EpisodeConfig(mode="parallel", n=2),
                           create("bank"), cancel=cancel).run())
     traj = events[-1].trajectory
-    assert traj.ended == "cancelled" and traj.steps == [] and traj.memory is None
+    assert traj.ended == "cancelled" and traj.turns == [] and traj.memory is None
     assert [r.ended for r in traj.rehearsals] == ["cancelled", "cancelled"]
     assert sum(isinstance(e, RehearsalFinished) for e in events) == 2
 
@@ -253,7 +253,7 @@ def test_sequential_mode_stays_one_generation_at_a_time():
     backend = Batching(actor=[BALANCE, ANSWER, BALANCE, ANSWER, BALANCE, ANSWER],
                        rehearser=[result_text({"balance": 1.0})] * 3)
     list(Episode(backend, find_task("bank", "check-balance"), EpisodeConfig(mode="sequential", n=2), create("bank")).run())
-    assert backend.calls and all(call == ("generate", 1) for call in backend.calls)
+    assert backend.calls and all(len(call[1]) == 1 for call in backend.calls)
 
 
 def test_profile_sums_samples_by_kind_and_ignores_loading_and_other_threads(tmp_path):
@@ -287,12 +287,12 @@ def test_profile_sums_samples_by_kind_and_ignores_loading_and_other_threads(tmp_
 
 def _rehearsal_step(index, name, arguments, rehearsal_text=None, rehearsed=None, real=None, fidelity=None,
                     prompts=None):
-    from envace_demo.record import Action, Step, ToolCall
+    """A turn of one call."""
+    from envace_demo.record import Action, CallStep, ToolCall, Turn
 
-    step = Step(index=index, action=Action(text=""), call=ToolCall(name, arguments))
-    step.rehearsal_text, step.rehearsed, step.real, step.fidelity = rehearsal_text, rehearsed, real, fidelity
-    step.prompts = prompts or {}
-    return step
+    step = CallStep(ToolCall(name, arguments), rehearsal_text=rehearsal_text, rehearsed=rehearsed, real=real,
+                    fidelity=fidelity, rehearser_prompt=(prompts or {}).get("rehearser"))
+    return Turn(index, Action(text=""), [step], actor_prompt=(prompts or {}).get("actor"))
 
 
 def test_percentile_interpolates_between_order_statistics():
@@ -338,7 +338,7 @@ def test_episode_stats_count_valid_rehearsals_copies_and_unrequested_writes():
                         {"new_balance": 1}, 0.25),
     ]
     traj = Trajectory(mode="parallel", model={}, tools=[], prompt="p", seconds=12.0, success=True,
-                      rehearsals=[Rehearsal(index=0, steps=imagined)], steps=committed)
+                      rehearsals=[Rehearsal(index=0, turns=imagined)], turns=committed)
     stats = episode_stats(traj, responses, bank.state_changing, is_read_only=True)
     assert (stats.rehearsed, stats.decided) == (6, 1)
     # valid: the declared shape (0, committed 0); not: a wrong shape (1), no result block (2), an

@@ -74,11 +74,11 @@ def test_run_parallel_json_has_action_rehearsed_and_real_on_each_committed_call(
     assert out.returncode == 0, out.stderr
     record = json.loads(out.stdout)
     assert record["mode"] == "parallel" and len(record["rehearsals"]) == 2 and record["memory"]["text"]
-    tool_steps = [s for s in record["steps"] if s["call"]]
-    assert tool_steps, record["ended"]
-    for s in tool_steps:
-        assert s["action"]["text"] and s["action"]["calls"]
-        assert s["rehearsed"] is not None and s["real"] is not None
+    turns = [t for t in record["turns"] if t["calls"]]
+    assert turns, record["ended"]
+    for t in turns:
+        assert t["action"]["text"] and t["action"]["calls"]
+        assert all(s["rehearsed"] is not None and s["real"] is not None for s in t["calls"])
 
 
 @pytest.mark.slow

@@ -14,9 +14,9 @@ from conftest import call_text, result_text
 from envace_demo.engine import Episode, EpisodeConfig, run_episode
 from envace_demo.envs.registry import create
 from envace_demo.errors import ConfigError
-from envace_demo.events import EpisodeFinished, EpisodeStarted, Generating, MemoryReady, RehearsalFinished, StepUpdated
+from envace_demo.events import EpisodeFinished, EpisodeStarted, Generating, MemoryReady, RehearsalFinished, TurnUpdated
 from envace_demo.models.base import Sampling
-from envace_demo.record import Trajectory
+from envace_demo.record import Trajectory, call_steps
 from envace_demo.schemas import load_tools
 from envace_demo.tasks import Task, find_task
 
@@ -32,11 +32,12 @@ def test_none_mode_executes_for_real_and_checks_success(scripted):
     backend = scripted(actor=[BALANCE, ANSWER])
     traj = run_episode(backend, _task(), EpisodeConfig(mode="none"), create("bank"))
     assert traj.ended == "answer"
-    tool_step, final = traj.steps
+    tool_turn, final = traj.turns
+    (tool_step,) = tool_turn.calls
     assert tool_step.call.name == "get_account" and tool_step.valid is True
     assert tool_step.rehearsed is None  # no rehearsal in mode none
     assert tool_step.real["balance"] == 310.25
-    assert final.call is None and final.action.content.startswith("The balance")
+    assert final.calls == [] and final.action.content.startswith("The balance")
     assert traj.success is True and traj.check_reasons == []
     assert traj.totals()["real_calls"] == 1
 
@@ -54,14 +55,16 @@ def test_parallel_mode_rehearses_then_commits_each_call_rehearsed_and_real(scrip
     assert len(memory_events) == 1 and "Attempt 2:" in memory_events[0].memory["text"]
     traj = events[-1].trajectory
     assert [r.ended for r in traj.rehearsals] == ["answer", "answer"]
-    assert all(r.steps[0].rehearsed == predicted and r.steps[0].real is None for r in traj.rehearsals)
-    step = traj.steps[0]
-    assert step.action.calls and step.rehearsed == predicted and step.real["balance"] == 310.25
+    assert all(r.turns[0].calls[0].rehearsed == predicted and r.turns[0].calls[0].real is None for r in traj.rehearsals)
+    turn = traj.turns[0]
+    (step,) = turn.calls
+    assert step.rehearsed == predicted and step.real["balance"] == 310.25
     assert 0.0 < step.fidelity < 1.0 and traj.fidelity == step.fidelity
     # The committed actor was guided by the memory: it sits in its prompt.
-    assert "Rehearsal memory" in step.prompts["actor"] and "rehearser" in step.prompts
-    phases = [e.phase for e in events if isinstance(e, StepUpdated) and e.where == "commit" and e.step is step]
+    assert "Rehearsal memory" in turn.actor_prompt and step.rehearser_prompt
+    phases = [e.phase for e in events if isinstance(e, TurnUpdated) and e.where == "commit" and e.turn is turn]
     assert phases == ["acted", "rehearsed", "executed"]
+    assert [e.call for e in events if isinstance(e, TurnUpdated) and e.where == "commit" and e.turn is turn] == [0] * 3
     assert traj.success is True
 
 
@@ -72,7 +75,7 @@ def test_sequential_attempts_see_earlier_ones(scripted):
     actor_prompts = [p for p in backend.prompts if "Current tool to simulate" not in p]
     assert "Rehearsal memory" not in actor_prompts[0]
     assert "Attempt 1:" in actor_prompts[2]  # attempt 2 starts from attempt 1's memory
-    assert len(traj.rehearsals) == 2 and traj.steps[0].real is not None
+    assert len(traj.rehearsals) == 2 and traj.turns[0].calls[0].real is not None
 
 
 def test_imagine_mode_makes_no_real_call(scripted):
@@ -80,8 +83,8 @@ def test_imagine_mode_makes_no_real_call(scripted):
     backend = scripted(actor=[call_text("lookup", {"q": "x"}), "<think>ok</think>Found it."],
                        rehearser=[result_text({"hits": 1})])
     traj = run_episode(backend, Task("t", "find x", tools), EpisodeConfig(mode="imagine", n=1))
-    assert traj.steps == [] and traj.final_answer == "Found it."
-    assert traj.rehearsals[0].steps[0].rehearsed == {"hits": 1}
+    assert traj.turns == [] and traj.final_answer == "Found it."
+    assert traj.rehearsals[0].turns[0].calls[0].rehearsed == {"hits": 1}
     assert traj.success is None
 
 
@@ -89,20 +92,20 @@ def test_parse_error_ends_the_episode_with_an_error_step(scripted):
     backend = scripted(actor=['<tool_call>\n{"name": "get_account", "arguments": {oops}\n</tool_call>'])
     traj = run_episode(backend, _task(), EpisodeConfig(mode="none"), create("bank"))
     assert traj.ended == "parse_error"
-    assert traj.steps[0].error.startswith("JSON_DECODE_ERROR") and traj.steps[0].call is None
+    assert traj.turns[0].error.startswith("JSON_DECODE_ERROR") and traj.turns[0].calls == []
     assert traj.success is False
 
 
 def test_unknown_tool_is_an_invalid_tool_name(scripted):
     backend = scripted(actor=[call_text("rm_rf", {})])
     traj = run_episode(backend, _task(), EpisodeConfig(mode="none"), create("bank"))
-    assert traj.steps[0].error.startswith("INVALID_TOOL_NAME")
+    assert traj.turns[0].error.startswith("INVALID_TOOL_NAME")
 
 
 def test_schema_invalid_arguments_are_flagged_and_the_real_env_answers(scripted):
     backend = scripted(actor=[call_text("get_account", {"account_id": 7}), ANSWER])
     traj = run_episode(backend, _task(), EpisodeConfig(mode="none"), create("bank"))
-    step = traj.steps[0]
+    step = traj.turns[0].calls[0]
     assert step.valid is False and step.validation_errors
     assert "error" in step.real  # the real environment refused it too
     assert traj.totals()["real_errors"] == 1
@@ -117,14 +120,14 @@ def test_failing_environment_gives_an_error_step_not_a_crash(scripted):
     env.execute = explode
     traj = run_episode(scripted(actor=[BALANCE]), _task(), EpisodeConfig(mode="none"), env)
     assert traj.ended == "environment_error"
-    assert "database connection lost" in traj.steps[0].error
-    assert traj.steps[0].real["error"]["code"] == "ENVIRONMENT_FAILURE"
+    assert "database connection lost" in traj.turns[0].calls[0].error
+    assert traj.turns[0].calls[0].real["error"]["code"] == "ENVIRONMENT_FAILURE"
 
 
 def test_max_steps_ends_the_episode(scripted):
     backend = scripted(actor=[BALANCE] * 2)
     traj = run_episode(backend, _task(), EpisodeConfig(mode="none", max_steps=2), create("bank"))
-    assert traj.ended == "max_steps" and len(traj.steps) == 2
+    assert traj.ended == "max_steps" and len(traj.turns) == 2
 
 
 def test_wall_clock_limit_ends_the_episode(scripted):
@@ -152,6 +155,16 @@ def test_no_environment_stops_after_the_first_calls_and_checks_them_bfcl_style(s
     assert traj.ended == "no_environment" and traj.success is True
 
 
+def test_the_mode_policy_says_what_each_mode_runs():
+    from envace_demo.modes import mode_policy
+
+    none, parallel, sequential, imagine = (mode_policy(m, 3) for m in ("none", "parallel", "sequential", "imagine"))
+    assert (none.rehearsals, none.rehearse_calls, none.commit) == (0, False, True)
+    assert (parallel.rehearsals, parallel.sequential, parallel.rehearse_calls, parallel.commit) == (3, False, True, True)
+    assert sequential.sequential and sequential.rehearsals == 3
+    assert (imagine.rehearsals, imagine.commit) == (3, False)
+
+
 def test_bad_mode_or_n_is_a_config_error():
     with pytest.raises(ConfigError, match="mode must be one of"):
         EpisodeConfig(mode="dream")
@@ -163,9 +176,10 @@ def test_record_round_trips_through_json(scripted):
     backend = scripted(actor=[BALANCE, ANSWER, BALANCE, ANSWER], rehearser=[result_text({"balance": 310.25})] * 2)
     traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), create("bank"))
     data = json.loads(json.dumps(traj.to_dict()))
-    for key in ("mode", "model", "tools", "rehearsals", "memory", "steps", "final_answer", "success"):
+    for key in ("version", "mode", "model", "tools", "rehearsals", "memory", "turns", "final_answer", "success"):
         assert key in data
-    assert set(data["steps"][0]["action"]) >= {"text", "thinking", "calls"}
+    assert data["version"] == 2 and set(data["turns"][0]["action"]) >= {"text", "thinking", "calls"}
+    assert "action" not in data["turns"][0]["calls"][0]  # a call does not repeat its turn
     again = Trajectory.from_dict(data)
     assert again.to_dict() == data
 
@@ -184,7 +198,7 @@ def test_embedded_model_episode(embedded_backend, mode):
     events = list(Episode(embedded_backend, _task(), _config(mode), create("bank")).run())
     traj = events[-1].trajectory
     assert any(isinstance(e, Generating) for e in events)  # it streamed
-    tool_steps = [s for s in traj.steps if s.call is not None]
+    tool_steps = call_steps(traj.turns)
     assert tool_steps, traj.ended
     for step in tool_steps:
         assert step.valid is True  # constrained decoding: offered name, schema-valid arguments
@@ -201,7 +215,7 @@ def test_embedded_model_imagines_a_pasted_schema(embedded_backend):
     tools = load_tools([{"type": "function", "function": {"name": "get_weather", "description": "Current weather of a city.",
                         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])
     traj = run_episode(embedded_backend, Task("w", "What's the weather in Oslo?", tools), _config("imagine", 1))
-    step = traj.rehearsals[0].steps[0]
+    step = traj.rehearsals[0].turns[0].calls[0]
     assert step.call.name == "get_weather" and isinstance(step.rehearsed, (dict, list)) and step.rehearsed
 
 
@@ -209,12 +223,12 @@ def test_calls_that_fail_validation_are_answered_by_the_engine_not_the_model(scr
     bad = call_text("get_account", {"account_id": "1003"})  # breaks the declared ^ACC-[0-9]{4}$
     backend = scripted(actor=[bad, ANSWER, bad, ANSWER], rehearser=[])  # the rehearser is never asked
     traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), create("bank"))
-    for step in (traj.rehearsals[0].steps[0], traj.steps[0]):
+    for step in (traj.rehearsals[0].turns[0].calls[0], traj.turns[0].calls[0]):
         assert step.valid is False and step.rehearsal_text is None
         error = step.rehearsed["error_tool_call"]
         assert error["code"] == "INVALID_PARAMETERS"
         assert error["details"]["errors"] == step.validation_errors and "does not match" in step.validation_errors[0]
-    step = traj.steps[0]
+    step = traj.turns[0].calls[0]
     assert step.real["error"]["code"] == "INVALID_PARAMETERS"  # the environment's own verdict
     assert step.fidelity >= 0.5  # same failure, worded differently
 
@@ -249,8 +263,8 @@ def test_a_step_cut_by_a_stop_says_what_it_lacks(scripted):
     backend = scripted(actor=[BALANCE, ANSWER, BALANCE], rehearser=[result_text(predicted), stop_now])
     traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), create("bank"), cancel=cancel)
     assert traj.ended == "cancelled"
-    (step,) = traj.steps
-    assert step.call is not None and step.rehearsed is None and step.real is None
+    ((step,),) = [t.calls for t in traj.turns]
+    assert step.rehearsed is None and step.real is None
     assert step.error == "stopped before the rehearsal"
 
 
@@ -264,8 +278,9 @@ def test_a_required_first_turn_cut_by_the_token_limit_keeps_its_complete_calls(s
     cut = BALANCE + '\n<tool_call>\n{"name": "get_account", "arguments": {"acc'
     traj = run_episode(CutBackend(actor=[cut, ANSWER]), _task(),
                        EpisodeConfig(mode="none", require_first_call=True), create("bank"))
-    assert traj.steps[0].call.arguments == {"account_id": "ACC-1003"} and traj.steps[0].error is None
-    assert traj.steps[0].real["balance"] == 310.25 and traj.ended == "max_new_tokens"
+    step = traj.turns[0].calls[0]
+    assert step.call.arguments == {"account_id": "ACC-1003"} and step.error is None
+    assert step.real["balance"] == 310.25 and traj.ended == "max_new_tokens"
 
 
 @pytest.mark.slow  # three constrained rehearsals of up to 200 tokens

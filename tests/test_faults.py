@@ -32,8 +32,9 @@ from envace_demo import engine
 from envace_demo.engine import Episode, EpisodeConfig, run_episode
 from envace_demo.envs.registry import create
 from envace_demo.errors import ConfigError, EnvaceError
-from envace_demo.events import Generating, StepUpdated
+from envace_demo.events import Generating, TurnUpdated
 from envace_demo.models.base import Backend, Generation, ModelInfo
+from envace_demo.record import call_steps
 from envace_demo.tasks import find_task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,11 +53,12 @@ def _events(backend, config, env=None, cancel=None):
 
 
 def _assert_nothing_lost(events) -> None:
-    """Every step once shown (a StepUpdated event) is in the final record, as shown."""
+    """Every turn and call once shown (a TurnUpdated event) is in the final record, as shown."""
     traj = events[-1].trajectory
-    kept = {id(s) for s in traj.steps} | {id(s) for r in traj.rehearsals for s in r.steps}
-    shown = [e.step for e in events if isinstance(e, StepUpdated)]
-    assert shown and all(id(step) in kept for step in shown)
+    turns = traj.turns + [t for r in traj.rehearsals for t in r.turns]
+    shown = [e for e in events if isinstance(e, TurnUpdated)]
+    assert shown and all(any(e.turn is t for t in turns) for e in shown)
+    assert all(e.call is None or e.call < len(e.turn.calls) for e in shown)
     json.dumps(traj.to_dict())  # and it still exports
 
 
@@ -80,7 +82,7 @@ def test_a_tool_that_raises_mid_episode_is_an_error_step_after_the_good_ones(scr
     events = _events(backend, EpisodeConfig(mode="parallel", n=1), _env_with(second_call_raises))
     traj = events[-1].trajectory
     assert traj.ended == "environment_error"
-    good, bad = traj.steps
+    good, bad = call_steps(traj.turns)
     assert good.real["balance"] == 310.25 and good.error is None
     assert bad.real == {"error": {"code": "ENVIRONMENT_FAILURE", "message": "core banking link reset"}}
     assert bad.error == "the environment failed: core banking link reset"
@@ -105,7 +107,7 @@ def test_a_tool_that_hangs_times_out_as_an_error_step(scripted):
     assert time.monotonic() - started < 5
     traj = events[-1].trajectory
     assert traj.ended == "environment_error"
-    (step,) = traj.steps
+    (step,) = call_steps(traj.turns)
     assert step.real == {"error": {"code": "TOOL_TIMEOUT", "message": "no response within 0.5 s"}}
     assert step.error == "the environment did not answer: no response within 0.5 s"
     assert 0.4 < step.execute_seconds < 3
@@ -130,7 +132,8 @@ def test_stop_during_a_hanging_tool_ends_the_episode_at_once(scripted):
     assert time.monotonic() - started < 3
     traj = events[-1].trajectory
     assert traj.ended == "cancelled"
-    assert traj.steps[0].real["error"]["code"] == "CANCELLED" and traj.steps[0].error
+    (step,) = call_steps(traj.turns)
+    assert step.real["error"]["code"] == "CANCELLED" and step.error
     _assert_nothing_lost(events)
 
 
@@ -147,7 +150,7 @@ def test_the_episode_time_limit_bounds_a_hanging_tool(scripted):
         release.set()
     assert time.monotonic() - started < 3
     traj = events[-1].trajectory
-    assert traj.ended == "time_limit" and traj.steps[0].real["error"]["code"] == "TIME_LIMIT"
+    assert traj.ended == "time_limit" and traj.turns[0].calls[0].real["error"]["code"] == "TIME_LIMIT"
 
 
 def test_tool_seconds_must_be_positive():
@@ -173,9 +176,9 @@ def test_an_actor_emitting_garbage_gets_a_contract_error_step(scripted, text):
     events = _events(scripted(actor=[text]), EpisodeConfig(mode="none", require_first_call=True), env)
     traj = events[-1].trajectory
     assert traj.ended == "parse_error"
-    (step,) = traj.steps
-    assert step.call is None and step.action.text == text
-    assert step.error.split(":")[0] in {
+    (turn,) = traj.turns
+    assert turn.calls == [] and turn.action.text == text
+    assert turn.error.split(":")[0] in {
         "JSON_DECODE_ERROR",
         "INVALID_TOOL_NAME",
         "NO_TOOL_CALL_FOUND",
@@ -189,7 +192,7 @@ def test_an_actor_emitting_nothing(scripted):
     required = run_episode(
         scripted(actor=[""]), _task(), EpisodeConfig(mode="none", require_first_call=True), create("bank")
     )
-    assert required.ended == "parse_error" and required.steps[0].error.startswith("NO_TOOL_CALL_FOUND")
+    assert required.ended == "parse_error" and required.turns[0].error.startswith("NO_TOOL_CALL_FOUND")
     free = run_episode(scripted(actor=[""]), _task(), EpisodeConfig(mode="none"), create("bank"))
     assert free.ended == "answer" and free.final_answer == "" and free.success is False
 
@@ -201,7 +204,7 @@ def test_a_rehearser_emitting_garbage_or_nothing_still_lets_the_real_call_run(sc
     backend = scripted(actor=[BALANCE, ANSWER], rehearser=[text])
     events = _events(backend, EpisodeConfig(mode="parallel", n=1, max_steps=1), create("bank"))
     traj = events[-1].trajectory
-    imagined = traj.rehearsals[0].steps[0]
+    imagined = traj.rehearsals[0].turns[0].calls[0]
     assert imagined.rehearsed["error"]["code"] == "REHEARSAL_FAILED" and imagined.rehearsal_text == text
     _assert_nothing_lost(events)
 
@@ -264,7 +267,7 @@ def test_an_answer_cut_by_the_token_limit_says_so(scripted):
             return Generation("<think>x</think>The balance is 3", 16, 10, 0.1, "length")
 
     traj = run_episode(Cut(), _task(), EpisodeConfig(mode="none"), create("bank"))
-    assert traj.ended == "max_new_tokens" and traj.steps[-1].error == "the answer hit the new-token limit"
+    assert traj.ended == "max_new_tokens" and traj.turns[-1].error == "the answer hit the new-token limit"
 
 
 def test_a_model_that_raises_mid_episode_keeps_the_steps_already_shown(scripted):
@@ -274,7 +277,7 @@ def test_a_model_that_raises_mid_episode_keeps_the_steps_already_shown(scripted)
     events = _events(scripted(actor=[BALANCE, explode]), EpisodeConfig(mode="none"))
     traj = events[-1].trajectory
     assert traj.ended == "model_error: CUDA error: device-side assert triggered"
-    assert len(traj.steps) == 1 and traj.steps[0].real["balance"] == 310.25
+    assert len(traj.turns) == 1 and traj.turns[0].calls[0].real["balance"] == 310.25
     _assert_nothing_lost(events)
 
 
@@ -295,9 +298,9 @@ def test_stop_in_the_middle_of_a_rehearsal_keeps_the_earlier_ones_and_executes_n
     traj = events[-1].trajectory
     assert traj.ended == "cancelled"
     first, second = traj.rehearsals  # the third never started
-    assert first.ended == "answer" and first.steps[0].rehearsed["balance"] == 300.0
+    assert first.ended == "answer" and first.turns[0].calls[0].rehearsed["balance"] == 300.0
     assert second.ended == "cancelled"
-    assert traj.steps == [] and traj.memory is None and env.state() == before
+    assert traj.turns == [] and traj.memory is None and env.state() == before
     _assert_nothing_lost(events)
 
 
@@ -383,9 +386,9 @@ def test_one_sessions_failures_do_not_disturb_another_sessions_run(fault_app):
         fine = pool.submit(run, healthy)
         records = crashed.result(60), endless.result(60), fine.result(60)
     crashed, endless, fine = records
-    assert crashed["ended"] == "model_error: the model crashed" and crashed["steps"] == []
+    assert crashed["ended"] == "model_error: the model crashed" and crashed["turns"] == []
     assert endless["ended"] == "time_limit"
     assert fine["ended"] == "answer" and fine["success"] is True and fine["prompt"] == healthy
-    assert fine["steps"][0]["real"]["balance"] == 310.25  # its own fresh environment
+    assert fine["turns"][0]["calls"][0]["real"]["balance"] == 310.25  # its own fresh environment
     again = run(healthy)  # and the app still serves afterwards
     assert again["ended"] == "answer" and again["final_state"] == fine["final_state"]

@@ -21,16 +21,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
+from pydantic import ValidationError
 
 from envace_demo.calls import parse_action, parse_execution_result
 from envace_demo.errors import SchemaError, ToolCallError
 from envace_demo.record import (
     Action,
+    CallStep,
     Rehearsal,
-    Step,
     ToolCall,
     Trajectory,
     TrajectoryError,
+    Turn,
     load_trajectory,
 )
 from envace_demo.schemas import Tool, load_tools
@@ -246,20 +248,18 @@ MODEL_TEXT = st.one_of(
 def _valid_record() -> dict:
     call = ToolCall("get_account", {"account_id": "ACC-1003"})
     action = Action(text="<think>x</think><tool_call>...</tool_call>", thinking="x", calls=[call])
-    step = Step(
-        index=0,
-        action=action,
+    step = CallStep(
         call=call,
         valid=True,
         rehearsed={"balance": 300.0},
         real={"balance": 310.25},
         fidelity=0.8,
-        act_tokens=12,
         rehearse_tokens=9,
-        prompts={"actor": "a", "rehearser": "r"},
+        rehearser_prompt="r",
     )
-    answer = Step(index=1, action=Action(text="done", content="done"))
-    rehearsal = Rehearsal(index=0, steps=[copy.deepcopy(step)], final_answer="ok", ended="answer")
+    turn = Turn(index=0, action=action, calls=[step], act_tokens=12, actor_prompt="a")
+    answer = Turn(index=1, action=Action(text="done", content="done"))
+    rehearsal = Rehearsal(index=0, turns=[copy.deepcopy(turn)], final_answer="ok", ended="answer")
     traj = Trajectory(
         mode="parallel",
         model={"model_id": "scripted"},
@@ -272,7 +272,7 @@ def _valid_record() -> dict:
         sampling={"temperature": 0.6},
         rehearsals=[rehearsal],
         memory={"text": "m"},
-        steps=[step, answer],
+        turns=[turn, answer],
         final_answer="done",
         success=True,
         ended="answer",
@@ -496,12 +496,16 @@ def test_hostile_schemas_are_refused_quickly_with_a_located_error(source):
     assert err.value.location
 
 
-def test_from_dict_trusts_its_input_so_outside_records_go_through_load_trajectory():
-    hostile = {"mode": "none", "model": {}, "tools": [], "prompt": "p", "steps": [{"index": 0}]}
-    with pytest.raises(TypeError):
-        Trajectory.from_dict(hostile)  # for records this program made: an untyped crash here
-    with pytest.raises(TrajectoryError, match=r"record\.steps\[0\]: 'action' is a required property"):
+def test_outside_records_go_through_load_trajectory_for_located_errors():
+    hostile = {"version": 2, "mode": "none", "model": {}, "tools": [], "prompt": "p", "turns": [{"index": 0}]}
+    with pytest.raises(ValidationError):
+        Trajectory.from_dict(hostile)  # for records this program made: pydantic's own error
+    with pytest.raises(TrajectoryError, match=r"^record\.turns\[0\]\.action: Field required"):
         load_trajectory(hostile)
+    with pytest.raises(TrajectoryError, match=r"^record\.turns\[0\]\.calls\[0\]\.call\.name: Input should be a valid string"):
+        load_trajectory({**VALID_RECORD, "turns": [{"index": 0, "action": {"text": ""}, "calls": [{"call": {"name": 3}}]}]})
+    with pytest.raises(TrajectoryError, match=r"^record\.version: 3 is not a version this program reads"):
+        load_trajectory({**VALID_RECORD, "version": 3})
     with pytest.raises(TrajectoryError, match="not JSON"):
         load_trajectory('{"mode": NaN}')
     with pytest.raises(TrajectoryError, match="nested too deeply|not JSON"):

@@ -45,7 +45,7 @@ def test_requests_differ_by_session_and_number():
 
 def test_a_record_of_its_own_making_has_no_leak(scripted):
     record, message, reference = _record(scripted, 3, 7)
-    assert record["steps"][0]["real"]["new_balance"] is not None  # the deposit ran
+    assert record["turns"][0]["calls"][0]["real"]["new_balance"] is not None  # the deposit ran
     assert leaks_in(record, message, reference) == []
 
 
@@ -58,8 +58,8 @@ def test_another_sessions_call_on_the_same_environment_is_a_leak(scripted):
         "S03R007: the final state holds changes this request did not make"
     ]
     seen_twice = copy.deepcopy(record)  # the real response of a deposit made on a used environment
-    seen_twice["steps"][0]["real"]["new_balance"] += 50
-    assert "S03R007: step 0's real response is not what its own call gives" in leaks_in(
+    seen_twice["turns"][0]["calls"][0]["real"]["new_balance"] += 50
+    assert "S03R007: call 0's real response is not what its own call gives" in leaks_in(
         seen_twice, message, reference
     )
 
@@ -72,9 +72,9 @@ def test_another_requests_prompt_or_reference_is_a_leak(scripted):
         "S03R007: the record's prompt is another request's"
     )
     crossed = copy.deepcopy(record)
-    crossed["steps"][0]["prompts"]["actor"] += other_reference
+    crossed["turns"][0]["actor_prompt"] += other_reference
     assert leaks_in(crossed, message, reference) == [
-        "S03R007: step 0's prompt holds references ['S03R007', 'S05R001']"
+        "S03R007: turn 0's prompt holds references ['S03R007', 'S05R001']"
     ]
 
 

@@ -15,7 +15,7 @@ import pytest
 from conftest import call_text, result_text
 from envace_demo.engine import Episode, EpisodeConfig, run_episode
 from envace_demo.envs.manual import ManualEnvironment, ResponseError, parse_response
-from envace_demo.events import EpisodeFinished, StepUpdated
+from envace_demo.events import EpisodeFinished, TurnUpdated
 from envace_demo.schemas import load_tools
 from envace_demo.tasks import Task
 
@@ -50,12 +50,13 @@ def test_a_response_typed_in_another_thread_is_the_real_response(scripted):
     typist.join(1)
     traj = events[-1].trajectory
     assert isinstance(events[-1], EpisodeFinished) and traj.ended == "answer"
-    step = traj.steps[0]
+    turn = traj.turns[0]
+    step = turn.calls[0]
     assert step.real == {"temperature_c": 4, "sky": "rain"} and step.rehearsed == {"temperature_c": 5, "sky": "rain"}
     assert 0 < step.fidelity < 1
     assert seen[0].name == "get_weather" and seen[0].arguments == {"city": "Oslo"}
     # The rehearsed response was on screen before the user had to type.
-    phases = [e.phase for e in events if isinstance(e, StepUpdated) and e.where == "commit" and e.step is step]
+    phases = [e.phase for e in events if isinstance(e, TurnUpdated) and e.where == "commit" and e.turn is turn]
     assert phases == ["acted", "rehearsed", "executed"]
     assert traj.final_state == {"calls": [{"name": "get_weather", "arguments": {"city": "Oslo"},
                                            "response": {"temperature_c": 4, "sky": "rain"}}]}
@@ -65,7 +66,7 @@ def test_a_response_typed_in_another_thread_is_the_real_response(scripted):
 def test_on_request_can_answer_at_once(scripted):
     env = ManualEnvironment(TOOLS, timeout=5, on_request=lambda call: env.respond([1, 2], call.id))
     traj = run_episode(scripted(actor=[CALL, ANSWER]), _task(), EpisodeConfig(mode="none"), env)
-    assert traj.steps[0].real == [1, 2] and traj.ended == "answer"
+    assert traj.turns[0].calls[0].real == [1, 2] and traj.ended == "answer"
 
 
 def test_bad_text_is_refused_and_the_call_keeps_waiting(scripted):
@@ -82,7 +83,7 @@ def test_bad_text_is_refused_and_the_call_keeps_waiting(scripted):
     env = ManualEnvironment(TOOLS, timeout=5, on_request=typist)
     traj = run_episode(scripted(actor=[CALL, ANSWER]), _task(), EpisodeConfig(mode="none"), env)
     assert errors and "not valid JSON" in errors[0]
-    assert traj.steps[0].real == {"result": "sunny"}  # a bare value is wrapped
+    assert traj.turns[0].calls[0].real == {"result": "sunny"}  # a bare value is wrapped
 
 
 def test_nobody_answering_ends_the_episode_with_an_error_step(scripted):
@@ -90,18 +91,18 @@ def test_nobody_answering_ends_the_episode_with_an_error_step(scripted):
     started = time.monotonic()
     traj = run_episode(scripted(actor=[CALL]), _task(), EpisodeConfig(mode="none"), env)
     assert time.monotonic() - started < 5
-    assert traj.ended == "environment_error" and "no response within 0.3 s" in traj.steps[0].error
+    assert traj.ended == "environment_error" and "no response within 0.3 s" in traj.turns[0].calls[0].error
 
 
 def test_abort_and_cancel_stop_the_wait(scripted):
     env = ManualEnvironment(TOOLS, timeout=30, on_request=lambda call: env.abort("the user gave up"))
     traj = run_episode(scripted(actor=[CALL]), _task(), EpisodeConfig(mode="none"), env)
-    assert "the user gave up" in traj.steps[0].error
+    assert "the user gave up" in traj.turns[0].calls[0].error
 
     cancel = threading.Event()
     env = ManualEnvironment(TOOLS, timeout=30, cancel=cancel, on_request=lambda call: cancel.set())
     traj = run_episode(scripted(actor=[CALL]), _task(), EpisodeConfig(mode="none"), env)
-    assert "cancelled while waiting" in traj.steps[0].error
+    assert "cancelled while waiting" in traj.turns[0].calls[0].error
 
 
 def test_responding_with_no_call_waiting_or_to_a_stale_call_is_refused():

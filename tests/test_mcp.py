@@ -30,6 +30,7 @@ from envace_demo.envs.mcp import (
 )
 from envace_demo.envs.registry import create
 from envace_demo.errors import ConfigError
+from envace_demo.record import call_steps
 from envace_demo.tasks import Task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -129,7 +130,7 @@ def test_an_episode_commits_real_calls_through_mcp_and_checks_the_server_state(s
     backend = scripted(actor=[DEPOSIT, BALANCE, ANSWER])
     traj = run_episode(backend, _task(stdio_env, check), EpisodeConfig(mode="none"), stdio_env)
     assert traj.ended == "answer"
-    deposit, balance, _ = traj.steps
+    deposit, balance = call_steps(traj.turns)
     assert deposit.real["new_balance"] == 810.25 and balance.real["balance"] == 810.25
     assert traj.final_state["accounts"]["ACC-1003"]["balance"] == 810.25
     assert traj.success is True
@@ -145,7 +146,7 @@ def test_server_killed_mid_episode_gives_an_error_step_not_a_hang(scripted, stdi
     traj = run_episode(backend, _task(stdio_env), EpisodeConfig(mode="none"), stdio_env)
     assert time.monotonic() - started < 20
     assert traj.ended == "environment_error"
-    first, second = traj.steps
+    first, second = call_steps(traj.turns)
     assert first.real["balance"] == 310.25 and first.error is None
     assert second.real["error"]["code"] == "ENVIRONMENT_FAILURE"
     assert "MCP server" in second.error and str(SERVER.name) in second.error
@@ -167,7 +168,7 @@ def test_server_hung_mid_episode_times_out_and_close_kills_it(scripted):
         traj = run_episode(backend, _task(env), EpisodeConfig(mode="none"), env)
         assert time.monotonic() - started < 30
         assert traj.ended == "environment_error"
-        assert "no answer to get_account within 2 s" in traj.steps[1].error
+        assert "no answer to get_account within 2 s" in call_steps(traj.turns)[1].error
     finally:
         started = time.monotonic()
         env.close()
@@ -326,7 +327,7 @@ def test_cli_run_commits_real_calls_through_mcp():
     )
     assert out.returncode == 0, out.stderr
     record = json.loads(out.stdout)
-    committed = [s for s in record["steps"] if s["call"]]
+    committed = [c for t in record["turns"] for c in t["calls"]]
     assert committed, record["ended"]
     builtin = create("bank")
     for step in committed:

@@ -1,14 +1,14 @@
 from envace_demo.memory import summarize
-from envace_demo.record import Action, Rehearsal, Step, ToolCall
+from envace_demo.record import Action, CallStep, Rehearsal, ToolCall, Turn
 
 
 def _rehearsal(index, calls_and_results, answer=None, error=None):
-    steps = []
+    turns = []
     for i, (name, args, result) in enumerate(calls_and_results):
-        steps.append(Step(index=i, action=Action(text="t"), call=ToolCall(name, args), rehearsed=result, valid=True))
+        turns.append(Turn(index=i, action=Action(text="t"), calls=[CallStep(ToolCall(name, args), rehearsed=result, valid=True)]))
     if error:
-        steps.append(Step(index=len(steps), action=Action(text="x", error="JSON_DECODE_ERROR"), error=error))
-    return Rehearsal(index=index, steps=steps, final_answer=answer, ended="answer" if answer else "parse_error")
+        turns.append(Turn(index=len(turns), action=Action(text="x", error="JSON_DECODE_ERROR"), error=error))
+    return Rehearsal(index=index, turns=turns, final_answer=answer, ended="answer" if answer else "parse_error")
 
 
 def test_memory_lists_attempts_calls_predictions_errors_and_answers():

@@ -23,12 +23,12 @@ from envace_demo.envs.registry import create
 from envace_demo.errors import ConfigError, ModelError
 from envace_demo.models.base import Sampling
 from envace_demo.models.openai_backend import OpenAIBackend, chat_messages
-from envace_demo.prompts import Conversation, Turn
-from envace_demo.record import Action, ToolCall
+from envace_demo.prompts import Conversation
+from envace_demo.record import Action, CallStep, ToolCall, Turn
 from envace_demo.tasks import find_task
 
 from bench.eval_speed import stop_server
-from helpers import STANDARD, call_deltas, text_deltas
+from helpers import STANDARD, call_deltas, record_calls, text_deltas
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,7 +41,7 @@ USER = {"role": "user", "content": "What is the balance of ACC-1003?"}
 def test_render_makes_a_standard_chat_request_that_keeps_reasoning_and_pairs_tool_results():
     call = ToolCall("get_account", {"account_id": "ACC-1003"})
     conv = Conversation("Balance?", memory="Rehearsal memory ...")
-    conv.turns.append(Turn(Action(text="", thinking="look it up", content="", calls=[call]), [(call, {"balance": 1})]))
+    conv.turns.append(Turn(0, Action(text="", thinking="look it up", content="", calls=[call]), [CallStep(call, rehearsed={"balance": 1})]))
     messages = chat_messages(conv.actor_messages())
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool"]
     assistant, tool = messages[2], messages[3]
@@ -191,16 +191,17 @@ def test_an_episode_rehearses_and_commits_through_the_backend(chat_server):
         backend, find_task("bank", "check-balance"), EpisodeConfig(mode="parallel", n=1), create("bank")
     )
     assert traj.ended == "answer" and traj.success is True
-    step = traj.steps[0]
+    turn = traj.turns[0]
+    step = turn.calls[0]
     assert step.rehearsed == predicted and step.real["balance"] == 310.25 and 0 < step.fidelity < 1
-    assert step.act_tokens == 17 and step.prompt_tokens == 120
+    assert turn.act_tokens == 17 and turn.prompt_tokens == 120
     rehearser = [r for r in server.requests if "tools" not in r]
     assert rehearser and all([m["role"] for m in r["messages"]] == ["system", "user"] for r in rehearser)
     final = server.requests[-1]["messages"]
     call_id = final[-2]["tool_calls"][0]["id"]
     assert final[-1]["role"] == "tool" and final[-1]["tool_call_id"] == call_id
     assert final[-2]["content"].startswith("<think>\nI should look it up.\n</think>")
-    assert json.loads(step.prompts["actor"])["messages"][0]["role"] == "system"  # the memory, as sent
+    assert json.loads(turn.actor_prompt)["messages"][0]["role"] == "system"  # the memory, as sent
 
 
 def _bank_agent(body):
@@ -225,7 +226,7 @@ def test_cli_runs_and_evaluates_over_mcp_with_the_openai_backend(chat_server, ca
     assert main(["run", "--mcp", mcp, "--mode", "parallel", "--n", "1",
                  "--prompt", "What is the balance of ACC-1003?", *remote]) == 0
     record = json.loads(capsys.readouterr().out)
-    (step, answer) = record["steps"]
+    (step,) = record_calls(record)
     assert step["call"]["name"] == "get_account" and step["real"]["balance"] == 310.25  # executed over MCP
     assert step["rehearsed"] == {"ok": True} and record["final_state"]["accounts"]["ACC-1003"]["balance"] == 310.25
 
@@ -266,9 +267,9 @@ def test_an_episode_through_transformers_serve(transformers_server):
         create("bank"),
     )
     assert traj.ended in ("answer", "max_new_tokens", "parse_error", "max_steps", "environment_error")
-    first = traj.steps[0]
+    first = traj.turns[0]
     assert first.action.text.strip() and 0 < first.act_tokens <= 32 and first.prompt_tokens > 500
-    request = json.loads(first.prompts["actor"])
+    request = json.loads(first.actor_prompt)
     assert request["messages"][0]["content"] == traj.prompt and len(request["tools"]) == 6
     assert traj.model["engine"] == "openai" and traj.model["model_id"] == folder
 

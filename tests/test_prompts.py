@@ -13,7 +13,7 @@ from envace_demo.prompts import (
     rehearser_messages,
     rehearser_prompt,
 )
-from envace_demo.record import ToolCall
+from envace_demo.record import CallStep, ToolCall
 from envace_demo.schemas import load_tools
 
 TOOLS = load_tools([
@@ -25,7 +25,7 @@ TOOLS = load_tools([
 def _conversation():
     action = parse_action('<think>need weather</think>\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>')
     conv = Conversation("Weather in Oslo and Paris?")
-    conv.turns.append(Turn(action, [(action.calls[0], {"temp_c": 3})]))
+    conv.turns.append(Turn(0, action, [CallStep(action.calls[0], rehearsed={"temp_c": 3})]))
     return conv
 
 

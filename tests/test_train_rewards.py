@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from envace_demo.record import Action, Rehearsal, Step, ToolCall
+from envace_demo.record import Action, CallStep, Rehearsal, ToolCall, Turn
 from envace_demo.tasks import find_task
 from envace_demo.train.rewards import (
     checklist,
@@ -22,8 +22,8 @@ DEPOSIT = find_task("bank", "deposit-cash")  # state: ACC-1003 balance 810.25 af
 
 
 def rehearsal(*calls: ToolCall, answer: str | None = None) -> Rehearsal:
-    steps = [Step(index=i, action=Action(text="", calls=[c]), call=c) for i, c in enumerate(calls)]
-    return Rehearsal(index=0, steps=steps, final_answer=answer, ended="answer" if answer else "max_steps")
+    turns = [Turn(i, Action(text="", calls=[c]), [CallStep(c)]) for i, c in enumerate(calls)]
+    return Rehearsal(index=0, turns=turns, final_answer=answer, ended="answer" if answer else "max_steps")
 
 
 def test_state_check_is_judged_by_replaying_the_imagined_calls():

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import RuleBackend, serve
+from helpers import RuleBackend, record_calls, serve
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = (ROOT / "examples" / "bank" / "tools.json").read_text(encoding="utf-8")
@@ -41,7 +41,7 @@ def _refused(client, *args, api_name: str) -> str:
 def test_the_typed_response_is_the_real_one_beside_the_rehearsal(client):
     typed = {"account_id": "ACC-1003", "balance": 42.5, "currency": "USD"}
     record = client.predict(TOOLS, ASK, json.dumps([typed]), "parallel", 1, api_name="/run_manual")
-    step = next(s for s in record["steps"] if s.get("call"))
+    step = record_calls(record)[0]
     assert step["call"]["name"] == "get_account"
     assert step["real"] == typed  # what was typed, not the bank's 310.25
     assert step["rehearsed"] is not None and step["fidelity"] is not None
@@ -50,14 +50,14 @@ def test_the_typed_response_is_the_real_one_beside_the_rehearsal(client):
 
 def test_a_bare_value_becomes_a_result_object(client):
     record = client.predict(TOOLS, ASK, json.dumps(["closed"]), "none", 1, api_name="/run_manual")
-    step = next(s for s in record["steps"] if s.get("call"))
+    step = record_calls(record)[0]
     assert step["real"] == {"result": "closed"}
 
 
 def test_a_call_beyond_the_typed_responses_is_an_error_step_that_says_so(client):
     record = client.predict(TOOLS, ASK, "[]", "none", 1, api_name="/run_manual")
     assert record["ended"] == "environment_error"
-    step = next(s for s in record["steps"] if s.get("call"))
+    step = record_calls(record)[0]
     assert "no response given for call 1" in step["error"]
 
 

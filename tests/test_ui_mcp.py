@@ -48,5 +48,5 @@ def test_an_episode_runs_against_the_configured_server():
     traj = events[-1].trajectory
     assert isinstance(events[-1], EpisodeFinished)
     assert traj.environment == label and any(t["function"]["name"] == "get_account" for t in traj.tools)
-    assert traj.steps[0].real["balance"] == 310.25  # executed for real on the MCP server
+    assert traj.turns[0].calls[0].real["balance"] == 310.25  # executed for real on the MCP server
     assert traj.final_state is not None

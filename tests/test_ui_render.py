@@ -21,7 +21,7 @@ from envace_demo.engine import Episode, EpisodeConfig
 from envace_demo.envs.registry import create
 from envace_demo.errors import ConfigError, ModelError, SchemaError, TaskError
 from envace_demo.policy import DEFAULT_POLICY as POLICY
-from envace_demo.events import EpisodeFinished, EpisodeStarted, Generating, StepUpdated
+from envace_demo.events import EpisodeFinished, EpisodeStarted, Generating, TurnUpdated
 from envace_demo.record import Trajectory
 from envace_demo.settings import Settings
 from envace_demo.tasks import find_task
@@ -169,7 +169,7 @@ def test_committed_steps_show_action_rehearsed_and_real_with_badges(scripted):
     real_col = page.split('class="ev-col ev-real"')[1]
     assert "310.25" in real_col  # the environment's answer
     assert "300.0" in page.split('class="ev-col ev-rehearsed"')[1].split("ev-col ev-real")[0]
-    fid = events[-1].trajectory.steps[0].fidelity
+    fid = events[-1].trajectory.turns[0].calls[0].fidelity
     assert f"fidelity {fid:.2f}" in page and "arguments valid" in page
     assert "<tool_call>not a call" not in page and "&lt;tool_call&gt;not a call" in page  # reasoning escaped
     outcome = render.outcome_html(view.trajectory)
@@ -199,20 +199,20 @@ def test_streaming_text_shows_in_a_pending_step():
             Trajectory(mode="parallel", model={}, tools=[], prompt=PROMPT, environment="bank", n=2)
         )
     )
-    # The batched first turn of a parallel rehearsal streams row r under rehearsal r.
-    view.apply(Generating("actor", "rehearsal", 0, 1, "<tool_call>{partial"))
+    # Each imagined trajectory streams under its own index.
+    view.apply(Generating("actor", "rehearsal", 1, "<tool_call>{partial"))
     messages = render.rehearsal_messages(view)
     pending = [m for m in messages if m["metadata"]["status"] == "pending"]
     assert [m["metadata"]["id"] for m in pending] == ["r1", "r1live"]
     assert render.progress_text(view).startswith("rehearsal 2 of 2")
-    view.apply(Generating("actor", "commit", None, 0, "<script>alert(1)</script>"))
+    view.apply(Generating("actor", "commit", None, "<script>alert(1)</script>"))
     page = render.steps_html(view)
     assert "ev-pending" in page and "&lt;script&gt;" in page and "<script>" not in page
 
 
 def test_an_event_before_the_start_is_a_bug():
     with pytest.raises(ValueError, match="before EpisodeStarted"):
-        render.LiveView().apply(Generating("actor", "commit", None, 0, "x"))
+        render.LiveView().apply(Generating("actor", "commit", None, "x"))
 
 
 def test_prompt_inspector_shows_the_rendered_prompts(scripted):
@@ -220,8 +220,8 @@ def test_prompt_inspector_shows_the_rendered_prompts(scripted):
     choices = dict((key, label) for label, key in render.inspector_choices(traj))
     assert "c:0" in choices and "r:1:0" in choices and "get_account" in choices["c:0"]
     actor, rehearser = render.inspector_prompts(traj, "c:0")
-    assert actor == traj.steps[0].prompts["actor"] and PROMPT in actor
-    assert rehearser == traj.steps[0].prompts["rehearser"] and "Current tool to simulate:" in rehearser
+    assert actor == traj.turns[0].actor_prompt and PROMPT in actor
+    assert rehearser == traj.turns[0].calls[0].rehearser_prompt and "Current tool to simulate:" in rehearser
     _, none = render.inspector_prompts(traj, "c:1")  # the answer turn: nothing rehearsed
     assert "no call" in none
     assert render.inspector_prompts(traj, "c:99") == ("", "")
@@ -300,7 +300,7 @@ def test_stop_cancels_a_running_episode_promptly(scripted):
     for event in runner.episode_events(
         find_task("bank", "check-balance"), EpisodeConfig(mode="parallel", n=2), cancel
     ):
-        if isinstance(event, StepUpdated) and timer is None:
+        if isinstance(event, TurnUpdated) and timer is None:
             timer = threading.Timer(0.3, stop)  # Stop pressed while the rehearser's 1 s generation runs
             timer.start()
         if isinstance(event, EpisodeFinished):
@@ -437,7 +437,7 @@ def test_step_titles_show_the_call_and_its_arguments(scripted):
     titles = [m["metadata"]["title"] for m in render.rehearsal_messages(view)]
     assert 'step 1: get_account(account_id="ACC-1003")' in titles
     assert html.escape('get_account(account_id="ACC-1003")') in render.steps_html(view)
-    long_step = view.trajectory.steps[0]
+    long_step = view.trajectory.turns[0].calls[0]
     long_step.call.arguments = {"account_id": "ACC-" + "9" * 200}
     title = render.call_title(long_step)
     assert len(title) == 90 and title.endswith("…)")
@@ -506,7 +506,7 @@ def test_the_holder_follows_the_speed_a_finished_run_saw(scripted):
     holder.wait(60)
     events = _parallel_events(scripted)
     traj = events[-1].trajectory
-    for step in traj.steps:
-        step.prompt_tokens, step.act_tokens, step.act_seconds = 1000, 40, 12.0  # 4x slower than timed
+    for turn in traj.turns:
+        turn.prompt_tokens, turn.act_tokens, turn.act_seconds = 1000, 40, 12.0  # 4x slower than timed
     holder.observe(traj)
     assert holder.status().speed.decode < 20.0

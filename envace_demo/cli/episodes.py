@@ -7,8 +7,8 @@ import sys
 from typing import Any
 
 from envace_demo.engine import Episode, EpisodeConfig
-from envace_demo.events import EpisodeFinished, MemoryReady, RehearsalFinished, StepUpdated
-from envace_demo.record import Step, Trajectory
+from envace_demo.events import EpisodeFinished, MemoryReady, RehearsalFinished, TurnUpdated
+from envace_demo.record import Trajectory
 from envace_demo.settings import Settings
 from envace_demo.tasks import Task
 
@@ -24,13 +24,18 @@ def _short(value: Any, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _print_step(prefix: str, step: Step, out) -> None:
-    if step.call is None:
-        if step.error:
-            print(f"{prefix} error: {step.error}", file=out)
+def _print_step(where: str, event: TurnUpdated, out) -> None:
+    """One call of the event's turn (``step 2.1``: turn 2, its first call of several), or the turn itself."""
+    turn = event.turn
+    several = event.call is not None and len(turn.action.calls) > 1
+    prefix = f"{where} step {turn.index + 1}" + (f".{event.call + 1}" if several else "") + ":"
+    if event.call is None:
+        if turn.error:
+            print(f"{prefix} error: {turn.error}", file=out)
         else:
-            print(f"{prefix} answer: {step.action.content}", file=out)
+            print(f"{prefix} answer: {turn.action.content}", file=out)
         return
+    step = turn.calls[event.call]
     valid = "valid" if step.valid else "INVALID: " + "; ".join(step.validation_errors)
     print(f"{prefix} call {step.call.name} {_short(step.call.arguments)} ({valid})", file=out)
     if step.rehearsed is not None:
@@ -86,20 +91,20 @@ def _run_task(
         backend, task, config, environment if environment is not None else _environment(task), cancel=cancel
     )
     for event in episode.run():
-        if shown is not None and isinstance(event, StepUpdated) and event.where == "commit":
-            shown["step"] = event.step
+        if shown is not None and isinstance(event, TurnUpdated) and event.where == "commit" and event.call is not None:
+            shown["step"] = event.turn.calls[event.call]
         if out is None:
             if isinstance(event, EpisodeFinished):
                 return event.trajectory
             continue
-        if isinstance(event, StepUpdated) and (
+        if isinstance(event, TurnUpdated) and (
             event.phase == "executed" or (event.phase == "rehearsed" and event.where == "rehearsal")
-            or (event.phase == "acted" and event.step.call is None)
+            or (event.phase == "acted" and event.call is None)
         ):
             where = f"[rehearsal {event.rehearsal + 1}]" if event.where == "rehearsal" else "[commit]"
-            _print_step(f"{where} step {event.step.index + 1}:", event.step, out)
-        elif isinstance(event, StepUpdated) and event.phase == "rehearsed" and not episode.executor:
-            _print_step(f"[commit] step {event.step.index + 1}:", event.step, out)
+            _print_step(where, event, out)
+        elif isinstance(event, TurnUpdated) and event.phase == "rehearsed" and not episode.executor:
+            _print_step("[commit]", event, out)
         elif isinstance(event, RehearsalFinished):
             print(f"[rehearsal {event.rehearsal.index + 1}] ended: {event.rehearsal.ended}", file=out)
         elif isinstance(event, MemoryReady):

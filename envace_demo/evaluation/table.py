@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from envace_demo.record import Trajectory
+from envace_demo.record import Trajectory, call_steps
 
 METRICS = ("validity", "success", "fidelity", "tokens", "seconds")
 RATES = ("validity", "success", "fidelity")  # shown in percent / percentage points
@@ -67,8 +67,8 @@ def episode_record(
         return {**rec, "task": task_id.split(":", 1)[-1], "error": error or "unknown error", "ended": "error",
                 "success": None, "validity": None, "fidelity": None, "tokens": 0, "seconds": 0.0,
                 "calls": 0, "valid_calls": 0, "parse_errors": 0}
-    tool_steps = [s for s in traj.steps if s.call is not None]
-    parse_errors = sum(1 for s in traj.steps if s.action.error is not None)
+    tool_steps = call_steps(traj.turns)
+    parse_errors = sum(1 for t in traj.turns if t.action.error is not None)
     valid = sum(1 for s in tool_steps if s.valid)
     attempted = len(tool_steps) + parse_errors
     totals = traj.totals()

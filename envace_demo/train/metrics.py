@@ -55,10 +55,7 @@ def _call_counts(groups: list[Group]) -> tuple[int, int]:
     valid = attempted = 0
     for group in groups:
         for rehearsal in group.rehearsals:
-            for step in rehearsal.steps:
-                if step.call is not None:
-                    attempted += 1
-                    valid += int(bool(step.valid))
-                elif step.action.error is not None:
-                    attempted += 1
+            for turn in rehearsal.turns:
+                attempted += len(turn.calls) + (turn.action.error is not None)
+                valid += sum(1 for step in turn.calls if step.valid)
     return valid, attempted

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from envace_demo.record import Rehearsal, ToolCall
+from envace_demo.record import Rehearsal, ToolCall, call_steps
 from envace_demo.schemas import find_tool
 from envace_demo.tasks import Task, evaluate
 
@@ -74,7 +74,7 @@ def replay_state(task: Task, calls: list[ToolCall]) -> dict | None:
 
 def score_rehearsal(task: Task, rehearsal: Rehearsal) -> Score:
     """The score of one imagined rollout."""
-    calls = [s.call for s in rehearsal.steps if s.call is not None]
+    calls = [s.call for s in call_steps(rehearsal.turns)]
     needs_state = bool((task.check or {}).get("state"))
     state = replay_state(task, calls) if needs_state else None
     return score_episode(task, calls, rehearsal.final_answer, state)

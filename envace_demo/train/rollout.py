@@ -157,35 +157,18 @@ def rollout_group(
     group = Group(index=index, task=task, trajectory=trajectory)
     prompt_ids: dict[str, list[int]] = {}  # re-tokenized prompts: the G first actor turns share one
     for rehearsal in trajectory.rehearsals:
-        for step in rehearsal.steps:
-            if step.call_index == 0:  # the calls of one turn share one actor generation
-                group.rows.append(
-                    _row(
-                        group.index,
-                        rehearsal.index,
-                        "actor",
-                        step.prompts["actor"],
-                        step.action.text,
-                        recorder,
-                        tokenize,
-                        stop_id,
-                        prompt_ids,
+        for turn in rehearsal.turns:  # one actor generation, then each call the model rehearsed
+            assert turn.actor_prompt is not None
+            group.rows.append(
+                _row(group.index, rehearsal.index, "actor", turn.actor_prompt, turn.action.text,
+                     recorder, tokenize, stop_id, prompt_ids)
+            )
+            for step in turn.calls:
+                if step.rehearsal_text is not None and step.rehearser_prompt is not None:
+                    group.rows.append(
+                        _row(group.index, rehearsal.index, "rehearser", step.rehearser_prompt, step.rehearsal_text,
+                             recorder, tokenize, stop_id, prompt_ids)
                     )
-                )
-            if step.rehearsal_text is not None:
-                group.rows.append(
-                    _row(
-                        group.index,
-                        rehearsal.index,
-                        "rehearser",
-                        step.prompts["rehearser"],
-                        step.rehearsal_text,
-                        recorder,
-                        tokenize,
-                        stop_id,
-                        prompt_ids,
-                    )
-                )
     return group
 
 

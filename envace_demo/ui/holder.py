@@ -148,7 +148,7 @@ class ModelHolder:
         turns: one row each), so estimates follow the machine's load."""
         if self._speed is None:
             return
-        turns = [(s.prompt_tokens, s.act_tokens, s.act_seconds) for s in trajectory.steps if s.call_index == 0]
+        turns = [(t.prompt_tokens, t.act_tokens, t.act_seconds) for t in trajectory.turns]
         self._speed = budget_mod.observed(self._speed, turns)
 
     def set_adapter(self, name: str | None) -> None:

@@ -23,9 +23,9 @@ from envace_demo.events import (
     Generating,
     MemoryReady,
     RehearsalFinished,
-    StepUpdated,
+    TurnUpdated,
 )
-from envace_demo.record import Rehearsal, Step, Trajectory
+from envace_demo.record import CallStep, Rehearsal, Trajectory, Turn, call_steps, rows
 from envace_demo.schemas import Tool
 
 _LIVE_CHARS = 1200  # streaming text shown: the tail, enough to follow along
@@ -44,8 +44,7 @@ class LiveView:
     """
 
     trajectory: Trajectory | None = None
-    # (where, rehearsal index) -> latest streaming text; the batched first turn of a
-    # parallel rehearsal streams N rows under rehearsal 0: row r belongs to rehearsal r.
+    # (where, rehearsal index) -> latest streaming text.
     live: dict[tuple[str, int | None], Generating] = field(default_factory=dict)
     finished: bool = False
     started: float = 0.0  # time.monotonic() at EpisodeStarted
@@ -60,15 +59,15 @@ class LiveView:
         elif self.trajectory is None:
             raise ValueError(f"{type(event).__name__} before EpisodeStarted")
         elif isinstance(event, Generating):
-            target = None if event.where == "commit" else (event.rehearsal or 0) + event.row
+            target = None if event.where == "commit" else (event.rehearsal or 0)
             self.live[(event.where, target)] = event
-        elif isinstance(event, StepUpdated):
-            steps = (
-                self.trajectory.steps
+        elif isinstance(event, TurnUpdated):
+            turns = (
+                self.trajectory.turns
                 if event.where == "commit"
-                else self._rehearsal(event.rehearsal or 0).steps
+                else self._rehearsal(event.rehearsal or 0).turns
             )
-            _place(steps, event.step.index, event.step)
+            _place(turns, event.turn.index, event.turn)
             self.live.clear()
         elif isinstance(event, RehearsalFinished):
             _place(self.trajectory.rehearsals, event.rehearsal.index, event.rehearsal)
@@ -91,9 +90,7 @@ class LiveView:
         traj = self.trajectory
         if traj is None:
             return 0
-        steps = [*traj.steps, *(s for r in traj.rehearsals for s in r.steps)]
-        # A turn with several calls is one generation, counted on its first call.
-        return sum(s.act_tokens * (s.call_index == 0) + s.rehearse_tokens for s in steps)
+        return sum(t.tokens() for t in [*traj.turns, *(t for r in traj.rehearsals for t in r.turns)])
 
     def tokens_per_second(self, now: float | None = None) -> float | None:
         """Tokens generated per second of the episode so far; None before the first one."""
@@ -127,12 +124,17 @@ def _doing(view: LiveView, traj: Trajectory) -> str:
         (where, target), gen = next(iter(view.live.items()))
         who = "actor is choosing a call" if gen.role == "actor" else "rehearser is predicting the response"
         if where == "commit":
-            return f"committed run, step {len(traj.steps) + (gen.role == 'actor')}: {who}…"
+            return f"committed run, step {_row_count(traj.turns) + (gen.role == 'actor')}: {who}…"
         many = f" (all {len(view.live)} at once)" if len(view.live) > 1 else ""
         return f"rehearsal {(target or 0) + 1} of {traj.n}{many}: {who}…"
     if traj.memory is not None or traj.mode == "none":
         return "committed run: executing…"
     return "rehearsing…"
+
+
+def _row_count(turns: list[Turn]) -> int:
+    """The steps shown so far: one per call, and one per turn without calls."""
+    return sum(1 for _ in rows(turns))
 
 
 def seconds_text(seconds: float) -> str:
@@ -189,14 +191,12 @@ def fence(text: str, lang: str = "") -> str:
     return f"{ticks}{lang}\n{text}\n{ticks}"
 
 
-def call_text(step: Step) -> str:
-    assert step.call is not None
+def call_text(step: CallStep) -> str:
     return to_json({"name": step.call.name, "arguments": step.call.arguments})
 
 
-def call_title(step: Step, limit: int = 90) -> str:
+def call_title(step: CallStep, limit: int = 90) -> str:
     """The call as a title: ``get_account(account_id="ACC-1003")``, cut at ``limit``."""
-    assert step.call is not None
     args = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in step.call.arguments.items())
     text = f"{step.call.name}({args})"
     return text if len(text) <= limit else text[: limit - 2] + "…)"
@@ -206,8 +206,8 @@ def pending_rehearsal(view: LiveView, name: str, arguments: dict) -> Any:
     """The rehearsed response of the committed call ``name(arguments)`` still waiting for
     its real one (the manual environment starts the typed response from it), or None."""
     traj = view.trajectory
-    for step in reversed(traj.steps if traj else []):
-        if step.call is not None and step.real is None and step.call.name == name and step.call.arguments == arguments:
+    for step in reversed(call_steps(traj.turns) if traj else []):
+        if step.real is None and step.call.name == name and step.call.arguments == arguments:
             return step.rehearsed
     return None
 
@@ -232,8 +232,8 @@ def fidelity_badge(value: float | None) -> str:
     return f'<span class="ev-badge {level}" title="rehearsed vs real: structure and values">fidelity {fidelity_text(value)}</span>'
 
 
-def validation_badge(step: Step) -> str:
-    if step.call is None or step.valid is None:
+def validation_badge(step: CallStep) -> str:
+    if step.valid is None:
         return ""
     if step.valid:
         return '<span class="ev-badge ev-good">arguments valid</span>'
@@ -333,15 +333,15 @@ def rehearsal_messages(view: LiveView) -> list[dict]:
         r = rehearsals.get(k) or Rehearsal(index=k)
         rid = f"r{k}"
         done = bool(r.ended)
-        calls = sum(1 for s in r.steps if s.call)
+        calls = len(call_steps(r.turns))
         summary = f"{calls} imagined call{'' if calls == 1 else 's'}" + (
             f", ended: {r.ended}" if done else ""
         )
         # The summary sits in the title: a finished panel shows collapsed.
         title = f"Rehearsal {k + 1} · {summary}"
         out.append(_msg("" if done else "rehearsing…", title, rid, pending=not done))
-        for s in r.steps:
-            out.extend(_imagined_step(s, rid))
+        for i, (turn, call) in enumerate(rows(r.turns)):
+            out.extend(_imagined_step(i, turn, call, rid))
         live = view.live_for("rehearsal", k)
         if live is not None:
             who = "actor" if live.role == "actor" else "rehearser"
@@ -359,17 +359,18 @@ def rehearsal_messages(view: LiveView) -> list[dict]:
     return out
 
 
-def _imagined_step(s: Step, rid: str) -> list[dict]:
-    sid = f"{rid}s{s.index}"
+def _imagined_step(i: int, turn: Turn, s: CallStep | None, rid: str) -> list[dict]:
+    """Row ``i`` of an imagined trajectory: one call of ``turn``, or the turn itself."""
+    sid = f"{rid}s{i}"
     out: list[dict] = []
-    if s.call is None:
-        if s.error:
-            out.append(_msg(fence(s.error), f"step {s.index + 1}: error", sid, rid))
+    if s is None:
+        if turn.error:
+            out.append(_msg(fence(turn.error), f"step {i + 1}: error", sid, rid))
         return out  # a plain answer is shown once, as "answer reached"
     valid = "" if s.valid else " (arguments invalid)"
-    out.append(_msg(fence(call_text(s), "json"), f"step {s.index + 1}: {call_title(s)}{valid}", sid, rid))
-    if s.action.thinking and s.call_index == 0:
-        out.append(_msg(esc(s.action.thinking.strip()), "reasoning", f"{sid}think", sid))
+    out.append(_msg(fence(call_text(s), "json"), f"step {i + 1}: {call_title(s)}{valid}", sid, rid))
+    if turn.action.thinking and s is turn.calls[0]:  # the turn's reasoning, under its first call
+        out.append(_msg(esc(turn.action.thinking.strip()), "reasoning", f"{sid}think", sid))
     if s.rehearsed is not None:
         title = "rehearsed response (error)" if is_error(s.rehearsed) else "rehearsed response"
         out.append(_msg(fence(to_json(s.rehearsed), "json"), title, f"{sid}reh", sid))
@@ -423,12 +424,12 @@ def steps_html(view: LiveView, condensed: bool = False) -> str:
         parts.append(
             '<div class="ev-cols ev-head"><div>Action</div><div>Rehearsed response</div><div>Real response</div></div>'
         )
-    for s in traj.steps:
-        parts.append(_step_html(s, traj, condensed))
+    for i, (turn, call) in enumerate(rows(traj.turns)):
+        parts.append(_step_html(i, turn, call, traj, condensed))
     live_html = _live_step_html(view, condensed)
     if live_html:
         parts.append(live_html)
-    if not traj.steps and not live_html:
+    if not traj.turns and not live_html:
         waiting = "rehearsing first…" if traj.mode != "none" and not view.finished else "no committed step"
         parts.append(f'<div class="ev-empty">{esc(waiting)}</div>')
     cls = "ev-steps ev-condensed" if condensed else "ev-steps"
@@ -447,25 +448,26 @@ def _pre(text: str, cls: str = "") -> str:
     return f'<pre class="{cls}">{esc(text)}</pre>'
 
 
-def _step_html(s: Step, traj: Trajectory, condensed: bool) -> str:
+def _step_html(i: int, turn: Turn, s: CallStep | None, traj: Trajectory, condensed: bool) -> str:
+    """Row ``i`` of the committed run: one call of ``turn``, or the turn itself."""
     limit = _SHORT_JSON if condensed else None
-    if s.call is None:
+    if s is None:
         body = (
-            f'<div class="ev-err">{esc(s.error)}</div>' if s.error else ""
-        ) + f'<div class="ev-answer-text">{esc(s.action.content or "")}</div>'
+            f'<div class="ev-err">{esc(turn.error)}</div>' if turn.error else ""
+        ) + f'<div class="ev-answer-text">{esc(turn.action.content or "")}</div>'
         return (
-            f'<div class="ev-step ev-step-answer" data-step="{s.index}"><div class="ev-bar">'
-            f'<span class="ev-num">{s.index + 1}</span> {"unparsed turn" if s.error else "answer"}</div>{body}</div>'
+            f'<div class="ev-step ev-step-answer" data-step="{i}"><div class="ev-bar">'
+            f'<span class="ev-num">{i + 1}</span> {"unparsed turn" if turn.error else "answer"}</div>{body}</div>'
         )
     bar = (
-        f'<div class="ev-bar"><span class="ev-num">{s.index + 1}</span> <code>{esc(call_title(s))}</code> '
+        f'<div class="ev-bar"><span class="ev-num">{i + 1}</span> <code>{esc(call_title(s))}</code> '
         f"{validation_badge(s)} {fidelity_badge(s.fidelity)}"
-        f'<span class="ev-time">act {seconds_text(s.act_seconds)} · rehearse {seconds_text(s.rehearse_seconds)} · '
+        f'<span class="ev-time">act {seconds_text(turn.act_seconds if s is turn.calls[0] else 0.0)} · rehearse {seconds_text(s.rehearse_seconds)} · '
         f"real {seconds_text(s.execute_seconds)}</span></div>"
     )
     act = ""
-    if s.action.thinking and not condensed:
-        act += f'<details class="ev-think"><summary>reasoning</summary>{_pre(s.action.thinking.strip())}</details>'
+    if turn.action.thinking and not condensed:
+        act += f'<details class="ev-think"><summary>reasoning</summary>{_pre(turn.action.thinking.strip())}</details>'
     act += _pre(to_json({"name": s.call.name, "arguments": s.call.arguments}, limit), "ev-call")
     if s.validation_errors:
         act += "".join(f'<div class="ev-err">{esc(e)}</div>' for e in s.validation_errors)
@@ -483,11 +485,11 @@ def _step_html(s: Step, traj: Trajectory, condensed: bool) -> str:
     err = f'<div class="ev-err">{esc(s.error)}</div>' if s.error else ""
     if condensed:
         return (
-            f'<div class="ev-step" data-step="{s.index}">{bar}<div class="ev-col ev-act">{act}</div>'
+            f'<div class="ev-step" data-step="{i}">{bar}<div class="ev-col ev-act">{act}</div>'
             f'<div class="ev-mini"><b>rehearsed</b>{rehearsed}</div><div class="ev-mini"><b>real</b>{real}</div>{err}</div>'
         )
     return (
-        f'<div class="ev-step" data-step="{s.index}">{bar}<div class="ev-cols">'
+        f'<div class="ev-step" data-step="{i}">{bar}<div class="ev-cols">'
         f'<div class="ev-col ev-act">{act}</div><div class="ev-col ev-rehearsed">{rehearsed}</div>'
         f'<div class="ev-col ev-real">{real}</div></div>{err}</div>'
     )
@@ -499,7 +501,7 @@ def _live_step_html(view: LiveView, condensed: bool) -> str:
         return ""
     text = _pre(live.text[-_LIVE_CHARS:] or "…", "ev-live")
     if live.role == "actor":
-        label = f"step {len(view.trajectory.steps) + 1}: actor is writing…"
+        label = f"step {_row_count(view.trajectory.turns) + 1}: actor is writing…"
         cols = f'<div class="ev-col ev-act">{text}</div><div class="ev-col"></div><div class="ev-col"></div>'
     else:
         label = "rehearser is predicting the response…"
@@ -594,19 +596,21 @@ def inspector_choices(traj: Trajectory | None) -> list[tuple[str, str]]:
     if traj is None:
         return []
     out = [
-        (f"committed step {s.index + 1}: {_step_label(s)}", f"c:{s.index}") for s in traj.steps if s.prompts
+        (f"committed step {i + 1}: {_step_label(turn, call)}", f"c:{i}")
+        for i, (turn, call) in enumerate(rows(traj.turns))
+        if turn.actor_prompt
     ]
     for r in traj.rehearsals:
         out += [
-            (f"rehearsal {r.index + 1}, step {s.index + 1}: {_step_label(s)}", f"r:{r.index}:{s.index}")
-            for s in r.steps
-            if s.prompts
+            (f"rehearsal {r.index + 1}, step {i + 1}: {_step_label(turn, call)}", f"r:{r.index}:{i}")
+            for i, (turn, call) in enumerate(rows(r.turns))
+            if turn.actor_prompt
         ]
     return out
 
 
-def _step_label(s: Step) -> str:
-    return s.call.name if s.call else ("error" if s.error else "answer")
+def _step_label(turn: Turn, call: CallStep | None) -> str:
+    return call.call.name if call else ("error" if turn.error else "answer")
 
 
 def inspector_prompts(traj: Trajectory | None, key: str | None) -> tuple[str, str]:
@@ -615,15 +619,16 @@ def inspector_prompts(traj: Trajectory | None, key: str | None) -> tuple[str, st
         return "", ""
     kind, *idx = key.split(":")
     try:
-        step = traj.steps[int(idx[0])] if kind == "c" else traj.rehearsals[int(idx[0])].steps[int(idx[1])]
+        turns = traj.turns if kind == "c" else traj.rehearsals[int(idx[0])].turns
+        turn, call = list(rows(turns))[int(idx[-1])]
     except (IndexError, ValueError):
         return "", ""
-    rehearser = step.prompts.get("rehearser") or (
+    rehearser = (call.rehearser_prompt if call else None) or (
         "(no rehearser prompt: this step was not rehearsed)"
-        if step.call
+        if call
         else "(no call, nothing to rehearse)"
     )
-    return step.prompts.get("actor", ""), rehearser
+    return turn.actor_prompt or "", rehearser
 
 
 # ---- Compare ----------------------------------------------------------------------------------

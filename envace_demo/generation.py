@@ -1,0 +1,100 @@
+"""The engine's batcher: one backend call for a batch of requests, supervised and streamed."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import replace
+from typing import Any, Callable, Generator
+
+from envace_demo.events import Event, Generating
+from envace_demo.models.base import Backend, Generation, Sampling
+from envace_demo.scheduler import Request, Stop
+from envace_demo.supervise import Supervised, supervise
+
+
+class BatchGenerator:
+    """Sends requests to ``backend.generate_many``, one row each, and passes on the text
+    as it streams. Stop (``cancel``) and the episode's ``deadline`` end the call: the
+    backend is told through its cancel switch and abandoned ``grace_s`` later if it
+    ignores it. Every failure is a ``Stop`` whose reason goes into the record."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        sampling: Sampling,
+        cancel: threading.Event,
+        deadline: float,
+        grace_s: float,
+        shown: Callable[[str], str],
+    ):
+        self.backend = backend
+        self.sampling = sampling
+        self.cancel = cancel
+        self.deadline = deadline
+        self.grace_s = grace_s
+        self.shown = shown
+        self.halt = threading.Event()  # tells the backend to stop generating
+        self._seed_offset = 0
+
+    def __call__(self, requests: list[Request]) -> Generator[Event, None, list[Generation]]:
+        self.check_limits()
+        sampling = self._next_sampling()
+        updates: queue.Queue = queue.Queue()
+        call = supervise(
+            lambda: self.backend.generate_many(
+                [r.prompt for r in requests],
+                sampling,
+                [r.constraint for r in requests],
+                on_token=lambda row, text: updates.put((row, text)),
+                cancel=self.halt,
+            ),
+            cancel=self.cancel,
+            deadline=self.deadline,
+            halt=self.halt,
+            grace_s=self.grace_s,
+            name="envace-generate",
+        )
+        done: Supervised = yield from _streamed(call, updates, requests)
+        if done.error is not None:
+            raise Stop(f"model_error: {self.shown(str(done.error))}") from done.error
+        self.check_limits()
+        if not done.returned:  # given up on after the grace
+            raise Stop("cancelled" if self.cancel.is_set() else "time_limit")
+        gens: list[Generation] = done.value
+        if any(g.finish_reason == "cancelled" for g in gens):
+            raise Stop("cancelled" if self.cancel.is_set() else "time_limit")
+        if len(gens) != len(requests):
+            raise Stop(f"model_error: the backend returned {len(gens)} generations for {len(requests)} requests")
+        return gens
+
+    def check_limits(self) -> None:
+        if self.cancel.is_set():
+            raise Stop("cancelled")
+        if time.monotonic() > self.deadline:
+            raise Stop("time_limit")
+
+    def _next_sampling(self) -> Sampling:
+        s = self.sampling
+        if s.seed is None:
+            return s
+        self._seed_offset += 1  # distinct yet reproducible seeds for each generation
+        return replace(s, seed=s.seed + self._seed_offset - 1)
+
+
+def _streamed(call: Generator, updates: queue.Queue, requests: list[Request]) -> Generator[Event, None, Any]:
+    """Pass on a supervised generation's latest text of each row at every poll."""
+    while True:
+        try:
+            next(call)
+        except StopIteration as done:
+            return done.value
+        latest: dict[int, str] = {}
+        while not updates.empty():
+            row, text = updates.get_nowait()
+            latest[row] = text
+        for row, text in latest.items():
+            if row < len(requests):
+                r = requests[row]
+                yield Generating(r.role, r.where, r.rindex, text)  # type: ignore[arg-type]

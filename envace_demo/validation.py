@@ -1,0 +1,48 @@
+"""The engine's own checks of a call, before any model is asked about it."""
+
+from __future__ import annotations
+
+from jsonschema import Draft202012Validator
+
+from envace_demo.record import ToolCall
+from envace_demo.schemas import Tool, validate_arguments
+
+
+def check_arguments(tool: Tool, arguments: dict) -> list[str]:
+    """The call's schema violations: ``validate_arguments`` plus the declared ``format``s
+    (jsonschema only annotates formats unless asked to check them). This is what the
+    validation badge shows."""
+    errors = validate_arguments(tool, arguments)
+    if errors or not isinstance(arguments, dict):
+        return errors
+    checker = Draft202012Validator(tool.parameters, format_checker=Draft202012Validator.FORMAT_CHECKER)
+    return [
+        f"{'/'.join(str(p) for p in err.absolute_path) or 'arguments'}: {err.message}"
+        for err in checker.iter_errors(arguments)
+        if err.validator == "format"
+    ]
+
+
+def validation_error(call: ToolCall, tool: Tool | None, errors: list[str]) -> dict | None:
+    """The rehearsal contract's error object (method doc §3) when the engine's own checks
+    already decide the call: its tool is not in the whitelist (``TOOL_NOT_AVAILABLE``) or
+    its arguments break the input schema (``INVALID_PARAMETERS``, one ``details.errors``
+    entry per violation). None when the call passes: only then is the model asked.
+    (A call whose format is broken never gets here: the parser ends the turn first.)"""
+    if tool is None:
+        return {
+            "error_tool_call": {
+                "code": "TOOL_NOT_AVAILABLE",
+                "message": f"{call.name!r} is not in the candidate tool whitelist",
+            }
+        }
+    if errors:
+        noun = "violation" if len(errors) == 1 else "violations"
+        return {
+            "error_tool_call": {
+                "code": "INVALID_PARAMETERS",
+                "message": f"{call.name}: {len(errors)} input schema {noun}",
+                "details": {"errors": list(errors)},
+            }
+        }
+    return None
