@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 
 from envace_demo.errors import ConfigError, ModelError
+from envace_demo.models.row_decoder import PrefixCache
 
 
 class LoraAdapters:
@@ -20,6 +21,7 @@ class LoraAdapters:
     model_id: str
     _lock: threading.Lock
     _adapter: Path | None
+    row_prefixes: PrefixCache  # kept key/values: computed by the old weights, so cleared
 
     @property
     def adapter(self) -> Path | None:
@@ -34,6 +36,7 @@ class LoraAdapters:
         if not (adapter_dir / "adapter_config.json").is_file():
             raise ConfigError(f"{adapter_dir}: no LoRA adapter here (adapter_config.json missing)")
         with self._lock:
+            self.row_prefixes.clear()  # whatever happens below, the weights change
             base = self.model.unload() if isinstance(self.model, PeftModel) else self.model
             self._adapter = None
             try:
@@ -48,6 +51,7 @@ class LoraAdapters:
         from peft import PeftModel
 
         with self._lock:
+            self.row_prefixes.clear()  # whatever happens below, the weights change
             if isinstance(self.model, PeftModel):
                 self.model = self.model.unload().eval()
             self._adapter = None

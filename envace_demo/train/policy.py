@@ -20,6 +20,9 @@ MAX_PREFIXES = 4  # actor, rehearser, and the committed actor's memory prompt fi
 
 
 class PolicyBackend(TransformersBackend):
+    # Training learns from the model's own tokenization of every token: no jump-forward.
+    row_decoder = False
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._prefixes: list[tuple[list[int], list]] = []  # (ids, [(keys, values) per layer]), newest last

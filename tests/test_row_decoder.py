@@ -1,0 +1,155 @@
+"""Single-row decoding with jump-forward and prefix reuse (envace_demo/models/row_decoder.py).
+
+Mechanics on a tiny random Llama over the embedded model's tokenizer (never quality):
+the row decoder must give what ``model.generate`` gives where no token is forced, reuse
+kept prefixes without changing the output, and, under a grammar, write a valid
+result in fewer forward passes than tokens.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import pytest
+from helpers import tiny_backend_over
+
+from envace_demo.calls import parse_execution_result
+from envace_demo.models.base import Constraint, Prompt, Sampling
+from envace_demo.models.row_decoder import PrefixCache
+
+GREEDY = Sampling(temperature=0.0, max_new_tokens=16, seed=0)
+SAMPLED = Sampling(temperature=1.0, top_p=0.9, top_k=20, max_new_tokens=16, seed=5)
+RESPONSE = {
+    "type": "object",
+    "properties": {
+        "account_id": {"type": "string", "pattern": "^ACC-[0-9]{4}$"},
+        "status": {"type": "string", "enum": ["active", "frozen"]},
+        "owner": {"type": "string", "maxLength": 12},
+    },
+    "required": ["account_id", "status", "owner"],
+    "additionalProperties": False,
+}
+
+
+@pytest.fixture(scope="module")
+def tokenizer(cache_dir):
+    from transformers import AutoTokenizer
+
+    from envace_demo.models import embedded
+
+    return AutoTokenizer.from_pretrained(embedded.ensure_embedded_model(cache_dir))
+
+
+@pytest.fixture
+def tiny(tokenizer):
+    return tiny_backend_over(tokenizer, constrained=True, hidden_size=32, heads=2, kv_heads=1, max_position_embeddings=4096)
+
+
+def _prompt(backend, text: str) -> Prompt:
+    return backend.prompt([{"role": "user", "content": text}], thinking=False)
+
+
+def _both(backend, prompt, sampling, constraint=None):
+    """(row decoder's Generation, model.generate's Generation) for one prompt."""
+    fast = backend.generate(prompt, sampling, constraint)
+    backend.row_decoder = False
+    try:
+        slow = backend.generate(prompt, sampling, constraint)
+    finally:
+        backend.row_decoder = True
+    return fast, slow
+
+
+def test_free_rows_decode_as_model_generate_does(tiny):
+    prompt = _prompt(tiny, "Say something about accounts.")
+    for sampling in (GREEDY, SAMPLED):
+        fast, slow = _both(tiny, prompt, sampling)
+        assert fast.token_ids == slow.token_ids and fast.text == slow.text
+        assert (fast.new_tokens, fast.finish_reason) == (16, "length")
+    assert tiny.row_stats.forward_passes == 16  # nothing forced without a grammar
+
+
+def test_a_kept_prefix_is_reused_and_changes_nothing(tiny):
+    first = _prompt(tiny, "What is the balance of ACC-1003?")
+    gen = tiny.generate(first, GREEDY)
+    # The next turn extends the last one: prompt, what was generated, then more.
+    follow = Prompt([], text=first.text + gen.text + "<|im_end|>\n<|im_start|>user\nAnd ACC-1001?<|im_end|>\n")
+    again = tiny.generate(follow, GREEDY)
+    reused = tiny.row_stats.reused_tokens
+    assert reused >= len(gen.prompt_ids) - 1  # all but the last prompt token, which may merge with the text
+    tiny.row_prefixes.clear()
+    fresh = tiny.generate(follow, GREEDY)
+    assert tiny.row_stats.reused_tokens == 0
+    assert again.token_ids == fresh.token_ids
+
+
+def test_a_different_prompt_reuses_only_the_shared_head(tiny):
+    tiny.generate(_prompt(tiny, "alpha beta gamma"), GREEDY)
+    tiny.generate(_prompt(tiny, "delta"), GREEDY)
+    head = tiny.tokenizer(_prompt(tiny, "").text, add_special_tokens=False).input_ids
+    assert 0 < tiny.row_stats.reused_tokens < len(head) + 3
+
+
+def test_under_a_grammar_forced_tokens_ride_along(tiny):
+    constraint = Constraint(role="rehearser", response_schema=RESPONSE)
+    sampling = Sampling(temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=400, seed=3)
+    gen = tiny.generate(_prompt(tiny, "Rehearse get_account."), sampling, constraint)
+    stats = tiny.row_stats
+    assert gen.finish_reason == "stop", gen.text
+    value, error = parse_execution_result(gen.text)
+    assert error is None, error
+    assert list(value) == ["account_id", "status", "owner"] and re.fullmatch(r"ACC-[0-9]{4}", value["account_id"])
+    # Keys, quotes and the tags were forced: fewer passes than tokens.
+    assert stats.forward_passes < 0.8 * gen.new_tokens
+
+
+def test_seeded_rows_repeat(tiny):
+    constraint = Constraint(role="rehearser", response_schema=RESPONSE)
+    sampling = Sampling(temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=200, seed=11)
+    prompt = _prompt(tiny, "Rehearse get_account.")
+    assert tiny.generate(prompt, sampling, constraint).text == tiny.generate(prompt, sampling, constraint).text
+
+
+def test_streaming_and_cancel(tiny):
+    seen: list[str] = []
+    cancel = threading.Event()
+
+    def on_token(row, text):
+        seen.append(text)
+        if len(seen) == 3:
+            cancel.set()
+
+    gen = tiny.generate(_prompt(tiny, "Stream please."), Sampling(max_new_tokens=64, seed=1), on_token=on_token, cancel=cancel)
+    assert gen.finish_reason == "cancelled" and gen.new_tokens < 64
+    assert len(seen) >= 3 and all(b.startswith(a) for a, b in zip(seen, seen[1:]))
+    assert gen.text.startswith(seen[-1])
+
+
+def test_weights_changing_forgets_the_kept_prefixes(tiny):
+    tiny.generate(_prompt(tiny, "keep me"), GREEDY)
+    assert tiny.row_prefixes._kept
+    tiny.remove_adapter()  # no adapter on: still the moment weights may change
+    assert not tiny.row_prefixes._kept
+
+
+def test_prefix_cache_keeps_the_most_recent_entries():
+    class FakeCache:
+        def __init__(self, n):
+            self.n = n
+
+        def get_seq_length(self):
+            return self.n
+
+        def crop(self, count):
+            assert count < 0
+            self.n += count
+
+    store = PrefixCache(entries=2)
+    store.keep([1, 2, 3, 4], FakeCache(4))
+    store.keep([1, 9, 9], FakeCache(3))
+    store.keep([5, 6], FakeCache(2))  # the oldest goes
+    assert store.take([2, 3]) == (None, 0)  # [1, 2, 3, 4] went; nothing else starts with 2
+    cache, shared = store.take([1, 9, 7, 7])
+    assert shared == 2 and cache.n == 2  # cut back to what the prompts share
+    assert store.take([5, 6])[1] == 1  # the last prompt token is left to run
