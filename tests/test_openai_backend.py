@@ -78,8 +78,8 @@ def test_a_streamed_tool_call_becomes_the_text_a_local_model_writes(chat_server)
 def test_the_prompt_is_the_chat_itself_and_is_recorded_as_json():
     backend = OpenAIBackend.__new__(OpenAIBackend)  # no server needed to build a prompt
     call = ToolCall("get_account", {"account_id": "ACC-1003"})
-    conv = Conversation("Balance?")
-    conv.turns.append(Turn(Action(text="", content="", calls=[call]), [(call, {"balance": 1})]))
+    conv = Conversation("Balance?", executed=True)
+    conv.turns.append(Turn(0, Action(text="", content="", calls=[call]), [CallStep(call, real={"balance": 1})]))
     prompt = backend.prompt(conv.actor_messages(), tools=None, thinking=False)
     assert prompt.text is None and prompt.messages == chat_messages(conv.actor_messages())
     assert json.loads(prompt.shown()) == {"messages": prompt.messages, "tools": None, "enable_thinking": False}
