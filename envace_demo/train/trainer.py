@@ -142,6 +142,8 @@ class Trainer:
         )
         # No dropout anywhere: eval mode keeps the log-probs of training equal to those sampled.
         self.model = get_peft_model(base, lora).eval()
+        if not self.copy_model:  # trained in place: the served backend's kept caches are stale
+            self.backend.row_prefixes.clear()  # type: ignore[attr-defined]
         tokenizer = self.backend.tokenizer  # type: ignore[attr-defined]
         self.policy = PolicyBackend.like(
             self.backend, self.model, f"{self.backend.info.model_id} + LoRA (training)"
