@@ -233,6 +233,7 @@ class Bench:
                 ),
                 max_steps=min(settings.max_steps, defaults.max_steps),
                 episode_seconds=settings.episode_seconds,
+                think_chars=settings.think_chars,
             )
 
         load = round(os.getloadavg()[0], 2)

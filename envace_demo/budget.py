@@ -28,6 +28,10 @@ OVER_ESTIMATE = 1.5
 # model under constraint (actor 38-81, rehearser 45-160); a longer budget does not make
 # them longer.
 TYPICAL_TOKENS = {"actor": 64, "rehearser": 128}
+# Of which bounded reasoning (a grammar's 120-300 characters). On a machine where even the
+# smallest budget would not fit the target with it, reasoning goes first (``think_chars`` 0):
+# a small model's reasoning is the costliest part of its turns and the least useful.
+REASONING_TOKENS = {"actor": 16, "rehearser": 32}
 # Decoding N rows at once costs more than one row, far less than N rows one by one.
 BATCH_ROW_COST = 0.5
 # Rendered prompts (tool schemas, history) of the example environments: 1,000-1,900
@@ -64,6 +68,7 @@ class Budget:
     max_new_tokens: int
     episode_seconds: float  # the hard limit
     estimate_seconds: float  # a typical run of the default mode with these defaults
+    think_chars: int | None = None  # reasoning bound under a grammar; None: the engine's own
 
     def to_dict(self) -> dict:
         return {
@@ -72,25 +77,30 @@ class Budget:
             "max_new_tokens": self.max_new_tokens,
             "episode_seconds": round(self.episode_seconds),
             "estimate_seconds": round(self.estimate_seconds),
+            "think_chars": self.think_chars,
         }
 
 
-def _generation_seconds(speed: Speed, role: str, max_new_tokens: int, rows: int) -> float:
-    tokens = min(max_new_tokens, TYPICAL_TOKENS[role])
+def _generation_seconds(speed: Speed, role: str, max_new_tokens: int, rows: int, reasoning: bool = True) -> float:
+    tokens = min(max_new_tokens, TYPICAL_TOKENS[role] - (0 if reasoning else REASONING_TOKENS[role]))
     prefill = PROMPT_TOKENS + DISTINCT_TOKENS * (rows - 1)
     return prefill / speed.prefill + tokens * (1.0 + BATCH_ROW_COST * (rows - 1)) / speed.decode
 
 
-def _trajectory_seconds(speed: Speed, turns: int, max_new_tokens: int, rows: int, rehearsed: bool) -> float:
+def _trajectory_seconds(
+    speed: Speed, turns: int, max_new_tokens: int, rows: int, rehearsed: bool, reasoning: bool = True
+) -> float:
     """``rows`` trajectories decoded together, each calling a tool at every one of its
     ``turns`` turns, each call rehearsed if ``rehearsed``."""
-    per_turn = _generation_seconds(speed, "actor", max_new_tokens, rows)
+    per_turn = _generation_seconds(speed, "actor", max_new_tokens, rows, reasoning)
     if rehearsed:
-        per_turn += _generation_seconds(speed, "rehearser", max_new_tokens, rows)
+        per_turn += _generation_seconds(speed, "rehearser", max_new_tokens, rows, reasoning)
     return turns * per_turn
 
 
-def estimate_seconds(speed: Speed, mode: str, n: int, max_steps: int, max_new_tokens: int) -> float:
+def estimate_seconds(
+    speed: Speed, mode: str, n: int, max_steps: int, max_new_tokens: int, reasoning: bool = True
+) -> float:
     """Seconds an episode takes when every trajectory calls a tool at each of its
     ``max_steps`` turns, with turns of typical length: the longest a run goes unless a
     turn runs on to ``max_new_tokens``. (The small model seldom answers before its last
@@ -99,13 +109,15 @@ def estimate_seconds(speed: Speed, mode: str, n: int, max_steps: int, max_new_to
         raise ConfigError("estimate: n, max_steps and max_new_tokens must be positive")
     total = 0.0
     if mode in ("parallel", "imagine"):  # N trajectories advance together, batched
-        total += _trajectory_seconds(speed, max_steps, max_new_tokens, n, rehearsed=True)
+        total += _trajectory_seconds(speed, max_steps, max_new_tokens, n, rehearsed=True, reasoning=reasoning)
     elif mode == "sequential":  # one attempt after the other
-        total += n * _trajectory_seconds(speed, max_steps, max_new_tokens, 1, rehearsed=True)
+        total += n * _trajectory_seconds(speed, max_steps, max_new_tokens, 1, rehearsed=True, reasoning=reasoning)
     elif mode != "none":
         raise ConfigError(f"estimate: unknown mode {mode!r}")
     if mode != "imagine":  # the committed run: each real call rehearsed first, unless mode none
-        total += _trajectory_seconds(speed, max_steps, max_new_tokens, 1, rehearsed=mode != "none")
+        total += _trajectory_seconds(
+            speed, max_steps, max_new_tokens, 1, rehearsed=mode != "none", reasoning=reasoning
+        )
     return total
 
 
@@ -114,6 +126,8 @@ def fit(speed: Speed, target_seconds: float = TARGET_SECONDS, mode: str = "paral
 
     - max_new_tokens: the longest of the ladder one generation can decode in a sixth
       of the target (a turn that runs on is cut there);
+    - think_chars: 0 (no reasoning) where ``MIN_STEPS`` steps with ``n`` and reasoning would
+      not fit, else None (the engine's bound);
     - n: ``n``, or fewer where even ``MIN_STEPS`` steps with it would not fit;
     - max_steps: the most steps (``MIN_STEPS`` to ``MAX_STEPS``) whose estimate fits;
     - episode_seconds: ``LIMIT_FACTOR`` times the target, or ``OVER_ESTIMATE`` times the
@@ -126,18 +140,20 @@ def fit(speed: Speed, target_seconds: float = TARGET_SECONDS, mode: str = "paral
         (t for t in TOKEN_LADDER if PROMPT_TOKENS / speed.prefill + t / speed.decode <= per_generation),
         TOKEN_LADDER[-1],
     )
-    while n > 1 and estimate_seconds(speed, mode, n, MIN_STEPS, tokens) > target_seconds:
+    reasoning = estimate_seconds(speed, mode, n, MIN_STEPS, tokens) <= target_seconds
+    while n > 1 and estimate_seconds(speed, mode, n, MIN_STEPS, tokens, reasoning) > target_seconds:
         n -= 1
     steps = MIN_STEPS
-    while steps < MAX_STEPS and estimate_seconds(speed, mode, n, steps + 1, tokens) <= target_seconds:
+    while steps < MAX_STEPS and estimate_seconds(speed, mode, n, steps + 1, tokens, reasoning) <= target_seconds:
         steps += 1
-    estimate = estimate_seconds(speed, mode, n, steps, tokens)
+    estimate = estimate_seconds(speed, mode, n, steps, tokens, reasoning)
     return Budget(
         n=n,
         max_steps=steps,
         max_new_tokens=tokens,
         episode_seconds=max(target_seconds * LIMIT_FACTOR, estimate * OVER_ESTIMATE),
         estimate_seconds=estimate,
+        think_chars=None if reasoning else 0,
     )
 
 
@@ -153,7 +169,7 @@ def observed(speed: Speed, generations: list[tuple[int, int, float]], weight: fl
     return Speed(decode=speed.decode * ratio, prefill=speed.prefill * ratio)
 
 
-_FITTED = ("max_steps", "max_new_tokens", "episode_seconds")
+_FITTED = ("max_steps", "max_new_tokens", "episode_seconds", "think_chars")
 
 
 def apply(settings, budget: Budget | None):
@@ -170,34 +186,48 @@ def apply(settings, budget: Budget | None):
 
 
 def measure_speed(backend, new_tokens: int = 48) -> Speed:
-    """Time two short generations on ``backend``: a long prompt with one new token
-    (prefill) and a short prompt with ``new_tokens`` (decode). About two seconds for the
-    embedded model on two cores; the first call also warms the backend up."""
+    """Time two generations on ``backend`` after a prompt as long as an episode's: one new
+    token (prefill), then ``new_tokens`` (decode, which slows with the context: each token
+    attends to the whole prompt). About four seconds for the embedded model on two cores;
+    a first call warms the backend up. Kept prompt caches are dropped before each timing."""
     from envace_demo.models.base import Sampling
 
-    greedy = Sampling(temperature=0.0, max_new_tokens=1, seed=0)
     filler = " ".join(f"item {i}: a line of a long document." for i in range(PROMPT_TOKENS // 12))
-    long_prompt = backend.prompt([{"role": "user", "content": filler}], thinking=False)
-    backend.generate(long_prompt, greedy)  # warm-up: lazy imports and first allocations
-    started = time.perf_counter()
-    gen = backend.generate(long_prompt, greedy)
-    prefill = max(gen.prompt_tokens, 1) / max(time.perf_counter() - started, 1e-6)
-    short = backend.prompt(
-        [{"role": "user", "content": "Count from one to one hundred in words, separated by commas."}],
-        thinking=False,
-    )
-    started = time.perf_counter()
-    gen = backend.generate(short, Sampling(temperature=0.0, max_new_tokens=new_tokens, seed=0))
-    seconds = time.perf_counter() - started
-    # Take the short prompt's own prefill out of the decode time.
-    decode_seconds = max(seconds - gen.prompt_tokens / prefill, 1e-6)
+    ask = "\n\nNow count from one to one hundred in words, separated by commas."
+    long_prompt = backend.prompt([{"role": "user", "content": filler + ask}], thinking=False)
+
+    def timed(max_new_tokens: int):
+        forget = getattr(getattr(backend, "row_prefixes", None), "clear", None)
+        if forget is not None:
+            forget()
+        started = time.perf_counter()
+        gen = backend.generate(long_prompt, Sampling(temperature=0.0, max_new_tokens=max_new_tokens, seed=0))
+        return gen, time.perf_counter() - started
+
+    timed(1)  # warm-up: lazy imports and first allocations
+    gen, seconds = timed(1)
+    prefill = max(gen.prompt_tokens, 1) / max(seconds, 1e-6)
+    gen, seconds = timed(new_tokens)
+    decode_seconds = max(seconds - gen.prompt_tokens / prefill, 1e-6)  # the prompt's prefill out
     return Speed(decode=max(gen.new_tokens, 1) / decode_seconds, prefill=prefill)
+
+
+def fitted_settings(backend, settings):
+    """(settings, budget, speed): ``settings`` with the defaults fitted to ``backend``'s
+    measured speed (values set on purpose kept); unchanged, with no budget or speed,
+    when fitting is off (``target_seconds`` 0)."""
+    if not settings.target_seconds:
+        return settings, None, None
+    speed = measure_speed(backend)
+    fitted = fit(speed, settings.target_seconds)
+    return apply(settings, fitted), fitted, speed
 
 
 def describe(budget: Budget, speed: Speed) -> str:
     """One line for a banner or a log."""
+    reasoning = "" if budget.think_chars is None else f", reasoning ≤{budget.think_chars} characters"
     return (
         f"{speed.decode:.0f} tokens/s: N={budget.n}, {budget.max_steps} steps, "
-        f"{budget.max_new_tokens} new tokens; about {budget.estimate_seconds:.0f} s a run, "
+        f"{budget.max_new_tokens} new tokens{reasoning}; about {budget.estimate_seconds:.0f} s a run, "
         f"limit {budget.episode_seconds:.0f} s"
     )

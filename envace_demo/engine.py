@@ -62,6 +62,9 @@ class EpisodeConfig:
     constrained: bool = True
     # The first actor turn must call a tool: small models otherwise answer in prose.
     require_first_call: bool = False
+    # Reasoning bound (characters) under constrained decoding; None: the backend's own.
+    # Fitted to the model's speed (budget.py): 0 on a machine where reasoning costs the minute.
+    think_chars: int | None = None
     # Turns an exception's text into what the record may show (public mode hides server paths
     # and secrets); None shows it as is.
     redact: Callable[[str], str] | None = field(default=None, repr=False, compare=False)
@@ -266,10 +269,12 @@ class Episode:
     # ---- phases ---------------------------------------------------------------------
 
     def _act_request(self, prompt: Any, where: str, rindex: int | None, require: bool) -> Request:
-        constraint = (
-            Constraint(role="actor", tools=tuple(self.task.tools), require_call=require) if self._constrained else None
-        )
+        constraint = self._constraint("actor", tools=tuple(self.task.tools), require_call=require)
         return Request(prompt, constraint, "actor", where, rindex)
+
+    def _constraint(self, role: str, **values: Any) -> Constraint | None:
+        """What a ``role`` turn's grammar enforces, where decoding is constrained."""
+        return Constraint(role=role, think_chars=self.config.think_chars, **values) if self._constrained else None
 
     def _rehearse(
         self,
@@ -293,11 +298,7 @@ class Episode:
         )
         prompt = rehearser_prompt(self.backend, messages)
         step.rehearser_prompt = _prompt_text(prompt)
-        constraint = (
-            Constraint(role="rehearser", response_schema=tool.response if tool else None)
-            if self._constrained
-            else None
-        )
+        constraint = self._constraint("rehearser", response_schema=tool.response if tool else None)
         gen = yield Request(prompt, constraint, "rehearser", where, rindex)
         step.rehearsal_text = gen.text
         step.rehearse_seconds = round(gen.seconds, 3)

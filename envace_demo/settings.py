@@ -56,12 +56,20 @@ class Settings:
         default=PROJECT_ROOT / ".cache",
         metadata={"env": "ENVACE_CACHE_DIR", "help": "where the embedded model is converted once"},
     )
-    # The next three are fallbacks: with target_seconds set, a value left at its default is
+    # The next four are fallbacks: with target_seconds set, a value left at its default is
     # replaced by one fitted to the loaded model's measured speed (envace_demo.budget).
     max_steps: int = field(default=3, metadata={"env": "ENVACE_MAX_STEPS", "help": "actor turns per trajectory"})
     max_new_tokens: int = field(default=192, metadata={"env": "ENVACE_MAX_NEW_TOKENS", "help": "new tokens per generation"})
     episode_seconds: float = field(
         default=120.0, metadata={"env": "ENVACE_EPISODE_SECONDS", "help": "wall-clock limit of one episode"}
+    )
+    think_chars: int | None = field(
+        default=None,
+        metadata={
+            "env": "ENVACE_THINK_CHARS",
+            "help": "reasoning bound in characters under constrained decoding (0: none); default: the "
+            "engine's own, or 0 where the model is too slow for it",
+        },
     )
     target_seconds: float = field(
         default=60.0,
@@ -163,6 +171,8 @@ class Settings:
         _check_choice("device", self.device, Device)
         if self.max_steps < 1 or self.max_new_tokens < 1 or self.episode_seconds <= 0:
             raise ConfigError("max_steps, max_new_tokens and episode_seconds must be positive")
+        if self.think_chars is not None and self.think_chars < 0:
+            raise ConfigError(f"think_chars must be 0 or more, not {self.think_chars}")
         if self.target_seconds < 0:
             raise ConfigError(f"target_seconds={self.target_seconds!r}: must be positive, or 0 for no fitting")
         _check_choice("backend", self.backend, BackendName)

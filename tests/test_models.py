@@ -47,7 +47,9 @@ def tiny(embedded_folder) -> TransformersBackend:
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(embedded_folder)
-    return tiny_backend_over(tokenizer, hidden_size=32, heads=2, kv_heads=1, max_position_embeddings=2048)
+    backend = tiny_backend_over(tokenizer, hidden_size=32, heads=2, kv_heads=1, max_position_embeddings=2048)
+    backend.row_decoder = False  # model.generate's path; the row decoder's is test_row_decoder.py
+    return backend
 
 
 def _prompt(backend) -> Prompt:
@@ -270,8 +272,6 @@ def test_cancel_stops_early(tiny):
 def test_stop_token_ends_a_row_and_is_stripped(tiny, monkeypatch):
     from transformers import LogitsProcessor, LogitsProcessorList
 
-    monkeypatch.setattr(tiny, "row_decoder", False)  # the batched path (row_decoder: test_row_decoder.py)
-
     class ForceStopAt3(LogitsProcessor):  # the random model never says <|im_end|> on its own
         def __call__(self, input_ids, scores):
             if input_ids.shape[1] - prompt_len == 3:
@@ -307,7 +307,6 @@ def test_one_generate_at_a_time(tiny, monkeypatch):
             active.pop()
 
     monkeypatch.setattr(tiny.model, "generate", spy)
-    monkeypatch.setattr(tiny, "row_decoder", False)  # single rows go to model.generate, spied on
     threads = [threading.Thread(target=tiny.generate, args=(_prompt(tiny), SAMPLED)) for _ in range(3)]
     for t in threads:
         t.start()

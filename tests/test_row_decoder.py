@@ -153,3 +153,26 @@ def test_prefix_cache_keeps_the_most_recent_entries():
     cache, shared = store.take([1, 9, 7, 7])
     assert shared == 2 and cache.n == 2  # cut back to what the prompts share
     assert store.take([5, 6])[1] == 1  # the last prompt token is left to run
+
+
+def test_on_a_cpu_rows_of_a_batch_decode_one_by_one_with_their_own_seeds(tiny, monkeypatch):
+    monkeypatch.setattr(tiny.model, "generate", lambda *a, **k: pytest.fail("a CPU batch went to model.generate"))
+    prompt = _prompt(tiny, "Say something about accounts.")
+    rows = tiny.generate_many([prompt] * 3, SAMPLED)
+    assert len({g.text for g in rows}) > 1  # each row has its own seed
+    assert rows[0].token_ids == tiny.generate(prompt, SAMPLED).token_ids  # row 0 keeps the call's seed
+    assert tiny.row_stats.reused_tokens > 0  # the shared prompt was prefilled once
+
+
+def test_a_forced_tag_with_its_own_token_is_left_to_the_model():
+    from envace_demo.models.row_decoder import _before_tags
+
+    pieces = {1: "x", 2: "</", 3: "think", 4: ">", 5: "\n"}
+
+    def decode(ids):
+        return "".join(pieces[i] for i in ids)
+
+    assert _before_tags([1, 2, 3, 4, 5], decode, ("</think>",)) == [1]  # stops before the tag
+    assert _before_tags([1, 2], decode, ("</think>",)) == [1]  # and before half of one
+    assert _before_tags([1, 5], decode, ("</think>",)) == [1, 5]
+    assert _before_tags([1, 2, 3, 4, 5], decode, ()) == [1, 2, 3, 4, 5]

@@ -155,15 +155,18 @@ def test_stop_ends_the_run_without_a_step(tiny_backend, tmp_path):
 
 def test_policy_backend_reuses_prefixes_without_changing_outputs(tiny_backend):
     from envace_demo.models.base import Sampling
+    from envace_demo.models.transformers_backend import TransformersBackend
     from envace_demo.train.policy import PolicyBackend
 
     policy = PolicyBackend(tiny_backend.model, tiny_backend.tokenizer, model_id="tiny", constrained=False)
+    plain_backend = TransformersBackend(tiny_backend.model, tiny_backend.tokenizer, model_id="tiny")
+    plain_backend.row_decoder = False  # the policy decodes with model.generate: compare like with like
     prompts = [actor_prompt(tiny_backend, Conversation(f"pick {x}"), TOOLS) for x in ("a", "b", "a")]
     greedy = Sampling(temperature=0, max_new_tokens=12)
     sampled = Sampling(temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=12, seed=3)
     for prompt in prompts:
         for sampling, n in ((greedy, 1), (sampled, 3)):
-            plain = tiny_backend.generate_many([prompt] * n, sampling)
+            plain = plain_backend.generate_many([prompt] * n, sampling)
             mine = policy.generate_many([prompt] * n, sampling)
             assert [g.text for g in mine] == [g.text for g in plain]
             assert [g.token_ids for g in mine] == [g.token_ids for g in plain]
@@ -241,9 +244,12 @@ def test_training_job_reports_a_failure_instead_of_dying_silently(tiny_backend, 
 
 def test_policy_backend_reports_token_ids_of_batched_prompts(tiny_backend):
     from envace_demo.models.base import Sampling
+    from envace_demo.models.transformers_backend import TransformersBackend
     from envace_demo.train.policy import PolicyBackend
 
     policy = PolicyBackend(tiny_backend.model, tiny_backend.tokenizer, model_id="tiny", constrained=False)
+    plain_backend = TransformersBackend(tiny_backend.model, tiny_backend.tokenizer, model_id="tiny")
+    plain_backend.row_decoder = False  # the policy decodes with model.generate: compare like with like
     prompts = [actor_prompt(tiny_backend, Conversation(f"pick {x}"), TOOLS) for x in ("a", "b", "a b")]
     gens = policy.generate_many(
         prompts, Sampling(temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=12, seed=2)

@@ -70,7 +70,7 @@ LocalModelFlags = optional_flags(
     "LocalModelFlags", Settings, ["model", "dtype", "device", "constrained", "threads"], _setting_note, group="model"
 )
 # The episode's budget, shown with the environment variables that set it too.
-BudgetFlags = optional_flags("BudgetFlags", Settings, ["max_new_tokens", "max_steps"], _setting_note)
+BudgetFlags = optional_flags("BudgetFlags", Settings, ["max_new_tokens", "max_steps", "think_chars"], _setting_note)
 
 
 @dataclass
@@ -137,6 +137,7 @@ def episode_config(args: argparse.Namespace, settings: Settings, backend: Any) -
         ),
         max_steps=settings.max_steps,
         episode_seconds=settings.episode_seconds,
+        think_chars=settings.think_chars,
     )
 
 

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from envace_demo import budget
 from envace_demo.cli import flags
 from envace_demo.cli.episodes import _manual_environment, _mcp_environment, _run_task
 from envace_demo.errors import TaskError
@@ -53,6 +54,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         environment = _manual_environment(task, shown, out)
     try:
         backend = flags.load_model(settings)
+        # As the app does: steps, new tokens, reasoning and the limit fitted to this model here.
+        settings, fitted, speed = budget.fitted_settings(backend, settings)
+        if fitted is not None:
+            print(budget.describe(fitted, speed), file=sys.stderr)
         config = flags.episode_config(args, settings, backend)
         if args.manual:  # a person answers: give them the manual environment's own, longer limit
             config.tool_seconds = environment.timeout + 5

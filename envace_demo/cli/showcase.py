@@ -45,9 +45,8 @@ def cmd_showcase(args: argparse.Namespace) -> int:
         raise TaskError(f"--env {unknown[0]}: no such example environment; choose from {', '.join(ENVIRONMENTS)}")
     settings = flags.settings_from(args)
     backend = flags.load_model(settings)
-    speed = budget_mod.measure_speed(backend)
-    fitted = budget_mod.fit(speed, settings.target_seconds) if settings.target_seconds else None
-    settings = budget_mod.apply(settings, fitted)
+    settings, _, speed = budget_mod.fitted_settings(backend, settings)
+    speed = speed or budget_mod.measure_speed(backend)  # recorded on the showcase either way
     # Parallel mode and the default sampling, as the Playground opens with.
     episode = flags.EpisodeFlags(mode="parallel", n=args.n, seed=args.seed)
     config = flags.episode_config(argparse.Namespace(**{**vars(args), **asdict(episode)}), settings, backend)

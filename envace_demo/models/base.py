@@ -43,6 +43,9 @@ class Constraint:
     tools: tuple["Tool", ...] = ()
     require_call: bool = False
     response_schema: dict | None = None
+    # Reasoning bound in characters, below the engine's own; 0: no reasoning (a slow
+    # machine's budget: a small model's reasoning is the costliest part of a rehearsal).
+    think_chars: int | None = None
 
 
 @dataclass(frozen=True)

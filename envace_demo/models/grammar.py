@@ -311,13 +311,16 @@ def structural_tag(
     think_chars = max_think_chars
     if constraint.role == "rehearser":
         think_chars = min(max_think_chars, MAX_REHEARSER_THINK_CHARS)
+    if constraint.think_chars is not None:
+        think_chars = min(think_chars, constraint.think_chars)
     # A plain EBNF repetition compiles in milliseconds; xgrammar's "tag" format with a
     # bounded any_text, or a "\n" before "</think>", took seconds (ambiguous ends).
+    reasoning = f' [^<]{{0,{think_chars}}}' if think_chars > 0 else ""
     think = {
         "type": "optional",
         "content": {
             "type": "grammar",
-            "grammar": f'root ::= "<think>\\n" [^<]{{0,{think_chars}}} "</think>\\n\\n"',
+            "grammar": f'root ::= "<think>\\n"{reasoning} "</think>\\n\\n"',
         },
     }
     answer = {"type": "grammar", "grammar": "root ::= [^<]+"}  # non-empty, no tags
@@ -366,6 +369,7 @@ def constraint_key(
             else None,
             max_think_chars,
             max_calls,
+            constraint.think_chars,
         ],
         ensure_ascii=False,
     )

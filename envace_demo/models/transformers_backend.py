@@ -23,7 +23,7 @@ from envace_demo.models.decoding import (
     seeded,
 )
 from envace_demo.models.grammar import MAX_CALLS, MAX_THINK_CHARS, GrammarCache
-from envace_demo.models.row_decoder import PrefixCache, generate_row
+from envace_demo.models.row_decoder import PrefixCache, decode_rows
 from envace_demo.models.pretrained import CPU_AUTO_DTYPE, OFFLINE_HINT, load_pretrained, stop_token_ids
 
 __all__ = ["CPU_AUTO_DTYPE", "OFFLINE_HINT", "TransformersBackend"]
@@ -37,7 +37,7 @@ class TransformersBackend(LoraAdapters, Backend):
     One ``generate`` runs at a time per backend; adapters (:class:`LoraAdapters`) wait for it.
     """
 
-    row_decoder = True  # single rows skip forced tokens and reuse prompt prefixes
+    row_decoder = True  # single rows (all rows on a CPU) skip forced tokens, reuse prefixes
 
     def __init__(
         self,
@@ -63,6 +63,8 @@ class TransformersBackend(LoraAdapters, Backend):
         self._grammars: GrammarCache | None = None
         self._adapter = None
         self.row_prefixes, self.row_stats = PrefixCache(), None  # row_stats: the last row's costs
+        # Tags with a special token of their own (Qwen3's <tool_call>, <think>): never forced in pieces.
+        self.tag_texts = tuple(t for t in tokenizer.get_added_vocab() if t.startswith("<") and "|" not in t)
 
     @classmethod
     def load(
@@ -199,10 +201,8 @@ class TransformersBackend(LoraAdapters, Backend):
             encoded = [self.tokenizer(text, add_special_tokens=False).input_ids for text in texts]
             if cancel is not None and cancel.is_set():
                 return [Generation("", 0, len(ids), 0.0, "cancelled", prompt_ids=ids) for ids in encoded]
-            if len(encoded) == 1 and self.row_decoder:  # jump-forward and prefix reuse (row_decoder.py)
-                row = generate_row(self, encoded[0], sampling, constraints[0], on_token, cancel)
-                seconds, cancelled = time.perf_counter() - start, cancel is not None and cancel.is_set()
-                return [self._finish(row, encoded[0], sampling.max_new_tokens, seconds, cancelled)]
+            if self.row_decoder and (len(encoded) == 1 or self.model.device.type == "cpu"):
+                return decode_rows(self, encoded, sampling, constraints, on_token, cancel)  # row_decoder.py
             criteria = StoppingCriteriaList([cancel_criteria_class()(cancel)] if cancel is not None else [])
             streamer = RowStreamer(self.tokenizer, len(prompts), self.stop_ids, on_token) if on_token else None
             with torch.inference_mode(), seeded(sampling.seed, self.model.device):

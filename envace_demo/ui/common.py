@@ -147,8 +147,15 @@ def stop_session(session: Session | None) -> None:
 
 def estimate_for(ctx: AppContext, mode: str, n: float, max_steps: float, max_new_tokens: float) -> str:
     """The estimate line for these control values on the loaded model."""
+    settings = ctx.run_settings()
     return render.estimate_html(
-        ctx.holder.status().speed, mode, int(n), int(max_steps), int(max_new_tokens), ctx.run_settings().episode_seconds
+        ctx.holder.status().speed,
+        mode,
+        int(n),
+        int(max_steps),
+        int(max_new_tokens),
+        settings.episode_seconds,
+        reasoning=settings.think_chars != 0,
     )
 
 

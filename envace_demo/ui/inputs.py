@@ -211,6 +211,7 @@ def build_config(
         ),
         max_steps=req.max_steps,
         episode_seconds=settings.episode_seconds,
+        think_chars=settings.think_chars,
         redact=req.redact,
     )
 

@@ -573,14 +573,20 @@ def showcase_html(model: str, command: str, budget: dict | None) -> str:
 
 
 def estimate_html(
-    speed: Speed | None, mode: str, n: int, max_steps: int, max_new_tokens: int, limit_seconds: float
+    speed: Speed | None,
+    mode: str,
+    n: int,
+    max_steps: int,
+    max_new_tokens: int,
+    limit_seconds: float,
+    reasoning: bool = True,
 ) -> str:
     """The time a run with these controls should take on the loaded model."""
     from envace_demo.budget import estimate_seconds
 
     if speed is None:
         return '<div class="ev-estimate">Estimate: known once the model has loaded and been timed.</div>'
-    seconds = estimate_seconds(speed, mode, n, max_steps, max_new_tokens)
+    seconds = estimate_seconds(speed, mode, n, max_steps, max_new_tokens, reasoning)
     over = " (longer than the limit: it will be cut)" if seconds > limit_seconds else ""
     return (
         f'<div class="ev-estimate" data-seconds="{seconds:.0f}">Estimate: about {seconds:.0f} s at '
