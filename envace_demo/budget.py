@@ -126,8 +126,8 @@ def fit(speed: Speed, target_seconds: float = TARGET_SECONDS, mode: str = "paral
 
     - max_new_tokens: the longest of the ladder one generation can decode in a sixth
       of the target (a turn that runs on is cut there);
-    - think_chars: 0 (no reasoning) where ``MIN_STEPS`` steps with ``n`` and reasoning would
-      not fit, else None (the engine's bound);
+    - think_chars: 0 (no reasoning) where one step more than ``MIN_STEPS`` with ``n`` and
+      reasoning would not fit, else None (the engine's bound);
     - n: ``n``, or fewer where even ``MIN_STEPS`` steps with it would not fit;
     - max_steps: the most steps (``MIN_STEPS`` to ``MAX_STEPS``) whose estimate fits;
     - episode_seconds: ``LIMIT_FACTOR`` times the target, or ``OVER_ESTIMATE`` times the
@@ -140,7 +140,9 @@ def fit(speed: Speed, target_seconds: float = TARGET_SECONDS, mode: str = "paral
         (t for t in TOKEN_LADDER if PROMPT_TOKENS / speed.prefill + t / speed.decode <= per_generation),
         TOKEN_LADDER[-1],
     )
-    reasoning = estimate_seconds(speed, mode, n, MIN_STEPS, tokens) <= target_seconds
+    # Reasoning is the first thing to go: kept only where the target leaves room beyond the
+    # smallest budget (a run at its floor has no slack for the turns that run long).
+    reasoning = estimate_seconds(speed, mode, n, MIN_STEPS + 1, tokens) <= target_seconds
     while n > 1 and estimate_seconds(speed, mode, n, MIN_STEPS, tokens, reasoning) > target_seconds:
         n -= 1
     steps = MIN_STEPS

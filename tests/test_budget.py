@@ -42,13 +42,26 @@ def test_fitted_defaults_fit_the_target_and_grow_with_the_speed():
     slow, laptop, gpu = (budget.fit(s) for s in (SLOW_CPU, LAPTOP, GPU))
     for fitted, speed in ((slow, SLOW_CPU), (laptop, LAPTOP), (gpu, GPU)):
         assert fitted.estimate_seconds <= budget.TARGET_SECONDS
+        reasoning = fitted.think_chars is None
         assert fitted.estimate_seconds == pytest.approx(
-            budget.estimate_seconds(speed, "parallel", fitted.n, fitted.max_steps, fitted.max_new_tokens)
+            budget.estimate_seconds(speed, "parallel", fitted.n, fitted.max_steps, fitted.max_new_tokens, reasoning)
         )
         assert fitted.episode_seconds == budget.TARGET_SECONDS * budget.LIMIT_FACTOR
     assert (slow.max_steps, slow.max_new_tokens) < (laptop.max_steps, laptop.max_new_tokens)
     assert laptop.max_steps <= gpu.max_steps and laptop.max_new_tokens < gpu.max_new_tokens
     assert slow.n == gpu.n == 2 and gpu.max_steps > laptop.max_steps
+
+
+def test_reasoning_goes_first_where_the_budget_is_at_its_floor():
+    slow, gpu = budget.fit(SLOW_CPU), budget.fit(GPU)
+    assert slow.think_chars == 0 and gpu.think_chars is None
+    # Without reasoning a turn is shorter: the same defaults take less time.
+    assert budget.estimate_seconds(SLOW_CPU, "parallel", 2, 2, 192, reasoning=False) < budget.estimate_seconds(
+        SLOW_CPU, "parallel", 2, 2, 192
+    )
+    # A value set on purpose is kept; one left at its default takes the fitted value.
+    assert budget.apply(Settings(), slow).think_chars == 0
+    assert budget.apply(Settings(think_chars=120), slow).think_chars == 120
 
 
 def test_a_machine_too_slow_for_two_rehearsals_gets_one_and_never_less_than_two_steps():

@@ -16,6 +16,7 @@ from envace_demo.models.embedded import ensure_embedded_model
 from envace_demo.models.grammar import (
     ENFORCED_FORMATS,
     MAX_PATTERN_LENGTH,
+    MAX_RESULT_ITEMS,
     GrammarCache,
     bound_schema,
     call_schema,
@@ -135,7 +136,8 @@ def test_result_schema_narrows_declared_bounds_and_stays_within_them():
         "note": {"type": "string", "maxLength": 20},
     }}
     props = result_schema(declared)["properties"]
-    assert props["entries"]["maxItems"] == 8 and props["entries"]["items"]["pattern"] == "^[^<]{0,60}$"
+    assert props["entries"]["maxItems"] == MAX_RESULT_ITEMS == 4
+    assert props["entries"]["items"]["pattern"] == "^[^<]{0,60}$"
     assert props["few"]["maxItems"] == 3 and props["note"]["pattern"] == "^[^<]{0,20}$"
     assert bound_schema(declared)["properties"]["entries"]["maxItems"] == 50  # arguments keep theirs
 
@@ -362,3 +364,16 @@ def test_embedded_rehearser_results_parse(embedded_backend):
         value, _ = parse_execution_result(gen.text)
         if "error_tool_call" not in value:
             jsonschema.validate(value, WEATHER.response)
+
+
+def test_a_reasoning_bound_from_the_budget_narrows_or_removes_the_reasoning(grammars):
+    result = '<execution_result>\n{"ok": true}\n</execution_result>'
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+    reasoned = "<think>\nA short thought.\n</think>\n\n" + result
+    for bound, with_reasoning in ((None, True), (40, True), (5, False), (0, False)):
+        rehearser = Constraint(role="rehearser", response_schema=schema, think_chars=bound)
+        assert accepts(grammars, rehearser, reasoned) is with_reasoning, bound
+        assert accepts(grammars, rehearser, "<think>\n</think>\n\n" + result)  # an empty one always fits
+    actor = Constraint(role="actor", tools=ACTOR.tools, require_call=True, think_chars=0)
+    assert not accepts(grammars, actor, "<think>\nThe user wants an alarm.\n</think>\n\n" + call("set_alarm", {"hour": 7}))
+    assert accepts(grammars, actor, call("set_alarm", {"hour": 7}))
