@@ -31,6 +31,7 @@ from envace_demo.fidelity import fidelity, mean_fidelity
 from envace_demo.generation import BatchGenerator
 from envace_demo.modes import MODES, mode_policy
 from envace_demo.models.base import Backend, Constraint, Generation, Prompt, Sampling
+from envace_demo.models.grammar import echo_arguments
 from envace_demo.prompts import Conversation, actor_prompt, rehearser_messages, rehearser_prompt
 from envace_demo.record import Action, CallStep, Rehearsal, ToolCall, Trajectory, Turn, call_steps
 from envace_demo.scheduler import Outcome, Request, Run, Stop, drive, lockstep
@@ -298,7 +299,9 @@ class Episode:
         )
         prompt = rehearser_prompt(self.backend, messages)
         step.rehearser_prompt = _prompt_text(prompt)
-        constraint = self._constraint("rehearser", response_schema=tool.response if tool else None)
+        # What the call fixes is pinned in the shape (echo_arguments): the model predicts the rest.
+        shape = echo_arguments(tool.response, step.call.arguments) if tool else None
+        constraint = self._constraint("rehearser", response_schema=shape)
         gen = yield Request(prompt, constraint, "rehearser", where, rindex)
         step.rehearsal_text = gen.text
         step.rehearse_seconds = round(gen.seconds, 3)

@@ -17,6 +17,7 @@ from envace_demo.models.grammar import (
     ENFORCED_FORMATS,
     MAX_PATTERN_LENGTH,
     MAX_RESULT_ITEMS,
+    MAX_RESULT_STRING,
     GrammarCache,
     bound_schema,
     call_schema,
@@ -137,7 +138,7 @@ def test_result_schema_narrows_declared_bounds_and_stays_within_them():
     }}
     props = result_schema(declared)["properties"]
     assert props["entries"]["maxItems"] == MAX_RESULT_ITEMS == 4
-    assert props["entries"]["items"]["pattern"] == "^[^<]{0,60}$"
+    assert props["entries"]["items"]["pattern"] == f"^[^<]{{0,{MAX_RESULT_STRING}}}$"
     assert props["few"]["maxItems"] == 3 and props["note"]["pattern"] == "^[^<]{0,20}$"
     assert bound_schema(declared)["properties"]["entries"]["maxItems"] == 50  # arguments keep theirs
 
@@ -377,3 +378,25 @@ def test_a_reasoning_bound_from_the_budget_narrows_or_removes_the_reasoning(gram
     actor = Constraint(role="actor", tools=ACTOR.tools, require_call=True, think_chars=0)
     assert not accepts(grammars, actor, "<think>\nThe user wants an alarm.\n</think>\n\n" + call("set_alarm", {"hour": 7}))
     assert accepts(grammars, actor, call("set_alarm", {"hour": 7}))
+
+
+def test_what_the_call_fixes_is_pinned_in_the_rehearsed_shape(grammars):
+    from envace_demo.models.grammar import echo_arguments
+
+    response = {
+        "type": "object",
+        "properties": {
+            "account_id": {"type": "string", "pattern": "^ACC-[0-9]{4}$"},
+            "limit": {"type": "integer", "maximum": 10},
+            "balance": {"type": "number"},
+        },
+        "required": ["account_id", "balance"],
+    }
+    pinned = echo_arguments(response, {"account_id": "ACC-1003", "limit": 50, "unrelated": 1})
+    assert pinned["properties"]["account_id"] == {"const": "ACC-1003"}
+    assert pinned["properties"]["limit"] == response["properties"]["limit"]  # 50 does not fit: left to the model
+    assert response["properties"]["account_id"] == {"type": "string", "pattern": "^ACC-[0-9]{4}$"}  # a copy
+    assert echo_arguments(None, {"a": 1}) is None and echo_arguments({"type": "array"}, {"a": 1}) == {"type": "array"}
+    rehearser = Constraint(role="rehearser", response_schema=pinned)
+    assert accepts(grammars, rehearser, '<execution_result>\n{"account_id": "ACC-1003", "balance": 5}\n</execution_result>')
+    assert not accepts(grammars, rehearser, '<execution_result>\n{"account_id": "ACC-1004", "balance": 5}\n</execution_result>')

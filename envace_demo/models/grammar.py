@@ -47,7 +47,9 @@ MAX_REHEARSER_THINK_CHARS = 120
 MAX_CALLS = 8  # per actor turn (default)
 MAX_STRING = 200  # free strings in arguments
 MAX_ITEMS = 16  # free arrays in arguments
-MAX_RESULT_STRING = 60  # free strings in a rehearsed result: small models loop inside strings
+# Free strings in a rehearsed result: small models loop inside strings, and four entries of
+# two 60-character strings each ran past a CPU budget's 192 new tokens.
+MAX_RESULT_STRING = 40
 # Declared result arrays too are narrowed to this: a small model fills an array to its
 # bound, and 8 directory entries (about 160 tokens) ran past a CPU budget's 192 new tokens.
 MAX_RESULT_ITEMS = 4
@@ -274,6 +276,23 @@ def call_schema(tools) -> dict:
             for tool in tools
         ]
     }
+
+
+def echo_arguments(response_schema: dict | None, arguments: dict) -> dict | None:
+    """The declared response with what the call already fixes pinned: a top-level
+    property named as an argument, whose declared shape the argument's value fits, is
+    that value (the account id, path or query a tool answers about). The rehearser then
+    writes it as forced tokens instead of guessing it, or looping inside it."""
+    if not isinstance(response_schema, dict) or not isinstance(response_schema.get("properties"), dict):
+        return response_schema
+    from jsonschema import Draft202012Validator
+
+    properties = dict(response_schema["properties"])
+    for name, value in (arguments or {}).items():
+        declared = properties.get(name)
+        if isinstance(declared, dict) and Draft202012Validator(declared).is_valid(value):
+            properties[name] = {"const": value}
+    return {**response_schema, "properties": properties}
 
 
 def result_schema(response_schema: dict | None) -> dict:
