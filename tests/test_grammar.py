@@ -137,7 +137,7 @@ def test_result_schema_narrows_declared_bounds_and_stays_within_them():
         "note": {"type": "string", "maxLength": 20},
     }}
     props = result_schema(declared)["properties"]
-    assert props["entries"]["maxItems"] == MAX_RESULT_ITEMS == 4
+    assert props["entries"]["maxItems"] == MAX_RESULT_ITEMS == 3
     assert props["entries"]["items"]["pattern"] == f"^[^<]{{0,{MAX_RESULT_STRING}}}$"
     assert props["few"]["maxItems"] == 3 and props["note"]["pattern"] == "^[^<]{0,20}$"
     assert bound_schema(declared)["properties"]["entries"]["maxItems"] == 50  # arguments keep theirs

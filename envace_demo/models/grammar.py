@@ -49,10 +49,10 @@ MAX_STRING = 200  # free strings in arguments
 MAX_ITEMS = 16  # free arrays in arguments
 # Free strings in a rehearsed result: small models loop inside strings, and four entries of
 # two 60-character strings each ran past a CPU budget's 192 new tokens.
-MAX_RESULT_STRING = 40
+MAX_RESULT_STRING = 32
 # Declared result arrays too are narrowed to this: a small model fills an array to its
-# bound, and 8 directory entries (about 160 tokens) ran past a CPU budget's 192 new tokens.
-MAX_RESULT_ITEMS = 4
+# bound, and 4 catalog entries (about 170 tokens) ran past a CPU budget's 192 new tokens.
+MAX_RESULT_ITEMS = 3
 MAX_RESULT_KEYS = 6
 MAX_KEY = 40  # property names of free objects
 # A counted regex repetition compiles in superlinear time (0.02 s at 300, 0.5 s at 1000,
