@@ -31,7 +31,7 @@ from envace_demo.fidelity import fidelity, mean_fidelity
 from envace_demo.generation import BatchGenerator
 from envace_demo.modes import MODES, mode_policy
 from envace_demo.models.base import Backend, Constraint, Generation, Prompt, Sampling
-from envace_demo.models.grammar import echo_arguments
+from envace_demo.models.grammar import rehearsal_shape
 from envace_demo.prompts import Conversation, actor_prompt, rehearser_messages, rehearser_prompt
 from envace_demo.record import Action, CallStep, Rehearsal, ToolCall, Trajectory, Turn, call_steps
 from envace_demo.scheduler import Outcome, Request, Run, Stop, drive, lockstep
@@ -299,8 +299,8 @@ class Episode:
         )
         prompt = rehearser_prompt(self.backend, messages)
         step.rehearser_prompt = _prompt_text(prompt)
-        # What the call fixes is pinned in the shape (echo_arguments): the model predicts the rest.
-        shape = echo_arguments(tool.response, step.call.arguments) if tool else None
+        # What the call fixes is pinned; a failure seen for real may be said again (grammar.py).
+        shape = rehearsal_shape(tool.response, step.call.name, step.call.arguments, real_results) if tool else None
         constraint = self._constraint("rehearser", response_schema=shape)
         gen = yield Request(prompt, constraint, "rehearser", where, rindex)
         step.rehearsal_text = gen.text

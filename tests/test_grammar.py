@@ -400,3 +400,23 @@ def test_what_the_call_fixes_is_pinned_in_the_rehearsed_shape(grammars):
     rehearser = Constraint(role="rehearser", response_schema=pinned)
     assert accepts(grammars, rehearser, '<execution_result>\n{"account_id": "ACC-1003", "balance": 5}\n</execution_result>')
     assert not accepts(grammars, rehearser, '<execution_result>\n{"account_id": "ACC-1004", "balance": 5}\n</execution_result>')
+
+
+def test_a_failure_seen_for_real_may_be_rehearsed_again(grammars):
+    from envace_demo.models.grammar import rehearsal_shape
+    from envace_demo.record import ToolCall
+
+    response = {"type": "object", "properties": {"path": {"type": "string"}, "size": {"type": "integer"}},
+                "required": ["path", "size"], "additionalProperties": False}
+    failure = {"error": {"code": "NOT_A_DIRECTORY", "message": "/notes/todo.txt is a file"}}
+    listing = ToolCall("list_directory", {"path": "/notes/todo.txt"})
+    error_text = '<execution_result>\n' + json.dumps(failure) + '\n</execution_result>'
+    fresh = rehearsal_shape(response, "list_directory", {"path": "/notes"}, [])
+    assert fresh["properties"]["path"] == {"const": "/notes"}
+    assert not accepts(grammars, Constraint(role="rehearser", response_schema=fresh), error_text)
+    other = rehearsal_shape(response, "list_directory", {"path": "/notes"}, [(ToolCall("read_file", {}), failure)])
+    assert other == fresh  # another tool's failure says nothing about this one
+    seen = rehearsal_shape(response, "list_directory", {"path": "/notes/todo.txt"}, [(listing, failure)])
+    assert accepts(grammars, Constraint(role="rehearser", response_schema=seen), error_text)
+    ok_text = '<execution_result>\n{"path": "/notes/todo.txt", "size": 3}\n</execution_result>'
+    assert accepts(grammars, Constraint(role="rehearser", response_schema=seen), ok_text)

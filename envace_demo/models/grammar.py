@@ -295,6 +295,19 @@ def echo_arguments(response_schema: dict | None, arguments: dict) -> dict | None
     return {**response_schema, "properties": properties}
 
 
+def rehearsal_shape(response_schema: dict | None, name: str, arguments: dict, known: list) -> dict | None:
+    """The shape a rehearsal of the call ``name(arguments)`` is held to: the declared
+    response with the call's own arguments pinned (:func:`echo_arguments`), and, once the
+    tool has failed for real in this episode (``known``: (call, real result) pairs), its
+    failure too: a declared shape has no error branch, and a model shown the failure in
+    its few-shot section could not otherwise say it again."""
+    shape = echo_arguments(response_schema, arguments)
+    failed = any(call.name == name and isinstance(result, dict) and "error" in result for call, result in known)
+    if shape is not None and failed:
+        return {"anyOf": [shape, domain_error_schema()]}
+    return shape
+
+
 def result_schema(response_schema: dict | None) -> dict:
     """What the rehearsed result of a call that passed validation may be.
 
