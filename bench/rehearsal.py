@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable
 from jsonschema import Draft202012Validator
 
 from envace_demo.calls import parse_execution_result
+from envace_demo.models.grammar import domain_error_schema
 from envace_demo.prompts import copies_placeholder, find_placeholders
 from envace_demo.record import CallStep, Trajectory, Turn, call_steps
 
@@ -68,11 +69,15 @@ def _turns(traj: Trajectory) -> Iterable[Turn]:
 
 def rehearsal_valid(step: CallStep, response_schema: dict | None) -> bool:
     """Whether the model's rehearsal of ``step`` is one ``<execution_result>`` whose value fits
-    the declared response (when none is declared: any non-empty object or array)."""
+    the declared response (when none is declared: any non-empty object or array), or is a
+    tool's domain failure (``{"error": {"code", "message"}}``: tools fail, and the engine
+    lets the model say again a failure it saw for real)."""
     value, problem = parse_execution_result(step.rehearsal_text or "")
     if problem:
         return False
-    return response_schema is None or Draft202012Validator(response_schema).is_valid(value)
+    if response_schema is None or Draft202012Validator(response_schema).is_valid(value):
+        return True
+    return Draft202012Validator(domain_error_schema()).is_valid(value)
 
 
 @dataclass

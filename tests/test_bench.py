@@ -341,9 +341,9 @@ def test_episode_stats_count_valid_rehearsals_copies_and_unrequested_writes():
                       rehearsals=[Rehearsal(index=0, turns=imagined)], turns=committed)
     stats = episode_stats(traj, responses, bank.state_changing, is_read_only=True)
     assert (stats.rehearsed, stats.decided) == (6, 1)
-    # valid: the declared shape (0, committed 0); not: a wrong shape (1), no result block (2), an
-    # error the declaration does not hold (3), and the deposit answered with get_account's shape.
-    assert stats.rehearsed_valid == 2
+    # valid: the declared shape (0, committed 0) and a tool's domain failure (3); not: a wrong
+    # shape (1), no result block (2), and the deposit answered with get_account's shape.
+    assert stats.rehearsed_valid == 3
     assert stats.placeholder_copies == ["<what is wrong>"]
     assert stats.fidelities == [1.0, 0.25] and stats.unrequested_writes == ["deposit"]
     assert episode_stats(traj, responses, bank.state_changing, is_read_only=False).unrequested_writes == []
