@@ -13,7 +13,8 @@ from envace_demo.envs.registry import create
 from envace_demo.record import Trajectory, TrajectoryError, load_trajectory, record_schema
 from envace_demo.tasks import find_task
 
-SHOWCASE = Path(__file__).resolve().parents[1] / "examples" / "showcase"
+# Version-1 exports: the showcase records as they were recorded before the record modelled turns.
+V1_RECORDS = Path(__file__).resolve().parent / "data"
 TWO_CALLS = (
     "<think>both</think>\n<tool_call>\n"
     + json.dumps({"name": "get_account", "arguments": {"account_id": "ACC-1003"}})
@@ -64,7 +65,7 @@ def test_an_export_fits_its_schema_and_loads_back_the_same(scripted):
 
 @pytest.mark.parametrize("env", ["bank", "files", "library"])
 def test_a_version_1_record_loads_as_turns(env):
-    old = json.loads((SHOWCASE / f"{env}.json").read_text())["trajectory"]
+    old = json.loads((V1_RECORDS / f"record-v1-{env}.json").read_text())
     assert old["version"] == 1
     traj = load_trajectory(old)
     steps = [s for s in old["steps"] if s["call"]]
