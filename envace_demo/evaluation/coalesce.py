@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 
-from envace_demo.models.base import Backend, Constraint, Generation, ModelInfo, Prompt, Sampling, StreamCallback
+from envace_demo.models.base import Backend, BackendWrapper, Constraint, Generation, Prompt, Sampling, StreamCallback
 
 
 @dataclass
@@ -42,35 +42,20 @@ class _AllCancelled:
         return all(a.cancel is not None and a.cancel.is_set() for a in self.asks)
 
 
-class CoalescingBackend(Backend):
+class CoalescingBackend(BackendWrapper):
     """Wraps ``inner`` (a backend whose ``generate_many`` batches different prompts).
     ``episodes``: how many callers to wait for; ``window_s``: how long the first caller
     waits for the others; ``max_rows``: the largest merged batch."""
 
     def __init__(self, inner: Backend, episodes: int, window_s: float = 0.05, max_rows: int = 16):
-        self.inner = inner
+        super().__init__(inner)
         self.episodes = max(1, episodes)
         self.window_s = window_s
         self.max_rows = max_rows
-        self.supports_constraints = inner.supports_constraints
-        self.requires_first_call = inner.requires_first_call
         self.batches: list[int] = []  # rows of each merged call, for the record and tests
         self._cv = threading.Condition()
         self._pending: list[_Ask] = []
         self._busy = False
-
-    @property
-    def info(self) -> ModelInfo:
-        return self.inner.info
-
-    def render(self, messages, tools=None, enable_thinking=True) -> str:
-        return self.inner.render(messages, tools, enable_thinking)
-
-    def prompt(self, messages, tools=None, thinking=True) -> Prompt:
-        return self.inner.prompt(messages, tools, thinking)
-
-    def count_tokens(self, text: str) -> int:
-        return self.inner.count_tokens(text)
 
     def generate(self, prompt, sampling, constraint=None, on_token=None, cancel=None) -> Generation:
         return self._submit(_Ask([prompt], [constraint], sampling, on_token, cancel))[0]

@@ -186,3 +186,29 @@ class Backend(ABC):
 
     def count_tokens(self, text: str) -> int:
         return len(text) // 4
+
+
+class BackendWrapper(Backend):
+    """A backend in front of another (``inner``): whatever it does not override goes to
+    ``inner`` (the recorder of training rollouts, the coalescer of concurrent episodes)."""
+
+    def __init__(self, inner: Backend):
+        self.inner = inner
+        self.supports_constraints = inner.supports_constraints
+        self.requires_first_call = inner.requires_first_call
+
+    @property
+    def info(self) -> ModelInfo:
+        return self.inner.info
+
+    def render(self, messages: list[dict], tools: list[dict] | None = None, enable_thinking: bool = True) -> str:
+        return self.inner.render(messages, tools, enable_thinking)
+
+    def prompt(self, messages: list[dict], tools: list[dict] | None = None, thinking: bool = True) -> Prompt:
+        return self.inner.prompt(messages, tools, thinking)
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    def generate(self, prompt, sampling, constraint=None, on_token=None, cancel=None) -> Generation:
+        return self.inner.generate(prompt, sampling, constraint=constraint, on_token=on_token, cancel=cancel)

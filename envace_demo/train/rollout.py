@@ -21,7 +21,7 @@ from typing import Any
 
 from envace_demo.engine import Episode, EpisodeConfig
 from envace_demo.events import EpisodeFinished
-from envace_demo.models.base import Backend, Generation, Prompt, Sampling
+from envace_demo.models.base import Backend, BackendWrapper, Generation, Prompt, Sampling
 from envace_demo.record import Rehearsal, Trajectory
 from envace_demo.tasks import Task
 
@@ -60,29 +60,14 @@ class Group:
         return self.trajectory.rehearsals
 
 
-class _Recorder(Backend):
+class _Recorder(BackendWrapper):
     """Passes every call to ``inner`` and keeps each ``Generation`` under (prompt as
     recorded, text), in the order they came: two identical samples are two entries,
     each with the token ids it was sampled as."""
 
     def __init__(self, inner: Backend):
-        self.inner = inner
-        self.supports_constraints = inner.supports_constraints
-        self.requires_first_call = inner.requires_first_call
+        super().__init__(inner)
         self.seen: dict[tuple[str, str], list[Generation]] = {}
-
-    @property
-    def info(self):
-        return self.inner.info
-
-    def render(self, messages, tools=None, enable_thinking=True) -> str:
-        return self.inner.render(messages, tools, enable_thinking)
-
-    def prompt(self, messages, tools=None, thinking=True) -> Prompt:
-        return self.inner.prompt(messages, tools, thinking)
-
-    def count_tokens(self, text: str) -> int:
-        return self.inner.count_tokens(text)
 
     def generate(self, prompt, sampling, constraint=None, on_token=None, cancel=None) -> Generation:
         gen = self.inner.generate(prompt, sampling, constraint=constraint, on_token=on_token, cancel=cancel)
