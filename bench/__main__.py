@@ -224,12 +224,8 @@ class Bench:
                 constrained=defaults.constrained,
                 mode=mode,
                 n=fitted.n if settings.target_seconds else defaults.n,
-                sampling=Sampling(
-                    temperature=defaults.temperature,
-                    top_p=defaults.top_p,
-                    top_k=defaults.top_k,
-                    max_new_tokens=min(settings.max_new_tokens, defaults.max_new_tokens),
-                    seed=seed,
+                sampling=Sampling.taken_from(
+                    defaults, max_new_tokens=min(settings.max_new_tokens, defaults.max_new_tokens), seed=seed
                 ),
                 max_steps=min(settings.max_steps, defaults.max_steps),
                 episode_seconds=settings.episode_seconds,

@@ -353,3 +353,13 @@ def test_local_folder_loads_unconstrained_by_default(embedded_folder, cache_dir)
     backend = load_backend(str(embedded_folder), device="cpu", dtype="bfloat16", cache_dir=cache_dir)
     assert not backend.supports_constraints and backend.max_think_chars > 10_000
     assert backend.info.dtype == "bfloat16" and backend.info.model_id == str(embedded_folder)
+
+
+def test_sampling_is_taken_from_any_holder_of_its_fields():
+    from types import SimpleNamespace
+
+    controls = SimpleNamespace(temperature=0.2, top_p=0.5, top_k=3, max_new_tokens=64, seed=9, mode="none")
+    assert Sampling.taken_from(controls) == Sampling(0.2, 0.5, 3, 64, 9)
+    assert Sampling.taken_from(controls, max_new_tokens=8, seed=None) == Sampling(0.2, 0.5, 3, 8, None)
+    with pytest.raises(AttributeError):
+        Sampling.taken_from(SimpleNamespace(temperature=0.2))

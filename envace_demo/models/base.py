@@ -25,6 +25,15 @@ class Sampling:
     max_new_tokens: int = field(default=512, metadata={"help": "new tokens per generation"})
     seed: int | None = field(default=None, metadata={"help": "seed of the sampling (the same seed, the same samples)"})
 
+    @classmethod
+    def taken_from(cls, source: object, **overrides: object) -> "Sampling":
+        """The sampling values that ``source`` (parsed flags, a Playground request) holds
+        under these fields' names, ``overrides`` replacing some."""
+        from dataclasses import fields
+
+        taken = {f.name: getattr(source, f.name) for f in fields(cls) if f.name not in overrides}
+        return cls(**taken, **overrides)
+
 
 @dataclass(frozen=True)
 class Constraint:
