@@ -176,3 +176,13 @@ def test_a_forced_tag_with_its_own_token_is_left_to_the_model():
     assert _before_tags([1, 2], decode, ("</think>",)) == [1]  # and before half of one
     assert _before_tags([1, 5], decode, ("</think>",)) == [1, 5]
     assert _before_tags([1, 2, 3, 4, 5], decode, ()) == [1, 2, 3, 4, 5]
+
+
+def test_a_larger_cpu_batch_is_decoded_together(tiny, monkeypatch):
+    from envace_demo.models.row_decoder import CPU_ROWS
+
+    calls = []
+    real = tiny.model.generate
+    monkeypatch.setattr(tiny.model, "generate", lambda *a, **k: calls.append(a[0].shape[0]) or real(*a, **k))
+    tiny.generate_many([_prompt(tiny, "Say something about accounts.")] * (CPU_ROWS + 1), SAMPLED)
+    assert calls == [CPU_ROWS + 1]  # beyond CPU_ROWS one batched pass beats rows one by one

@@ -26,6 +26,12 @@ from dataclasses import dataclass
 from typing import Callable, Literal
 
 
+# On a CPU, up to this many rows decode one after another here rather than batched:
+# a row here costs about half a plain row, and a batch of N plain rows about 1 + 0.26 (N - 1)
+# rows (bench/ANALYSIS.md, parallel_rehearsal_ratio 1.78 at N = 4): one by one wins up to 3.
+CPU_ROWS = 3
+
+
 @dataclass
 class Decoded:
     """New token ids (the stop token last, when one ended the row) and what they cost."""
@@ -178,6 +184,11 @@ def _pick(scores, processors: list, prompt_ids: list[int], out: list[int]) -> in
     for processor in processors:
         scores = processor(history, scores)
     return int(torch.multinomial(scores.softmax(dim=-1), 1)[0, 0])
+
+
+def row_by_row(backend, rows: int) -> bool:
+    """Whether a TransformersBackend's call of ``rows`` rows takes this path."""
+    return backend.row_decoder and (rows == 1 or (backend.model.device.type == "cpu" and rows <= CPU_ROWS))
 
 
 def decode_rows(backend, encoded: list[list[int]], sampling, constraints: list, on_token=None, cancel=None) -> list:

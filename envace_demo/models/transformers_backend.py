@@ -23,7 +23,7 @@ from envace_demo.models.decoding import (
     seeded,
 )
 from envace_demo.models.grammar import MAX_CALLS, MAX_THINK_CHARS, GrammarCache
-from envace_demo.models.row_decoder import PrefixCache, decode_rows
+from envace_demo.models.row_decoder import PrefixCache, decode_rows, row_by_row
 from envace_demo.models.pretrained import CPU_AUTO_DTYPE, OFFLINE_HINT, load_pretrained, stop_token_ids
 
 __all__ = ["CPU_AUTO_DTYPE", "OFFLINE_HINT", "TransformersBackend"]
@@ -201,7 +201,7 @@ class TransformersBackend(LoraAdapters, Backend):
             encoded = [self.tokenizer(text, add_special_tokens=False).input_ids for text in texts]
             if cancel is not None and cancel.is_set():
                 return [Generation("", 0, len(ids), 0.0, "cancelled", prompt_ids=ids) for ids in encoded]
-            if self.row_decoder and (len(encoded) == 1 or self.model.device.type == "cpu"):
+            if row_by_row(self, len(encoded)):
                 return decode_rows(self, encoded, sampling, constraints, on_token, cancel)  # row_decoder.py
             criteria = StoppingCriteriaList([cancel_criteria_class()(cancel)] if cancel is not None else [])
             streamer = RowStreamer(self.tokenizer, len(prompts), self.stop_ids, on_token) if on_token else None
