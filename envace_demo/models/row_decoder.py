@@ -25,6 +25,8 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Literal
 
+from envace_demo.errors import ModelError
+
 
 # On a CPU, up to this many rows decode one after another here rather than batched:
 # a row here costs about half a plain row, and a batch of N plain rows about 1 + 0.26 (N - 1)
@@ -132,7 +134,7 @@ def decode_row(
             xgr.apply_token_bitmask_inplace(scores, bitmask.to(scores.device))
         token = _pick(scores, processors, prompt_ids, out)
         if matcher is not None and not matcher.accept_token(token):
-            raise RuntimeError(f"constrained decoding: sampled token {token} its grammar forbids")
+            raise ModelError(f"constrained decoding: sampled token {token} its grammar forbids")
         out.append(token)
         if token in stop_ids:
             reason = "stop"
