@@ -212,11 +212,10 @@ class Bench:
         defaults = RunRequest(tools="", environment="", message="")  # the Playground's default controls
         # As the app does once the model is loaded: time it, and fit N, steps, tokens and the
         # limit to that speed (the Playground's controls then start at these values).
-        settings = Settings.from_env()
-        speed = budget.measure_speed(backend)
-        fitted = budget.fit(speed, settings.target_seconds)
-        settings = budget.apply(settings, fitted)
-        log(f"rehearsal: {budget.describe(fitted, speed)}")
+        settings, fitted, speed = budget.fitted_settings(backend, Settings.from_env())
+        speed = speed or budget.measure_speed(backend)  # reported with the figures either way
+        if fitted is not None:
+            log(f"rehearsal: {budget.describe(fitted, speed)}")
 
         def config_for(mode: str, seed: int) -> EpisodeConfig:
             return EpisodeConfig.for_backend(
