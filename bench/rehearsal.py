@@ -7,9 +7,11 @@ default mode) and once without. From the records:
 - ``cpu_episode_p50_s`` / ``cpu_episode_p95_s``: wall-clock seconds of the parallel episodes.
 - ``rehearsal_valid_rate``: of the responses the model rehearsed, the share that is one
   ``<execution_result>`` holding a value of the tool's declared response shape. Errors the
-  engine wrote itself (a call that failed validation: nothing for the model to predict) are
-  counted apart, as ``decided_by_validation``.
-- ``mean_fidelity``: the mean fidelity of the committed steps of the parallel episodes.
+  engine wrote itself are counted apart: ``decided_by_validation`` (a call that failed
+  validation) and ``repeated_failures`` (a call that already failed for real, with nothing
+  succeeding since: the engine says the same failure, ``validation.repeated_failure``).
+- ``mean_fidelity``: the mean fidelity of the committed steps of the parallel episodes
+  (details: ``mean_fidelity_model``, the same over the steps the model rehearsed).
 - ``placeholder_copies``: call arguments or model-rehearsed values that hold placeholder
   text of the prompt they were generated from (``prompts.find_placeholders``), both modes.
 - ``success_none`` / ``success_parallel``: the share of episodes whose task check passed.
@@ -89,7 +91,9 @@ class EpisodeStats:
     rehearsed: int = 0  # responses the model rehearsed
     rehearsed_valid: int = 0
     decided: int = 0  # call-level errors written by the engine's validation
+    repeated: int = 0  # real failures the engine said again (validation.repeated_failure)
     fidelities: list[float] = field(default_factory=list)  # committed steps
+    model_fidelities: list[float] = field(default_factory=list)  # those the model rehearsed
     placeholder_copies: list[str] = field(default_factory=list)
     unrequested_writes: list[str] = field(default_factory=list)
 
@@ -108,11 +112,15 @@ def episode_stats(traj: Trajectory, responses: dict[str, dict | None], writes: f
             stats.rehearsed += 1
             stats.rehearsed_valid += rehearsal_valid(step, responses.get(step.call.name))
             stats.placeholder_copies += copies_placeholder(step.rehearsed, placeholders)
-        elif step.rehearsed is not None:
+        elif isinstance(step.rehearsed, dict) and "error_tool_call" in step.rehearsed:
             stats.decided += 1
+        elif step.rehearsed is not None:
+            stats.repeated += 1
     for step in call_steps(traj.turns):  # committed
         if step.fidelity is not None:
             stats.fidelities.append(step.fidelity)
+            if step.rehearsal_text is not None:
+                stats.model_fidelities.append(step.fidelity)
         if is_read_only and step.real is not None and step.call.name in writes:
             stats.unrequested_writes.append(step.call.name)
     return stats
@@ -120,6 +128,10 @@ def episode_stats(traj: Trajectory, responses: dict[str, dict | None], writes: f
 
 def _rate(part: int, whole: int) -> float | None:
     return round(part / whole, 4) if whole else None
+
+
+def _mean(values: list[float]) -> float | None:
+    return round(sum(values) / len(values), 4) if values else None
 
 
 def _success_rate(stats: list[EpisodeStats]) -> float | None:
@@ -132,12 +144,13 @@ def aggregate(parallel: list[EpisodeStats], none: list[EpisodeStats]) -> tuple[d
     seconds = [s.seconds for s in parallel]
     rehearsed = sum(s.rehearsed for s in parallel + none)
     fidelities = [f for s in parallel for f in s.fidelities]
+    model_fidelities = [f for s in parallel for f in s.model_fidelities]
     p50, p95 = percentile(seconds, 50), percentile(seconds, 95)
     figures = {
         "cpu_episode_p50_s": None if p50 is None else round(p50, 1),
         "cpu_episode_p95_s": None if p95 is None else round(p95, 1),
         "rehearsal_valid_rate": _rate(sum(s.rehearsed_valid for s in parallel + none), rehearsed),
-        "mean_fidelity": round(sum(fidelities) / len(fidelities), 4) if fidelities else None,
+        "mean_fidelity": _mean(fidelities),
         "placeholder_copies": sum(len(s.placeholder_copies) for s in parallel + none),
         "success_none": _success_rate(none),
         "success_parallel": _success_rate(parallel),
@@ -147,6 +160,9 @@ def aggregate(parallel: list[EpisodeStats], none: list[EpisodeStats]) -> tuple[d
         "episodes": {"parallel": len(parallel), "none": len(none)},
         "rehearsed_by_model": rehearsed,
         "decided_by_validation": sum(s.decided for s in parallel + none),
+        "repeated_failures": sum(s.repeated for s in parallel + none),
+        "mean_fidelity_model": _mean(model_fidelities),
+        "committed_steps_rehearsed_by_model": len(model_fidelities),
         "committed_steps_with_fidelity": len(fidelities),
         "unrequested_writes_none": sum(len(s.unrequested_writes) for s in none),
         "placeholder_examples": [c for s in parallel + none for c in s.placeholder_copies][:5],
@@ -159,7 +175,8 @@ def stats_from_row(row: dict) -> EpisodeStats:
     interrupted run's episodes can still be aggregated."""
     return EpisodeStats(
         seconds=row["seconds"], success=row["success"], rehearsed=row["rehearsed"],
-        rehearsed_valid=row["valid"], decided=row["decided"], fidelities=list(row["fidelities"]),
+        rehearsed_valid=row["valid"], decided=row["decided"], repeated=row.get("repeated", 0),
+        fidelities=list(row["fidelities"]), model_fidelities=list(row.get("model_fidelities", row["fidelities"])),
         placeholder_copies=list(row["placeholder_copies"]), unrequested_writes=list(row["unrequested_writes"]),
     )
 
@@ -206,7 +223,8 @@ def run(backend, quick: bool, config_for: Callable[[str, int], Any], log: Callab
                              "seconds": round(traj.seconds, 1), "ended": traj.ended, "success": traj.success,
                              "fidelity": traj.fidelity, "rehearsed": one.rehearsed,
                              "valid": one.rehearsed_valid,
-                             "decided": one.decided, "copies": len(one.placeholder_copies),
+                             "decided": one.decided, "repeated": one.repeated,
+                             "copies": len(one.placeholder_copies), "model_fidelities": one.model_fidelities,
                              "unrequested_writes": one.unrequested_writes,
                              "fidelities": one.fidelities, "placeholder_copies": one.placeholder_copies,
                              "calls": [f"{c.name} {c.arguments}" for c in traj.committed_calls()]})

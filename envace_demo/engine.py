@@ -38,7 +38,7 @@ from envace_demo.scheduler import Outcome, Request, Run, Stop, drive, lockstep
 from envace_demo.schemas import Tool, find_tool
 from envace_demo.supervise import supervise, wait
 from envace_demo.tasks import Task, evaluate
-from envace_demo.validation import check_arguments, validation_error
+from envace_demo.validation import check_arguments, repeated_failure, validation_error
 
 __all__ = ["MODES", "Episode", "EpisodeConfig", "check_arguments", "run_episode", "validation_error"]
 
@@ -288,9 +288,12 @@ class Episode:
         rindex: int | None,
     ) -> Generator[Request, Generation, None]:
         decided = validation_error(step.call, tool, step.validation_errors)
+        if decided is None:
+            decided = repeated_failure(step.call, real_results)
         if decided is not None:
-            # Validation is certain here: the engine writes the contract's error itself and
-            # the model is not asked (it could only guess what the engine already knows).
+            # Validation, or a failure met again in an unchanged world, is certain here: the
+            # engine writes the response itself and the model is not asked (it could only
+            # guess what the engine already knows).
             step.rehearsed = decided
             step.rehearsal_text = None
             return

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from envace_demo.record import Rehearsal, call_steps
+from envace_demo.record import Rehearsal, call_steps, is_error
 
 _MAX_RESULT_CHARS = 240
 
@@ -14,10 +14,6 @@ _MAX_RESULT_CHARS = 240
 def _short(value: Any) -> str:
     text = json.dumps(value, ensure_ascii=False)
     return text if len(text) <= _MAX_RESULT_CHARS else text[: _MAX_RESULT_CHARS - 1] + "…"
-
-
-def _is_error(result: Any) -> bool:
-    return isinstance(result, dict) and any(k in result for k in ("error", "error_tool_call"))
 
 
 def summarize(rehearsals: list[Rehearsal]) -> dict:
@@ -29,7 +25,7 @@ def summarize(rehearsals: list[Rehearsal]) -> dict:
                 "name": c.call.name,
                 "arguments": c.call.arguments,
                 "predicted": c.rehearsed,
-                "predicted_error": _is_error(c.rehearsed) or bool(c.error),
+                "predicted_error": is_error(c.rehearsed) or bool(c.error),
                 "invalid_arguments": c.validation_errors,
             }
             for c in call_steps(r.turns)

@@ -54,7 +54,10 @@ class CallStep:
     rehearses) and executed (in a committed run with an environment).
 
     In a committed run ``rehearsed`` is the model's prediction and ``real`` the
-    environment's response; in an imagined run only ``rehearsed`` is set."""
+    environment's response; in an imagined run only ``rehearsed`` is set. Where the
+    engine is certain (a call that failed validation, or a failure met again with nothing
+    changed since: ``validation.py``) it writes ``rehearsed`` itself and
+    ``rehearsal_text`` stays None."""
 
     call: ToolCall
     valid: bool | None = None  # arguments validate against the schema
@@ -155,7 +158,7 @@ class Trajectory:
         committed = call_steps(self.turns)
         return {
             "real_calls": sum(1 for c in committed if c.real is not None),
-            "real_errors": sum(1 for c in committed if _is_error(c.real)),
+            "real_errors": sum(1 for c in committed if is_error(c.real)),
             "imagined_calls": len(call_steps(imagined)),
             "tokens": sum(t.tokens() for t in imagined + self.turns),
             "seconds": round(self.seconds, 3),
@@ -172,7 +175,8 @@ class Trajectory:
         return _ADAPTER.validate_python(upgrade(d))
 
 
-def _is_error(result: Any) -> bool:
+def is_error(result: Any) -> bool:
+    """A failure, in the environments' or the contract's form."""
     return isinstance(result, dict) and ("error" in result or "error_tool_call" in result)
 
 

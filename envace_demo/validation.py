@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from jsonschema import Draft202012Validator
 
-from envace_demo.record import ToolCall
+from envace_demo.record import ToolCall, is_error
 from envace_demo.schemas import Tool, validate_arguments
 
 
@@ -45,4 +47,22 @@ def validation_error(call: ToolCall, tool: Tool | None, errors: list[str]) -> di
                 "details": {"errors": list(errors)},
             }
         }
+    return None
+
+
+def repeated_failure(call: ToolCall, known: list[tuple[ToolCall, Any]]) -> Any | None:
+    """The real failure of an identical earlier call, when that call and every call since
+    failed: nothing has changed the world in between, so the same call meets the same
+    failure (the contract's "reuse a known result", where it is certain). ``known``: the
+    episode's (call, real result) pairs, in order. None otherwise: the model is asked.
+
+    A failure the engine wrote (timeout, environment error) never gets here: it ends the
+    episode. Any success since the earlier call may have changed the state, so it stops
+    the search; a success of the call itself is not reused either (a write repeated is a
+    new write)."""
+    for earlier, result in reversed(known):
+        if not is_error(result):
+            return None
+        if earlier.name == call.name and earlier.arguments == call.arguments:
+            return result
     return None

@@ -322,6 +322,7 @@ def test_episode_stats_count_valid_rehearsals_copies_and_unrequested_writes():
             "status": "active", "daily_transfer_limit": 1.0, "transferred_today": 0.0}
     prompt = {"rehearser": 'write "code" and <what is wrong> here'}
     copied = {**good, "owner": "<what is wrong>"}
+    missing = {"error": {"code": "ACCOUNT_NOT_FOUND", "message": "no account with id 'ACC-1009'"}}
     imagined = [
         _rehearsal_step(0, "get_account", {"account_id": "ACC-1003"}, result_text(copied), copied, prompts=prompt),
         _rehearsal_step(1, "get_account", {"account_id": "ACC-1003"}, result_text({"balance": 1}), {"balance": 1}),
@@ -336,16 +337,18 @@ def test_episode_stats_count_valid_rehearsals_copies_and_unrequested_writes():
         _rehearsal_step(0, "get_account", {"account_id": "ACC-1003"}, result_text(good), good, good, 1.0),
         _rehearsal_step(1, "deposit", {"account_id": "ACC-1003", "amount": 1}, result_text(good), good,
                         {"new_balance": 1}, 0.25),
+        _rehearsal_step(2, "get_account", {"account_id": "ACC-1009"}, None, missing, missing, 1.0),  # said again
     ]
     traj = Trajectory(mode="parallel", model={}, tools=[], prompt="p", seconds=12.0, success=True,
                       rehearsals=[Rehearsal(index=0, turns=imagined)], turns=committed)
     stats = episode_stats(traj, responses, bank.state_changing, is_read_only=True)
-    assert (stats.rehearsed, stats.decided) == (6, 1)
+    assert (stats.rehearsed, stats.decided, stats.repeated) == (6, 1, 1)
     # valid: the declared shape (0, committed 0) and a tool's domain failure (3); not: a wrong
     # shape (1), no result block (2), and the deposit answered with get_account's shape.
     assert stats.rehearsed_valid == 3
     assert stats.placeholder_copies == ["<what is wrong>"]
-    assert stats.fidelities == [1.0, 0.25] and stats.unrequested_writes == ["deposit"]
+    assert stats.fidelities == [1.0, 0.25, 1.0] and stats.unrequested_writes == ["deposit"]
+    assert stats.model_fidelities == [1.0, 0.25]  # the engine's repeat is not the model's
     assert episode_stats(traj, responses, bank.state_changing, is_read_only=False).unrequested_writes == []
 
 
@@ -379,11 +382,11 @@ def test_aggregate_gives_every_rehearsal_key():
 def test_logged_rows_aggregate_like_the_episodes_they_came_from():
     from bench.rehearsal import EpisodeStats, aggregate, aggregate_rows
 
-    stats = {"parallel": EpisodeStats(12.0, True, rehearsed=3, rehearsed_valid=2, decided=1, fidelities=[0.5],
-                                      placeholder_copies=["<a b>"], unrequested_writes=["deposit"]),
+    stats = {"parallel": EpisodeStats(12.0, True, rehearsed=3, rehearsed_valid=2, decided=1, repeated=1,
+                                      fidelities=[0.5, 1.0], model_fidelities=[0.5], placeholder_copies=["<a b>"], unrequested_writes=["deposit"]),
              "none": EpisodeStats(4.0, False)}
     rows = [{"mode": mode, "seconds": st.seconds, "success": st.success, "rehearsed": st.rehearsed,
-             "valid": st.rehearsed_valid, "decided": st.decided, "fidelities": st.fidelities,
-             "placeholder_copies": st.placeholder_copies, "unrequested_writes": st.unrequested_writes}
+             "valid": st.rehearsed_valid, "decided": st.decided, "repeated": st.repeated,
+             "fidelities": st.fidelities, "model_fidelities": st.model_fidelities, "placeholder_copies": st.placeholder_copies, "unrequested_writes": st.unrequested_writes}
             for mode, st in stats.items()]
     assert aggregate_rows(json.loads(json.dumps(rows))) == aggregate([stats["parallel"]], [stats["none"]])

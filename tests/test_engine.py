@@ -233,6 +233,43 @@ def test_calls_that_fail_validation_are_answered_by_the_engine_not_the_model(scr
     assert step.fidelity >= 0.5  # same failure, worded differently
 
 
+def test_a_failure_met_again_in_an_unchanged_world_is_said_by_the_engine(scripted):
+    withdraw = call_text("withdraw", {"account_id": "ACC-1005", "amount": 400})  # 15.50 on the account
+    balance_call = call_text("get_account", {"account_id": "ACC-1005"})
+    paid = {"transaction_id": "TX-5008", "account_id": "ACC-1005", "amount": 400, "new_balance": 0}
+    backend = scripted(
+        # one imagined run that answers at once, then the committed run
+        actor=[ANSWER, withdraw, call_text("withdraw", {"account_id": "ACC-1005", "amount": 400.0}), balance_call, withdraw,
+               ANSWER],
+        rehearser=[result_text(paid), result_text({"balance": 15.5}), result_text(paid)],  # three asks, not four
+    )
+    task = Task("w", "Withdraw $400 from ACC-1005.", create("bank").tools())
+    traj = run_episode(backend, task, EpisodeConfig(mode="parallel", n=1, max_steps=6), create("bank"))
+    first, again, balance, after_success = call_steps(traj.turns)
+    assert first.real["error"]["code"] == "INSUFFICIENT_FUNDS" and first.rehearsal_text is not None
+    # The same call (400 == 400.0), nothing in between: the engine repeats the real failure.
+    assert again.rehearsal_text is None and again.rehearsed == first.real and again.fidelity == 1.0
+    assert balance.real["balance"] == 15.5 and balance.rehearsal_text is not None
+    # A call succeeded since: the world may have changed, so the model is asked again.
+    assert after_success.rehearsal_text is not None and after_success.rehearsed == paid
+    assert backend.rehearser == []
+
+
+def test_repeated_failure_only_reuses_failures_of_the_same_call_with_nothing_succeeding_since():
+    from envace_demo.record import ToolCall
+    from envace_demo.validation import repeated_failure
+
+    refused = {"error": {"code": "NOT_FOUND", "message": "no such file: /a"}}
+    a, b = ToolCall("read_file", {"path": "/a"}), ToolCall("read_file", {"path": "/b"})
+    assert repeated_failure(a, [(a, refused)]) == refused
+    assert repeated_failure(a, [(a, refused), (b, {"error": {"code": "NOT_FOUND", "message": "b"}})]) == refused
+    assert repeated_failure(a, [(a, refused), (b, {"content": "x"})]) is None  # a success since
+    assert repeated_failure(a, [(a, {"content": "x"})]) is None  # a success is not reused
+    assert repeated_failure(b, [(a, refused)]) is None  # other arguments
+    assert repeated_failure(ToolCall("delete_file", {"path": "/a"}), [(a, refused)]) is None  # other tool
+    assert repeated_failure(a, []) is None
+
+
 def test_validation_error_names_the_failed_check():
     from envace_demo.engine import validation_error
     from envace_demo.record import ToolCall

@@ -510,3 +510,14 @@ def test_the_holder_follows_the_speed_a_finished_run_saw(scripted):
         turn.prompt_tokens, turn.act_tokens, turn.act_seconds = 1000, 40, 12.0  # 4x slower than timed
     holder.observe(traj)
     assert holder.status().speed.decode < 20.0
+
+
+def test_a_response_the_engine_wrote_says_why():
+    from envace_demo.record import CallStep, ToolCall
+    from envace_demo.ui.render import engine_written
+
+    call = ToolCall("get_account", {"account_id": "1003"})
+    invalid = CallStep(call, rehearsed={"error_tool_call": {"code": "INVALID_PARAMETERS", "message": "m"}})
+    again = CallStep(call, rehearsed={"error": {"code": "ACCOUNT_NOT_FOUND", "message": "m"}})
+    assert "validation" in engine_written(invalid)
+    assert "failed for real" in engine_written(again)

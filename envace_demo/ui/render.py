@@ -25,7 +25,7 @@ from envace_demo.events import (
     RehearsalFinished,
     TurnUpdated,
 )
-from envace_demo.record import CallStep, Rehearsal, Trajectory, Turn, call_steps, rows
+from envace_demo.record import CallStep, Rehearsal, Trajectory, Turn, call_steps, is_error, rows
 from envace_demo.schemas import Tool
 
 _LIVE_CHARS = 1200  # streaming text shown: the tail, enough to follow along
@@ -221,8 +221,11 @@ def manual_call_html(name: str, arguments: dict) -> str:
     )
 
 
-def is_error(value: Any) -> bool:
-    return isinstance(value, dict) and ("error" in value or "error_tool_call" in value)
+def engine_written(step: CallStep) -> str:
+    """Why a rehearsed response came from the engine rather than the model."""
+    if isinstance(step.rehearsed, dict) and "error_tool_call" in step.rehearsed:
+        return "written by the engine: the call failed its validation"
+    return "written by the engine: the same call failed for real, and nothing has succeeded since"
 
 
 def fidelity_badge(value: float | None) -> str:
@@ -476,6 +479,8 @@ def _step_html(i: int, turn: Turn, s: CallStep | None, traj: Trajectory, condens
         if s.rehearsed is not None
         else f'<div class="ev-empty">{"not rehearsed (mode none)" if traj.mode == "none" else "…"}</div>'
     )
+    if s.rehearsed is not None and s.rehearsal_text is None:
+        rehearsed += f'<div class="ev-note">{esc(engine_written(s))}</div>'
     if s.real is not None:
         real = _pre(to_json(s.real, limit), "ev-json ev-is-error" if is_error(s.real) else "ev-json")
     elif traj.environment is None:
