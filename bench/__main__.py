@@ -270,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     log(f"machine: {machine}")
     for name in args.only or SECTIONS:
         log(f"section {name} …")
+        bench.notes.pop(name, None)  # a merged note spoke of the earlier run of this section
         try:
             getattr(bench, name)()
         except Exception as err:  # one broken section must not lose the others' figures
