@@ -35,6 +35,7 @@ from envace_demo.calls import parse_execution_result
 from envace_demo.models.grammar import domain_error_schema
 from envace_demo.prompts import copies_placeholder, find_placeholders
 from envace_demo.record import CallStep, Trajectory, Turn, call_steps
+from envace_demo.validation import decided_by
 
 ENVIRONMENTS = ("bank", "files", "library")
 SEEDS = (0, 1, 2)
@@ -112,10 +113,10 @@ def episode_stats(traj: Trajectory, responses: dict[str, dict | None], writes: f
             stats.rehearsed += 1
             stats.rehearsed_valid += rehearsal_valid(step, responses.get(step.call.name))
             stats.placeholder_copies += copies_placeholder(step.rehearsed, placeholders)
-        elif isinstance(step.rehearsed, dict) and "error_tool_call" in step.rehearsed:
-            stats.decided += 1
-        elif step.rehearsed is not None:
-            stats.repeated += 1
+        else:
+            writer = decided_by(step)
+            stats.decided += writer == "validation"
+            stats.repeated += writer == "repeated_failure"
     for step in call_steps(traj.turns):  # committed
         if step.fidelity is not None:
             stats.fidelities.append(step.fidelity)

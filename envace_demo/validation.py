@@ -6,7 +6,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from envace_demo.record import ToolCall, is_error
+from envace_demo.record import CallStep, ToolCall, is_error
 from envace_demo.schemas import Tool, validate_arguments
 
 
@@ -66,3 +66,14 @@ def repeated_failure(call: ToolCall, known: list[tuple[ToolCall, Any]]) -> Any |
         if earlier.name == call.name and earlier.arguments == call.arguments:
             return result
     return None
+
+
+def decided_by(step: CallStep) -> str | None:
+    """Which of the engine's certain answers above wrote ``step.rehearsed``: "validation"
+    (the contract's ``error_tool_call``) or "repeated_failure" (a real failure said again).
+    None where the model rehearsed the step, or nothing did."""
+    if step.rehearsed is None or step.rehearsal_text is not None:
+        return None
+    if isinstance(step.rehearsed, dict) and "error_tool_call" in step.rehearsed:
+        return "validation"
+    return "repeated_failure"

@@ -383,10 +383,12 @@ def test_logged_rows_aggregate_like_the_episodes_they_came_from():
     from bench.rehearsal import EpisodeStats, aggregate, aggregate_rows
 
     stats = {"parallel": EpisodeStats(12.0, True, rehearsed=3, rehearsed_valid=2, decided=1, repeated=1,
-                                      fidelities=[0.5, 1.0], model_fidelities=[0.5], placeholder_copies=["<a b>"], unrequested_writes=["deposit"]),
+                                      fidelities=[0.5, 1.0], model_fidelities=[0.5], placeholder_copies=["<a b>"],
+                                      unrequested_writes=["deposit"]),
              "none": EpisodeStats(4.0, False)}
     rows = [{"mode": mode, "seconds": st.seconds, "success": st.success, "rehearsed": st.rehearsed,
              "valid": st.rehearsed_valid, "decided": st.decided, "repeated": st.repeated,
-             "fidelities": st.fidelities, "model_fidelities": st.model_fidelities, "placeholder_copies": st.placeholder_copies, "unrequested_writes": st.unrequested_writes}
+             "fidelities": st.fidelities, "model_fidelities": st.model_fidelities,
+             "placeholder_copies": st.placeholder_copies, "unrequested_writes": st.unrequested_writes}
             for mode, st in stats.items()]
     assert aggregate_rows(json.loads(json.dumps(rows))) == aggregate([stats["parallel"]], [stats["none"]])

@@ -27,6 +27,7 @@ from envace_demo.events import (
 )
 from envace_demo.record import CallStep, Rehearsal, Trajectory, Turn, call_steps, is_error, rows
 from envace_demo.schemas import Tool
+from envace_demo.validation import decided_by
 
 _LIVE_CHARS = 1200  # streaming text shown: the tail, enough to follow along
 _SHORT_JSON = 220  # condensed views cut JSON here
@@ -221,11 +222,15 @@ def manual_call_html(name: str, arguments: dict) -> str:
     )
 
 
-def engine_written(step: CallStep) -> str:
-    """Why a rehearsed response came from the engine rather than the model."""
-    if isinstance(step.rehearsed, dict) and "error_tool_call" in step.rehearsed:
-        return "written by the engine: the call failed its validation"
-    return "written by the engine: the same call failed for real, and nothing has succeeded since"
+_ENGINE_WRITTEN = {
+    "validation": "written by the engine: the call failed its validation",
+    "repeated_failure": "written by the engine: the same call failed for real, and nothing has succeeded since",
+}
+
+
+def engine_written(step: CallStep) -> str | None:
+    """Why a rehearsed response came from the engine rather than the model; None if it did not."""
+    return _ENGINE_WRITTEN.get(decided_by(step) or "")
 
 
 def fidelity_badge(value: float | None) -> str:
@@ -479,8 +484,8 @@ def _step_html(i: int, turn: Turn, s: CallStep | None, traj: Trajectory, condens
         if s.rehearsed is not None
         else f'<div class="ev-empty">{"not rehearsed (mode none)" if traj.mode == "none" else "…"}</div>'
     )
-    if s.rehearsed is not None and s.rehearsal_text is None:
-        rehearsed += f'<div class="ev-note">{esc(engine_written(s))}</div>'
+    if (why := engine_written(s)) is not None:
+        rehearsed += f'<div class="ev-note">{esc(why)}</div>'
     if s.real is not None:
         real = _pre(to_json(s.real, limit), "ev-json ev-is-error" if is_error(s.real) else "ev-json")
     elif traj.environment is None:
