@@ -32,7 +32,13 @@ from envace_demo.generation import BatchGenerator
 from envace_demo.modes import MODES, mode_policy
 from envace_demo.models.base import Backend, Constraint, Generation, Prompt, Sampling
 from envace_demo.models.grammar import rehearsal_shape
-from envace_demo.prompts import Conversation, actor_prompt, rehearser_messages, rehearser_prompt
+from envace_demo.prompts import (
+    Conversation,
+    actor_prompt,
+    rehearser_messages,
+    rehearser_prompt,
+    shows_response_schema,
+)
 from envace_demo.record import Action, CallStep, Rehearsal, ToolCall, Trajectory, Turn, call_steps
 from envace_demo.scheduler import Outcome, Request, Run, Stop, drive, lockstep
 from envace_demo.schemas import Tool, find_tool
@@ -66,6 +72,9 @@ class EpisodeConfig:
     # Reasoning bound (characters) under constrained decoding; None: the backend's own.
     # Fitted to the model's speed (budget.py): 0 on a machine where reasoning costs the minute.
     think_chars: int | None = None
+    # The declared response schema as one extra line of the rehearser's message; None: on only
+    # for models EnvACE did not train (the trained ones never saw that line).
+    response_schema: bool | None = None
     # Turns an exception's text into what the record may show (public mode hides server paths
     # and secrets); None shows it as is.
     redact: Callable[[str], str] | None = field(default=None, repr=False, compare=False)
@@ -96,8 +105,12 @@ class Episode:
         environment: Environment | None = None,
         executor: Executor | None = None,
         cancel: threading.Event | None = None,
+        seen: list[tuple[ToolCall, Any]] | None = None,
     ):
         self.backend = backend
+        # Real (call, result) pairs this visitor saw in earlier episodes: few-shot for the
+        # rehearser, before this episode's own real results.
+        self.seen = list(seen or [])
         self.task = task
         self.config = config
         self.policy = mode_policy(config.mode, config.n)
@@ -298,7 +311,8 @@ class Episode:
             step.rehearsal_text = None
             return
         messages = rehearser_messages(
-            self.task.tools, real_results, conversation, turn.action.text, step.call, tool
+            self.task.tools, self.seen + real_results, conversation, turn.action.text, step.call, tool,
+            response_schema=shows_response_schema(self.backend.info.model_id, self.config.response_schema),
         )
         prompt = rehearser_prompt(self.backend, messages)
         step.rehearser_prompt = _prompt_text(prompt)

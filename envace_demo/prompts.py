@@ -20,38 +20,64 @@ from envace_demo.models.base import Prompt
 from envace_demo.record import ToolCall, Turn
 from envace_demo.schemas import Tool
 
-# Section labels and tags of the rehearsal contract: the 8B model was trained on them.
+# Section labels and tags of the rehearsal contract: the EnvACE models were trained on them.
 CANDIDATE_TOOLS = "Candidate tools (whitelist for this sample):"
 PREVIOUS_CALLS = "Previous tool calls and results (few-shot):"
+NO_PREVIOUS_CALLS = f"{PREVIOUS_CALLS} <unavailable>"
 HISTORY = "Current conversation history:"
+NO_HISTORY = "No conversation history"
 LATEST_RESPONSE = "RL model's latest response:"
 CURRENT_TOOL = "Current tool to simulate:"
+RESPONSE_SCHEMA = "- response schema (JSON Schema):"
 RESULT_OPEN, RESULT_CLOSE = "<execution_result>", "</execution_result>"
+# The fixed message of a call to a tool outside the whitelist (the training contract's form).
+TOOL_NOT_AVAILABLE_MESSAGE = "tool name '{name}' is not found. Please check your function call and use provided tools."
 
-# The instruction prose. It names the contract's codes and tags exactly but shows no
-# literal sample object: a small model copies whatever sample it is shown (it used to answer
-# every call with a sample error message written in angle brackets).
-REHEARSER_SYSTEM = f"""You are a tool executor. You never talk to the user: given one tool call, you \
-return exactly what the tool would return.
+# The instruction: the training instruction's points in its order (inputs, validation order,
+# the error contract with its fixed forms, the output format with an example), in this
+# project's words. The example is a concrete result, not a placeholder: a small model copies
+# the sample it is shown.
+REHEARSER_SYSTEM = f"""You simulate tools precisely. Check the RL model's tool call against the whitelist of \
+candidate tools and the tool's JSON Schema, then produce what the tool would return.
 
-First validate the call, in this order, and stop at the first check that fails:
-1. Format: the call has a tool name and a JSON object of arguments. If not, the result is an \
-object whose only key is "error_tool_call"; it holds "code" set to INVALID_TOOL_CALL_FORMAT and a \
-"message" that says what is malformed.
-2. Availability: the tool name is in the candidate tool whitelist. If not, "error_tool_call" holds \
-"code" set to TOOL_NOT_AVAILABLE and a "message" naming the unknown tool.
-3. Parameters: the arguments satisfy the tool's input schema (required parameters present, types, \
-enums and patterns respected). If not, "error_tool_call" holds "code" set to INVALID_PARAMETERS, a \
-"message" summing up the problem, and "details" whose "errors" list has one entry per violation.
+The user message gives you:
+- the candidate tools (the whitelist: the tool schemas this sample may call);
+- previous tool calls and their real results (few-shot reference data; <unavailable> when there \
+were none yet);
+- the conversation so far;
+- the RL model's latest response, with its <tool_call>...</tool_call> blocks;
+- the tool call to simulate: its name, its JSON Schema and the parsed arguments.
 
-If the call is valid, produce its result. When an earlier call of the same tool with similar \
-arguments has a known result, stay consistent with it; otherwise invent a realistic result that \
-fits the tool, its declared response schema when it has one, and every fact established so far. \
-A valid call can still fail in the tool's own domain (an unknown id, too little money): then the \
-result is the tool's own error.
+Check the call before answering, in this order, and stop at the first check that fails:
+1. Format: the call sits inside <tool_call> tags as valid JSON with a "name" and an "arguments" \
+object. If not, the result is {{"error_tool_call": {{"code": "INVALID_TOOL_CALL_FORMAT", "message": \
+"a short reason"}}}}.
+2. Whitelist: the name under "Current tool to simulate" is one of the candidate tools. If not, the \
+result is {{"error_tool_call": {{"code": "TOOL_NOT_AVAILABLE", "message": "{TOOL_NOT_AVAILABLE_MESSAGE}"}}}} \
+with the called name in place of {{name}}.
+3. Arguments: they form a JSON object that satisfies the input schema (required fields present, \
+types and enums respected). If not, the result is {{"error_tool_call": {{"code": "INVALID_PARAMETERS", \
+"message": "a short reason", "details": {{"errors": ["one entry per violation"]}}}}}}.
+4. Only when all three pass, produce the execution result: where the few-shot section has a call \
+of the same tool with similar arguments, reuse its result; otherwise write a plausible result \
+that fits the tool and stays consistent with every fact seen so far, correcting a type or a \
+slip in the examples where needed.
 
-The result is a non-empty JSON object or array with real values: no commentary, no markdown. Think \
-briefly, then write the JSON result between a {RESULT_OPEN} line and a {RESULT_CLOSE} line."""
+Output, on every path: reason inside <think> tags first, then put the result between \
+{RESULT_OPEN} and {RESULT_CLOSE} tags, each on its own line. The result is valid JSON, a \
+non-empty object or an array, and nothing else: no commentary, no markdown, no code fences, no \
+hints or comparisons. You are a silent executor. For example:
+<think>
+The call is well formed, get_order is a candidate tool and order_id is a string as required.
+</think>
+{RESULT_OPEN}
+{{"order_id": "A-1042", "status": "shipped", "items": 2}}
+{RESULT_CLOSE}"""
+
+
+def tool_not_available(name: str) -> str:
+    """The fixed message of a call to a tool outside the whitelist."""
+    return TOOL_NOT_AVAILABLE_MESSAGE.format(name=name)
 
 
 # Placeholder text in a prompt: an angle-bracket phrase that is not a tag (it has a space
@@ -123,16 +149,83 @@ class Conversation:
                 messages.append({"role": "tool", "name": call.name, "content": _json(result)})
         return messages
 
-    def history_lines(self) -> list[str]:
-        """The conversation as the rehearser sees it (system messages left out)."""
-        lines = [f"User: {self.user}"]
+    def history(self) -> str:
+        """The conversation as the rehearser sees it (training's history serialization):
+        ``User:``, ``Assistant:`` (the caller's own text, reasoning included, then its calls
+        as ``<tool_call>`` blocks) and ``Tool[name]:`` entries joined by a blank line; system
+        messages (the rehearsal memory) left out."""
+        entries = [f"User: {self.user.strip()}"] if self.user.strip() else []
         for turn in self.turns:
-            visible = turn.action.content
-            calls = "\n".join(format_call(c) for c in turn.action.calls)
-            lines.append("Assistant: " + "\n".join(p for p in (visible, calls) if p))
+            text = written_before_calls(turn.action.text).strip()
+            for call in turn.action.calls:
+                text += f'\n<tool_call>\n{{"name": "{call.name}", "arguments": {_json(call.arguments)}}}\n</tool_call>'
+            if text:
+                entries.append(f"Assistant: {text}")
             for call, result in self.results(turn):
-                lines.append(f"Tool[{call.name}]: {_json(result)}")
-        return lines
+                content = _json(result).strip()
+                if content:
+                    entries.append(f"Tool[{call.name}]: {content}")
+        return tokenizer_safe("\n\n".join(entries)) if entries else NO_HISTORY
+
+
+def written_before_calls(text: str) -> str:
+    """What the caller wrote before its first call block (reasoning included): training kept
+    the text up to ``"\n<tool_call>\n"`` as the assistant message's content. The tolerant
+    parser also accepts a block without the newlines: the text before it then."""
+    at = text.find("\n<tool_call>\n")
+    if at == -1:
+        at = text.find("<tool_call>")
+    return text if at == -1 else text[:at]
+
+
+# Code points a fast tokenizer refuses to encode; training replaced them with U+FFFD in every
+# text it gave the model (the caller's output, tools, arguments, results).
+_UNENCODABLE = re.compile("[\x00\ud800-\udfff\ufdd0-\ufdef" + "".join(
+    f"{chr(plane * 0x10000 + 0xFFFE)}{chr(plane * 0x10000 + 0xFFFF)}" for plane in range(17)
+) + "]")
+
+
+def tokenizer_safe(text: str) -> str:
+    return _UNENCODABLE.sub("\ufffd", text)
+
+
+def _block(value: Any) -> str:
+    """A JSON value as training wrote it into the rehearser's message: one key or item per
+    line, no indentation, non-ASCII escaped."""
+    return tokenizer_safe(json.dumps(value, ensure_ascii=True, indent=0))
+
+
+def few_shot(known_results: list[tuple[ToolCall, Any]]) -> str:
+    """The few-shot section: the known (call, result) pairs grouped by tool in the order the
+    tools first appear (training's ``{tool: [(arguments, result), ...]}``), each result as
+    the text of the tool message that carried it."""
+    if not known_results:
+        return NO_PREVIOUS_CALLS
+    by_tool: dict[str, list[tuple[dict, Any]]] = {}
+    for call, result in known_results:
+        by_tool.setdefault(call.name, []).append((call.arguments, result))
+    lines = [PREVIOUS_CALLS]
+    for name, pairs in by_tool.items():
+        for arguments, result in pairs:
+            shown = result if isinstance(result, str) else _json(result)
+            lines.append(
+                f"Tool name:\n{name}\nTool arguments:\n{_block(arguments)}\n"
+                f"Tool execution result:\n{tokenizer_safe(shown)}\n"
+            )
+    return "\n".join(lines)
+
+
+def shows_response_schema(model_id: str, setting: bool | None = None) -> bool:
+    """Whether the rehearser's message carries the declared response schema: an addition the
+    EnvACE models were not trained on, so on by default only for other models."""
+    if setting is not None:
+        return setting
+    return not trained_on_contract(model_id)
+
+
+def trained_on_contract(model_id: str) -> bool:
+    """Whether ``model_id`` names an EnvACE model (trained on the act/rehearse contract)."""
+    return "envace" in model_id.rsplit("/", 1)[-1].lower()
 
 
 def actor_prompt(backend, conversation: Conversation, tools: list[Tool]) -> Prompt:
@@ -147,27 +240,30 @@ def rehearser_messages(
     latest_response: str,
     call: ToolCall,
     tool: Tool | None,
+    response_schema: bool = True,
 ) -> list[dict]:
-    """The ``[system, user]`` chat of one rehearsal (method doc §3)."""
-    if known_results:
-        shots = "\n\n".join(
-            f"Tool name: {c.name}\nTool arguments: {_json(c.arguments)}\nTool execution result: {_json(r)}"
-            for c, r in known_results
-        )
-    else:
-        shots = "(none)"
-    schema = tool.parameters if tool else {}
-    # Beyond the contract's three lines: the declared response shape, when there is one
-    # (the constrained rehearser is held to it; the prompt says so instead of leaving a guess).
-    response = f"\n- response schema (JSON Schema): {_json(tool.response)}" if tool and tool.response else ""
-    sections = [
-        f"{CANDIDATE_TOOLS}\n{_json([t.to_openai() for t in tools])}",
-        f"{PREVIOUS_CALLS}\n{shots}",
-        f"{HISTORY}\n" + "\n".join(conversation.history_lines()),
-        f"{LATEST_RESPONSE}\n{latest_response}",
-        f"{CURRENT_TOOL}\n- name: {call.name}\n- input schema (JSON Schema): {_json(schema)}\n"
-        f"- arguments (JSON, parsed from caller's tool_call): {_json(call.arguments)}{response}",
-    ]
+    """The ``[system, user]`` chat of one rehearsal, the user message as training built it
+    (method doc §3): candidate tools, few-shot, history, the caller's raw response and the
+    current tool, joined by blank lines, then ``/think``. ``known_results``: real (call,
+    result) pairs seen so far. ``response_schema``: add the tool's declared response schema
+    as one line after the arguments (the one addition to the training format)."""
+    sections = []
+    if tools:
+        sections.append(f"{CANDIDATE_TOOLS}\n{_block([t.to_openai() for t in tools])}")
+    sections.append(few_shot(known_results))
+    sections.append(f"{HISTORY}\n{conversation.history()}")
+    if latest_response:
+        sections.append(f"{LATEST_RESPONSE}\n{tokenizer_safe(latest_response)}")
+    # A call outside the whitelist has no tool object: training wrote this stand-in.
+    current = _block(tool.to_openai()) if tool else "<schema unavailable>"
+    current_tool = (
+        f"{CURRENT_TOOL}\n- name: {call.name}\n- input schema (JSON Schema):\n{current}\n"
+        f"- arguments (JSON, parsed from caller's tool_call):\n{_block(call.arguments)}"
+    )
+    if response_schema and tool is not None and tool.response:
+        compact = json.dumps(tool.response, ensure_ascii=True, separators=(",", ":"))
+        current_tool += f"\n{RESPONSE_SCHEMA} {compact}"
+    sections.append(current_tool)
     user = "\n\n".join(sections) + "\n\n/think"
     return [{"role": "system", "content": REHEARSER_SYSTEM}, {"role": "user", "content": user}]
 

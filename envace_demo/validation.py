@@ -6,6 +6,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
+from envace_demo.prompts import tool_not_available
 from envace_demo.record import CallStep, ToolCall, is_error
 from envace_demo.schemas import Tool, validate_arguments
 
@@ -35,7 +36,7 @@ def validation_error(call: ToolCall, tool: Tool | None, errors: list[str]) -> di
         return {
             "error_tool_call": {
                 "code": "TOOL_NOT_AVAILABLE",
-                "message": f"{call.name!r} is not in the candidate tool whitelist",
+                "message": tool_not_available(call.name),
             }
         }
     if errors:

@@ -135,3 +135,54 @@ def test_constrained_decoding_over_the_full_vocabulary(tiny_qwen3, qwen3_tokeniz
     matcher.fill_next_token_bitmask(bitmask)
     token = SPECIAL["<tool_call>"]
     assert (int(bitmask[0, token // 32]) >> (token % 32)) & 1  # the call may open with the one token
+
+
+@pytest.mark.parametrize("rows", [1, 4])  # one row: the row decoder; four: one batched generate
+def test_a_thought_is_closed_at_its_budget_and_the_answer_still_arrives(tiny_qwen3, qwen3_tokenizer, rows):
+    from envace_demo.models.base import Prompt
+    from envace_demo.models.thinking import EARLY_STOP
+
+    backend = _backend(tiny_qwen3, qwen3_tokenizer, qwen3_chat_template())
+    backend.supports_constraints = False  # free text: the budget alone ends the thought
+    messages = [{"role": "user", "content": f"What is the balance of ACC-100{k}?"} for k in range(rows)]
+    # The prompt opens the thought, so a random model is thinking from its first token.
+    prompts = [Prompt([m], None, True, backend.render([m]) + "<think>\n") for m in messages]
+    budget, limit = 12, 12 + 40 + 16
+    sampling = Sampling(temperature=0, max_new_tokens=limit, think_tokens=budget, seed=0)
+    gens = backend.generate_many(prompts, sampling)
+    closing = qwen3_tokenizer.encode(EARLY_STOP, add_special_tokens=False)
+    assert qwen3_tokenizer.convert_tokens_to_ids("</think>") in closing  # the tag is one token
+    for gen in gens:
+        ids = gen.token_ids
+        # The closing sentence starts right at the budget, whole, and the answer follows it.
+        assert ids[budget : budget + len(closing)] == closing, gen.text
+        assert "</think>" in gen.text and gen.text.index("Considering the limited time") > 0
+        answer = ids[budget + len(closing) :]
+        assert answer, "no token left for the answer"
+        assert gen.new_tokens <= limit
+    unbudgeted = backend.generate_many(prompts[:1], Sampling(temperature=0, max_new_tokens=budget + 8, seed=0))[0]
+    assert "Considering the limited time" not in unbudgeted.text  # nothing forced without a budget
+
+
+def test_a_row_that_closes_its_thought_itself_is_not_forced(qwen3_tokenizer):
+    import torch
+
+    from envace_demo.models.thinking import EARLY_STOP, thinking_budget_class
+
+    closing = qwen3_tokenizer.encode(EARLY_STOP, add_special_tokens=False)
+    budget = thinking_budget_class()(3, closing, qwen3_tokenizer.decode)
+    think, close, word = (qwen3_tokenizer.convert_tokens_to_ids(t) for t in ("<think>", "</think>", "hello"))
+    prompt = [1, 2]
+    vocab = len(qwen3_tokenizer)
+    seen = []
+    for ids in ([think], [think, word], [think, word, close], [think, word, close, word]):
+        scores = torch.zeros(1, vocab)
+        out = budget(torch.tensor([prompt + ids]) if seen else torch.tensor([prompt]), scores)
+        seen.append(ids)
+        assert torch.isfinite(out).all()  # nothing forced: the thought closed within budget
+    # A row that answers without thinking is never forced either.
+    free = thinking_budget_class()(1, closing, qwen3_tokenizer.decode)
+    free(torch.tensor([prompt]), torch.zeros(1, vocab))
+    out = free(torch.tensor([prompt + qwen3_tokenizer.encode("The balance is 5", add_special_tokens=False)]),
+               torch.zeros(1, vocab))
+    assert torch.isfinite(out).all()

@@ -22,8 +22,20 @@ class Sampling:
     temperature: float = field(default=0.6, metadata={"help": "sampling temperature; 0 = greedy"})
     top_p: float = field(default=0.95, metadata={"help": "nucleus sampling: the smallest set of tokens with this mass"})
     top_k: int = field(default=20, metadata={"help": "sample among the k likeliest tokens; 0 = no limit"})
-    max_new_tokens: int = field(default=512, metadata={"help": "new tokens per generation"})
+    max_new_tokens: int = field(default=512, metadata={"help": "new tokens per generation, reasoning included"})
+    think_tokens: int | None = field(
+        default=None,
+        metadata={"help": "reasoning budget in tokens: a longer thought is closed by the engine and the answer "
+                  "keeps the rest of max_new_tokens; default: none (the reasoning may use them all)"},
+    )
     seed: int | None = field(default=None, metadata={"help": "seed of the sampling (the same seed, the same samples)"})
+
+    def __post_init__(self) -> None:
+        if self.think_tokens is not None and not 0 < self.think_tokens < self.max_new_tokens:
+            raise ModelError(
+                f"think_tokens={self.think_tokens}: must be positive and below max_new_tokens "
+                f"({self.max_new_tokens}), which also holds the answer"
+            )
 
     @classmethod
     def taken_from(cls, source: object, **overrides: object) -> "Sampling":

@@ -75,9 +75,12 @@ def row_grammars_class():
     return RowGrammars
 
 
-def logits_processors(grammars: Callable[[], GrammarCache], sampling: Sampling, constraints: list[Constraint | None]):
-    """Grammar first (it removes forbidden tokens), then sampling. ``grammars`` gives
-    the backend's grammar cache, or None when constraints are off."""
+def logits_processors(
+    grammars: Callable[[], GrammarCache], sampling: Sampling, constraints: list[Constraint | None], forcing: list = ()
+):
+    """Grammar first (it removes forbidden tokens), then ``forcing`` (the reasoning budget),
+    then sampling. ``grammars`` gives the backend's grammar cache, or None when constraints
+    are off."""
     from transformers import LogitsProcessorList
 
     processors = LogitsProcessorList()
@@ -88,6 +91,7 @@ def logits_processors(grammars: Callable[[], GrammarCache], sampling: Sampling, 
         elif cache_ is not None:
             compiled = [cache_.compile(c) if c is not None else None for c in constraints]
             processors.append(row_grammars_class()(compiled))
+    processors.extend(forcing)
     processors.extend(sampling_processors(sampling))
     return processors
 

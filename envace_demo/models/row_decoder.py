@@ -185,6 +185,8 @@ def _pick(scores, processors: list, prompt_ids: list[int], out: list[int]) -> in
     history = torch.tensor([prompt_ids + out], dtype=torch.long, device=scores.device)
     for processor in processors:
         scores = processor(history, scores)
+    if all(getattr(p, "forcing", False) for p in processors):  # greedy, with tokens forced at times
+        return int(scores.argmax(dim=-1)[0])
     return int(torch.multinomial(scores.softmax(dim=-1), 1)[0, 0])
 
 
@@ -244,7 +246,8 @@ def generate_row(backend, prompt_ids: list[int], sampling, constraint, on_token=
             prompt_ids,
             max_new_tokens=sampling.max_new_tokens,
             stop_ids=backend.stop_ids,
-            processors=sampling_processors(sampling),
+            processors=backend.thinking_budget(sampling, [backend.tokenizer.decode(prompt_ids[-4:])])
+            + sampling_processors(sampling),
             matcher=matcher,
             prefix=backend.row_prefixes,
             on_ids=stream if streamer is not None else None,

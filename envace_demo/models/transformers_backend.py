@@ -212,7 +212,9 @@ class TransformersBackend(LoraAdapters, Backend):
                     attention_mask=mask,
                     cache=cache,
                     generation_config=self._generation_config(sampling),
-                    logits_processor=logits_processors(self._grammar_cache, sampling, constraints),
+                    logits_processor=logits_processors(
+                        self._grammar_cache, sampling, constraints, self.thinking_budget(sampling, texts)
+                    ),
                     stopping_criteria=criteria,
                     streamer=streamer,
                 )
@@ -222,6 +224,16 @@ class TransformersBackend(LoraAdapters, Backend):
                 self._finish(row, encoded[r], sampling.max_new_tokens, seconds, cancelled)
                 for r, row in enumerate(output[:, ids.shape[1] :].tolist())
             ]
+
+    def thinking_budget(self, sampling: Sampling, texts: list[str]) -> list:
+        """The reasoning budget's processor (a list of one), or none without a budget."""
+        if sampling.think_tokens is None:
+            return []
+        from envace_demo.models.thinking import EARLY_STOP, THINK_OPEN, thinking_budget_class
+
+        closing = self.tokenizer.encode(EARLY_STOP, add_special_tokens=False)
+        opened = all(text.rstrip().endswith(THINK_OPEN) for text in texts)  # templates that open it
+        return [thinking_budget_class()(sampling.think_tokens, closing, self.tokenizer.decode, opened)]
 
     def _prefill(self, encoded: list[list[int]]):
         """(cache, ids, attention mask) of the batch (a hook: the training policy reuses
