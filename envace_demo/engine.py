@@ -224,11 +224,13 @@ class Episode:
             turn = _new_turn(turns, action, gen, prompt)
             if action.error:
                 turn.error = f"{action.error}: {action.error_message}"
+                if gen.finish_reason == "length":
+                    turn.error = f"{self._cut_by()}: {turn.error}"
                 yield TurnUpdated(where, rindex, turn, None, "acted")
                 return Outcome(None, "parse_error")
             if not action.calls:
                 if gen.finish_reason == "length":
-                    turn.error = "the answer hit the new-token limit"
+                    turn.error = f"{self._cut_by()}: the answer was not finished"
                 yield TurnUpdated(where, rindex, turn, None, "acted")
                 return Outcome(action.content, "max_new_tokens" if turn.error else "answer")
             for call in action.calls:
@@ -325,6 +327,8 @@ class Episode:
         step.rehearse_tokens = gen.new_tokens
         result, problem = parse_execution_result(gen.text)
         if problem:
+            if gen.finish_reason == "length":
+                problem = f"{self._cut_by()} before the result was closed ({problem})"
             # The actor still needs a tool message; it sees the failure as an error object.
             step.rehearsed = {"error": {"code": "REHEARSAL_FAILED", "message": problem}}
         else:
@@ -341,6 +345,12 @@ class Episode:
         step.execute_seconds = round(time.monotonic() - started, 3)
         if step.rehearsed is not None and not _rehearsal_failed(step.rehearsed):
             step.fidelity = fidelity(step.rehearsed, step.real)
+
+    def _cut_by(self) -> str:
+        """Which budget cut a generation short."""
+        sampling = self.config.sampling
+        think = f", {sampling.think_tokens} of them for reasoning" if sampling.think_tokens else ""
+        return f"cut by the new-token limit (max_new_tokens={sampling.max_new_tokens}{think})"
 
     @property
     def _batcher(self) -> BatchGenerator:

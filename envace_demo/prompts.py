@@ -137,7 +137,7 @@ class Conversation:
             msg: dict[str, Any] = {
                 "role": "assistant",
                 "content": turn.action.content,
-                "reasoning_content": turn.action.thinking,
+                "reasoning_content": _reasoning(turn.action),
             }
             if turn.action.calls:
                 msg["tool_calls"] = [
@@ -226,6 +226,15 @@ def shows_response_schema(model_id: str, setting: bool | None = None) -> bool:
 def trained_on_contract(model_id: str) -> bool:
     """Whether ``model_id`` names an EnvACE model (trained on the act/rehearse contract)."""
     return "envace" in model_id.rsplit("/", 1)[-1].lower()
+
+
+def _reasoning(action) -> str:
+    """The turn's reasoning for the template. An empty thought the model did write stays in
+    context as ``<think>\n\n</think>\n\n``, as training kept it: Qwen3's template drops an
+    earlier turn's empty reasoning, but renders ``"\n"`` as exactly that block."""
+    if not action.thinking and "</think>" in action.text:
+        return "\n"
+    return action.thinking
 
 
 def actor_prompt(backend, conversation: Conversation, tools: list[Tool]) -> Prompt:

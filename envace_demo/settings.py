@@ -71,6 +71,22 @@ class Settings:
             "engine's own, or 0 where the model is too slow for it",
         },
     )
+    think_tokens: int | None = field(
+        default=None,
+        metadata={
+            "env": "ENVACE_THINK_TOKENS",
+            "help": "reasoning budget in tokens for models that reason: a longer thought is closed by the engine "
+            "and the answer keeps the rest of max_new_tokens; default: none",
+        },
+    )
+    response_schema: bool | None = field(
+        default=None,
+        metadata={
+            "env": "ENVACE_RESPONSE_SCHEMA",
+            "help": "show a tool's declared response schema in the rehearser's message (a line EnvACE models were "
+            "not trained on); default: on except for EnvACE models",
+        },
+    )
     target_seconds: float = field(
         default=60.0,
         metadata={
@@ -173,6 +189,11 @@ class Settings:
             raise ConfigError("max_steps, max_new_tokens and episode_seconds must be positive")
         if self.think_chars is not None and self.think_chars < 0:
             raise ConfigError(f"think_chars must be 0 or more, not {self.think_chars}")
+        if self.think_tokens is not None and not 0 < self.think_tokens < self.max_new_tokens:
+            raise ConfigError(
+                f"think_tokens={self.think_tokens}: must be positive and below max_new_tokens ({self.max_new_tokens}), "
+                "which also holds the answer"
+            )
         if self.target_seconds < 0:
             raise ConfigError(f"target_seconds={self.target_seconds!r}: must be positive, or 0 for no fitting")
         _check_choice("backend", self.backend, BackendName)

@@ -186,3 +186,54 @@ def test_a_row_that_closes_its_thought_itself_is_not_forced(qwen3_tokenizer):
     out = free(torch.tensor([prompt + qwen3_tokenizer.encode("The balance is 5", add_special_tokens=False)]),
                torch.zeros(1, vocab))
     assert torch.isfinite(out).all()
+
+
+def test_an_earlier_turns_empty_reasoning_stays_in_context_as_in_training(tiny_qwen3, qwen3_tokenizer):
+    own = _backend(tiny_qwen3, qwen3_tokenizer, None)
+    tools = create("bank").tools()
+    call = ToolCall("get_account", {"account_id": "ACC-1003"})
+    text = '<think>\n\n</think>\n\n<tool_call>\n{"name": "get_account", "arguments": {"account_id": "ACC-1003"}}\n</tool_call>'
+    action = Action(text=text, thinking="", content="", calls=[call])
+    conv = Conversation("Balance of ACC-1003?", [Turn(0, action, [CallStep(call, rehearsed={"balance": 5})])])
+    rendered = actor_prompt(own, conv, tools).text
+    # Training appended the caller's raw output, empty thought included, to its context.
+    assert "<|im_start|>assistant\n" + text + "<|im_end|>" in rendered
+
+
+def test_the_small_models_grammar_refuses_the_trained_contracts_output_forms(tiny_qwen3, qwen3_tokenizer):
+    """Why an EnvACE model decodes unconstrained (models/loader.py): its trained forms."""
+    import xgrammar as xgr
+
+    from envace_demo.models.base import Constraint
+
+    backend = _backend(tiny_qwen3, qwen3_tokenizer, qwen3_chat_template())
+    tools = create("bank").tools()
+    tool = next(t for t in tools if t.name == "get_account")
+    rehearser = backend._grammar_cache().compile(Constraint(role="rehearser", response_schema=tool.response))
+    trained = [
+        # reasoning longer than the bound, with a "<" in it
+        "<think>\n" + "The id matches the earlier <get_account> call, so reuse it. " * 4 + "\n</think>\n\n",
+        # the indent=0 layout of the training data
+        '<think>\nok\n</think>\n\n<execution_result>\n{\n"account_id": "ACC-1003"',
+        # the contract's own error object
+        '<think>\nok\n</think>\n\n<execution_result>\n{"error_tool_call": {"code": "INVALID_PARAMETERS"',
+    ]
+    for text in trained:
+        matcher = xgr.GrammarMatcher(rehearser)
+        assert not matcher.accept_string(text), text
+
+
+def test_an_envace_model_asked_for_constraints_decodes_free_and_says_why(monkeypatch, tiny_qwen3, qwen3_tokenizer):
+    """Mechanics only: the hub model is replaced by the tiny random one."""
+    from envace_demo.models import loader
+    from envace_demo.models.transformers_backend import TransformersBackend
+
+    def tiny(model, **kw):
+        return TransformersBackend(tiny_qwen3, qwen3_tokenizer, model_id=model, constrained=kw["constrained"])
+
+    monkeypatch.setattr(TransformersBackend, "load", staticmethod(tiny))
+    backend = loader.load_backend("Team-ACE/EnvACE-Qwen3-8B", constrained=True, cache_dir=ROOT / ".cache")
+    assert not backend.supports_constraints
+    assert "EnvACE" in backend.info.extra["constraints_off"]
+    other = loader.load_backend("Qwen/Qwen3-8B", constrained=True, cache_dir=ROOT / ".cache")
+    assert other.supports_constraints and "constraints_off" not in other.info.extra

@@ -70,7 +70,9 @@ LocalModelFlags = optional_flags(
     "LocalModelFlags", Settings, ["model", "dtype", "device", "constrained", "threads"], _setting_note, group="model"
 )
 # The episode's budget, shown with the environment variables that set it too.
-BudgetFlags = optional_flags("BudgetFlags", Settings, ["max_new_tokens", "max_steps", "think_chars"], _setting_note)
+BudgetFlags = optional_flags(
+    "BudgetFlags", Settings, ["max_new_tokens", "think_tokens", "max_steps", "think_chars", "response_schema"], _setting_note
+)
 
 
 @dataclass
@@ -128,10 +130,11 @@ def episode_config(args: argparse.Namespace, settings: Settings, backend: Any) -
         require_first_call=None if args.first_call == "auto" else args.first_call == "required",
         mode=args.mode,
         n=args.n,
-        sampling=Sampling.taken_from(args, max_new_tokens=settings.max_new_tokens),
+        sampling=Sampling.taken_from(args, max_new_tokens=settings.max_new_tokens, think_tokens=settings.think_tokens),
         max_steps=settings.max_steps,
         episode_seconds=settings.episode_seconds,
         think_chars=settings.think_chars,
+        response_schema=settings.response_schema,
     )
 
 

@@ -23,12 +23,12 @@ class Sampling:
     top_p: float = field(default=0.95, metadata={"help": "nucleus sampling: the smallest set of tokens with this mass"})
     top_k: int = field(default=20, metadata={"help": "sample among the k likeliest tokens; 0 = no limit"})
     max_new_tokens: int = field(default=512, metadata={"help": "new tokens per generation, reasoning included"})
+    seed: int | None = field(default=None, metadata={"help": "seed of the sampling (the same seed, the same samples)"})
     think_tokens: int | None = field(
         default=None,
         metadata={"help": "reasoning budget in tokens: a longer thought is closed by the engine and the answer "
                   "keeps the rest of max_new_tokens; default: none (the reasoning may use them all)"},
     )
-    seed: int | None = field(default=None, metadata={"help": "seed of the sampling (the same seed, the same samples)"})
 
     def __post_init__(self) -> None:
         if self.think_tokens is not None and not 0 < self.think_tokens < self.max_new_tokens:
@@ -43,7 +43,8 @@ class Sampling:
         under these fields' names, ``overrides`` replacing some."""
         from dataclasses import fields
 
-        taken = {f.name: getattr(source, f.name) for f in fields(cls) if f.name not in overrides}
+        # A holder without a field (an older request, a form without that control) keeps its default.
+        taken = {f.name: getattr(source, f.name, f.default) for f in fields(cls) if f.name not in overrides}
         return cls(**taken, **overrides)
 
 

@@ -45,6 +45,7 @@ def load_backend(
     ``small_model`` from the hub (unaided it answers in prose instead of calling tools),
     and off for others (the EnvACE model writes the contract's format itself)."""
     from envace_demo.models.transformers_backend import TransformersBackend
+    from envace_demo.prompts import trained_on_contract
 
     model = model or default_model()
     if model in (EMBEDDED, small_model):
@@ -71,7 +72,10 @@ def load_backend(
         )
         backend.requires_first_call = True
         return backend
-    return TransformersBackend.load(
+    note = None
+    if constrained and trained_on_contract(model):
+        constrained, note = False, CONTRACT_MODEL_UNCONSTRAINED
+    backend = TransformersBackend.load(
         model,
         quantization=quantization,
         dtype=dtype,
@@ -80,6 +84,16 @@ def load_backend(
         max_think_chars=REASONING_MODEL_THINK_CHARS,
         device_map=device_map,
     )
+    backend.constraint_note = note
+    return backend
+
+
+# Why an EnvACE model never decodes under the grammar, shown where constraints were asked for.
+CONTRACT_MODEL_UNCONSTRAINED = (
+    "constrained decoding is off for EnvACE models: they write the contract they were trained on "
+    "(reasoning of any length and characters, results laid out one key per line, error_tool_call), "
+    "which the grammar built for small untrained models refuses"
+)
 
 
 def load_configured(settings: Settings) -> Backend:

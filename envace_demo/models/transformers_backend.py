@@ -38,6 +38,7 @@ class TransformersBackend(LoraAdapters, Backend):
     """
 
     row_decoder = True  # single rows (all rows on a CPU) skip forced tokens, reuse prefixes
+    constraint_note: str | None = None  # why constraints asked for are off (an EnvACE model)
 
     def __init__(
         self,
@@ -121,6 +122,8 @@ class TransformersBackend(LoraAdapters, Backend):
         except (AttributeError, RuntimeError):
             memory = None
         extra = {"engine": "transformers", "constrained": self.supports_constraints}
+        if self.constraint_note:
+            extra["constraints_off"] = self.constraint_note
         if self._adapter is not None:
             extra["adapter"] = str(self._adapter)
         return ModelInfo(
