@@ -207,7 +207,24 @@ def test_embedded_model_episode(embedded_backend, mode):
             assert step.rehearsed is not None and step.fidelity is not None
     if mode != "none":
         assert len(traj.rehearsals) == 2 and traj.memory["text"]
+        _assert_first_rehearsal_prompt_is_the_training_format(traj)
     json.dumps(traj.to_dict())
+
+
+def _assert_first_rehearsal_prompt_is_the_training_format(traj):
+    """The rehearser's user message in the record, against the training builders' output for
+    the same inputs (the response-schema line being the one allowed extra)."""
+    import training_format
+
+    turn = traj.rehearsals[0].turns[0]
+    step = next(c for c in turn.calls if c.rehearsal_text is not None)
+    user = step.rehearser_prompt.split("<|im_start|>user\n", 1)[1].split("<|im_end|>", 1)[0]
+    tools = create("bank").tools()
+    tool = next(t for t in tools if t.name == step.call.name)
+    want = training_format.user_message([t.to_openai() for t in tools], {}, [{"role": "user", "content": traj.prompt}],
+                                         turn.action.text, tool.to_openai(), step.call.arguments)
+    line = "- response schema (JSON Schema): " + json.dumps(tool.response, ensure_ascii=True, separators=(",", ":"))
+    assert user == want.removesuffix("\n\n/think") + "\n" + line + "\n\n/think"
 
 
 @pytest.mark.slow
