@@ -443,3 +443,33 @@ def pins() -> dict[str, str]:
 def space_install_args() -> list[str]:
     sdk = front_matter()["sdk_version"]
     return ["-r", str(ROOT / "requirements.txt"), *(e.strip('"').format(sdk=sdk) for e in SPACE_EXTRAS)]
+
+
+def handler_index(url: str, inputs: list[str], outputs: list[str]) -> int:
+    """The fn_index of the app's event whose inputs and outputs are exactly the components of
+    these elem_ids: how a page (or anybody) calls a handler the API does not list."""
+    import urllib.request
+
+    with urllib.request.urlopen(url.rstrip("/") + "/config", timeout=30) as resp:
+        config = json.load(resp)
+    ids = {c["id"]: c.get("props", {}).get("elem_id") for c in config["components"]}
+    for index, dep in enumerate(config["dependencies"]):
+        if [ids.get(i) for i in dep["inputs"]] == inputs and [ids.get(o) for o in dep["outputs"]] == outputs:
+            return index
+    raise LookupError(f"no event from {inputs} to {outputs}")
+
+
+def call_handler(url: str, fn_index: int, data: list, timeout: float = 60) -> tuple[int, dict]:
+    """POST one call of an unqueued handler by fn_index, as plain HTTP: (status, JSON body)."""
+    import urllib.error
+    import urllib.request
+
+    body = json.dumps({"fn_index": fn_index, "data": data, "session_hash": "test-handler"}).encode()
+    req = urllib.request.Request(
+        url.rstrip("/") + "/gradio_api/run/predict", data=body, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, json.load(resp)
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read() or b"{}")

@@ -513,3 +513,54 @@ def test_outside_records_go_through_load_trajectory_for_located_errors():
     with pytest.raises(TrajectoryError, match="at most 10"):
         load_trajectory(json.dumps(VALID_RECORD), max_bytes=10)
     assert load_trajectory(json.dumps(VALID_RECORD)).to_dict() == VALID_RECORD
+
+
+# ---- the loader's own metaschema check agrees with jsonschema's ------------------------------
+
+_KEYWORD_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.sampled_from([0.0, 1.0, 2.5, -1.5]),
+    st.sampled_from(["", "string", "integer", "x", "(", "^a+$", "1bad", "ok_anchor", "#frag", "a#b"]),
+    st.lists(st.sampled_from(["a", "b", "string", "null"]), max_size=3),
+    st.dictionaries(st.sampled_from(["a", "b"]), st.lists(st.sampled_from(["a", "b"]), max_size=2), max_size=2),
+)
+_KEYWORDS = st.sampled_from(
+    [
+        "type", "enum", "const", "default", "examples", "multipleOf", "maximum", "exclusiveMinimum",
+        "minLength", "maxItems", "minContains", "pattern", "required", "dependentRequired",
+        "uniqueItems", "deprecated", "title", "description", "format", "$comment", "$anchor",
+        "$dynamicAnchor", "$id", "x-other",
+    ]
+)
+_NODES = st.recursive(
+    st.dictionaries(_KEYWORDS, _KEYWORD_VALUES, max_size=4),
+    lambda inner: st.one_of(
+        st.builds(lambda d, p: {**d, "properties": p}, inner, st.dictionaries(st.sampled_from(["p", "q"]), inner | st.booleans(), max_size=2)),
+        st.builds(lambda d, xs: {**d, "anyOf": xs}, inner, st.lists(inner, min_size=1, max_size=2)),
+        st.builds(lambda d, x: {**d, "items": x}, inner, inner | st.booleans()),
+        st.builds(lambda d, x: {**d, "patternProperties": {"(": x} if d.get("x-other") else {"^p": x}}, inner, inner),
+    ),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=FUZZ_EXAMPLES, deadline=DEADLINE, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_NODES)
+def test_the_loaders_metaschema_check_agrees_with_jsonschema(node):
+    from jsonschema.exceptions import SchemaError as JsonSchemaError
+
+    from envace_demo.schemas import _check_schema
+
+    try:
+        Draft202012Validator.check_schema(node)
+        expected = None
+    except JsonSchemaError:
+        expected = "refused"
+    try:
+        _check_schema(node, "s")
+        got = None
+    except SchemaError:
+        got = "refused"
+    assert got == expected, node

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
+from bench import hostile
 from envace_demo.errors import ConfigError, SchemaError
 from envace_demo.schemas import InputPolicy as Limits, Tool, find_tool, load_tools, validate_arguments
 
@@ -569,7 +570,7 @@ def test_huge_input_is_refused_before_parsing():
     big = "[" + ",".join(f'{{"name": "t{i}"}}' for i in range(100_000)) + "]"
     assert quick_error(big).startswith("input: too large: 1,")
     assert quick_error(big.encode()).startswith("input: too large: 1,")
-    assert quick_error({"name": "x", "description": "d" * 1_000_001}).startswith("input: too large: 1,000,0")
+    assert quick_error({"name": "x", "description": "d" * 1_000_001}).startswith("input: too large: at least 1,000,0")
     assert quick_error("x" * 50_000_000).startswith("input: too large: 50,000,000 bytes")
 
 
@@ -765,3 +766,94 @@ def test_bfcl_names_are_rewritten_and_found():
     [tool] = load_tools(record["function"])
     assert (tool.name, tool.original_name) == ("math_factorial", "math.factorial")
     assert find_tool([tool], "math.factorial") is tool
+
+
+# --------------------------------------------------------------------------- linear time on hostile text
+
+
+def _seconds(text: str, limits: Limits, repeats: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        try:
+            load_tools(text, limits)
+        except SchemaError:
+            pass
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+@pytest.mark.parametrize("family", sorted(hostile.FAMILIES))
+def test_every_hostile_family_is_answered_in_time_linear_in_its_size(family):
+    # 8x the text must cost about 8x the time, not 64x (quadratic): the ratio of the best
+    # of three runs at 125 KB and at 1 MB, with room for noise on a busy machine.
+    limits = Limits(max_bytes=2_000_000)
+    small, large = hostile.families(125_000)[family], hostile.families(1_000_000)[family]
+    t_small, t_large = _seconds(small, limits), _seconds(large, limits)
+    floor = 0.002  # below this a timer reads mostly noise
+    assert max(t_large, floor) / max(t_small, floor) < 24, (family, t_small, t_large)
+
+
+def test_an_open_string_of_escaped_quotes_after_many_brackets_is_read_once():
+    # Quadratic before: each escaped quote restarted a scan to the end (47 s at 64 KB).
+    for tail in ("", "\\"):
+        text = "[]" * 33 + '"' + '\\"' * 400_000 + tail
+        assert quick_error(text) == "input: invalid JSON at line 1, column 3: Extra data"
+    text = "[" * 40 + '"' + '\\"' * 400_000
+    assert quick_error(text) == "input: nested more than 32 levels deep (at line 1, column 33)"
+
+
+def test_brackets_inside_strings_and_escapes_do_not_count_as_nesting():
+    deep_text = json.dumps("[" * 100 + '\\"[{' * 100)
+    tools = load_tools('{"name": "t", "description": %s}' % deep_text)
+    assert tools[0].description == json.loads(deep_text)
+    # A string that closes on an escaped backslash ends there: what follows is counted.
+    text = '[{"name": "t", "description": "a\\\\"}' + "," + "[" * 40 + "]" * 40 + "]"
+    assert error_of(text).startswith("input: nested more than 32 levels deep (at line 1, column")
+
+
+def test_the_depth_error_is_located_on_the_line_it_happens():
+    text = '{\n  "tools": [\n' + "[" * 40
+    assert error_of(text) == "input: nested more than 32 levels deep (at line 3, column 31)"
+
+
+def test_a_huge_parsed_value_is_refused_before_it_is_walked_whole():
+    # The walk stops once its lower bound on the JSON size passes the cap: a list of
+    # 2 M items is refused on its length, a deep tree of them part-way through.
+    items = [{"k": i} for i in range(2_000_000)]
+    assert quick_error(items) == "input: too large: at least 4,000,000 bytes as JSON, at most 1,000,000"
+    spread = {"tools": [{"name": f"t{i}", "x": [{"k": j} for j in range(200)]} for i in range(10_000)]}
+    start = time.perf_counter()
+    message = error_of(spread)
+    took = time.perf_counter() - start
+    assert message.startswith("input: too large: at least 1,000,0")
+    # An exact-size check would dump all 2 M items; the bounded walk reads about 1/20 of them.
+    start = time.perf_counter()
+    json.dumps(spread)
+    assert took < time.perf_counter() - start
+
+
+def test_the_parsed_size_bound_never_refuses_what_fits():
+    value = [{"name": f"t{i}", "description": "é" * i, "parameters": {"type": "object"}} for i in range(20)]
+    exact = len(json.dumps(value, ensure_ascii=False).encode())
+    assert len(load_tools(value, Limits(max_bytes=exact))) == 20
+    assert error_of(value, Limits(max_bytes=exact - 1)).startswith("input: too large")
+
+
+def test_the_fast_metaschema_check_says_what_jsonschema_says():
+    bad = [
+        ({"type": "string", "minLength": -1}, "tools[0].parameters.properties.s.minLength"),
+        ({"type": "number", "multipleOf": 0}, "tools[0].parameters.properties.s.multipleOf"),
+        ({"type": "string", "pattern": "("}, "tools[0].parameters.properties.s.pattern"),
+        ({"type": "string", "title": 3}, "tools[0].parameters.properties.s.title"),
+        ({"type": "array", "uniqueItems": "yes"}, "tools[0].parameters.properties.s.uniqueItems"),
+        ({"type": "object", "dependentRequired": {"a": ["b", "b"]}}, "tools[0].parameters.properties.s.dependentRequired.a"),
+        ({"type": "string", "$anchor": "1bad"}, "tools[0].parameters.properties.s.$anchor"),
+    ]
+    for schema, where in bad:
+        with pytest.raises(Exception) as expected:
+            Draft202012Validator.check_schema(schema)
+        message = error_of(tool_with({"type": "object", "properties": {"s": schema}}))
+        assert message == f"{where}: {expected.value.message}"
+    ok = {"type": "integer", "minimum": -3, "maxLength": 10.0, "examples": [1], "deprecated": False, "x-any": {"$id": 1}}
+    assert load_tools(tool_with({"type": "object", "properties": {"s": ok}}))[0].parameters["properties"]["s"] == ok

@@ -7,7 +7,7 @@ import json
 import sys
 
 from envace_demo.cli.flags import add_command
-from envace_demo.policy import decode_text, read_user_file
+from envace_demo.policy import DEFAULT_POLICY, InputPolicy, decode_text, read_user_file
 from envace_demo.schemas import load_tools
 from envace_demo.tasks import env_tasks
 
@@ -17,6 +17,11 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p = add_command(sub, "schema", cmd_schema, help="normalize tool schemas (a file, or - for stdin)")
     p.add_argument("file")
+    p.add_argument(
+        "--public",
+        action="store_true",
+        help="load under the app's public-mode input policy (ENVACE_PUBLIC / a Space), as a visitor's schema is",
+    )
 
 
 def cmd_envs(args: argparse.Namespace) -> int:
@@ -40,12 +45,21 @@ def cmd_envs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _policy(public: bool) -> InputPolicy:
+    """The policy the app applies: its public one for ``--public`` or in public mode."""
+    from envace_demo.settings import Settings
+    from envace_demo.ui.options import UIOptions
+
+    settings = Settings.from_env(public=True if public else None)
+    return UIOptions.from_settings(settings).input_policy if settings.public else DEFAULT_POLICY
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     if args.file == "-":  # bytes, so that bad input is refused here as it is from a file
         text = decode_text(sys.stdin.buffer.read(), "stdin")
     else:
         text = read_user_file(args.file, where=args.file)
-    tools = load_tools(text)
+    tools = load_tools(text, _policy(args.public))
     print(json.dumps([t.to_dict() for t in tools], indent=2, ensure_ascii=False))
     return 0
 

@@ -13,6 +13,7 @@ from envace_demo import showcase as showcase_mod
 from envace_demo.envs.manual import PendingCall
 from envace_demo.errors import EnvaceError, SchemaError
 from envace_demo.events import EpisodeFinished, Generating
+from envace_demo.policy import DEFAULT_POLICY, InputPolicy
 from envace_demo.record import Trajectory
 from envace_demo.schemas import load_tools
 from envace_demo.ui import render, runner
@@ -51,9 +52,11 @@ MEMORY_PLACEHOLDER = render.placeholder_card(
 )
 
 
-def schema_status(text: str) -> str:
+def schema_status(text: str, policy: InputPolicy = DEFAULT_POLICY) -> str:
+    """The editor's status box: the schema loaded as Run loads it (the app's policy), so
+    the box never shows "ok" for a schema that Run then refuses."""
     try:
-        return render.schema_ok_html(load_tools(text or ""))
+        return render.schema_ok_html(load_tools(text or "", policy))
     except SchemaError as err:
         return render.schema_error_html(err)
 
@@ -464,7 +467,12 @@ def _wire(ctx: AppContext, ui: Playground, state: gr.State) -> None:
     r.stop.click(stop_session, [state], None, queue=False, **private)
     # Outside the model queue: the run that waits for this response holds it.
     m.send.click(send_response, [state, m.text], [m.status], queue=False, **private)
-    s.editor.change(schema_status, [s.editor], [s.box], queue=False, trigger_mode="always_last", **private)
+    policy = ctx.options.input_policy
+
+    def editor_status(text: str) -> str:
+        return schema_status(text, policy)
+
+    s.editor.change(editor_status, [s.editor], [s.box], queue=False, trigger_mode="always_last", **private)
     example = [s.editor, r.environment, r.task_pick, r.message, s.box]
     showcase = [p.showcase_note, p.rehearsals, p.memory, p.steps, p.outcome]  # showcase_panels' order
     s.example.input(load_example, [s.example], [*example, *showcase], queue=False, **private)
