@@ -14,9 +14,10 @@ from envace_demo.schemas import load_tools
 from envace_demo.settings import Settings
 from envace_demo.simulate.rehearse import UNKNOWN_REQUEST, RehearsalSettings
 
-# The rehearser's budget: new tokens and its reasoning bound (steps do not apply).
+# The rehearser's budget: new tokens, its reasoning bound (steps do not apply), and CPU threads
+# (a simulator started by an agent shares the CPU with it: 1 thread avoids oversubscription).
 RehearsalBudgetFlags = flags.optional_flags(
-    "RehearsalBudgetFlags", Settings, ["max_new_tokens", "think_chars"], flags._setting_note
+    "RehearsalBudgetFlags", Settings, ["max_new_tokens", "think_chars", "threads"], flags._setting_note
 )
 
 
