@@ -44,6 +44,12 @@ class SimulatedWorld:
         self._loading = threading.Lock()
         self._lock = threading.Lock()  # one answer at a time: the cache, histories and the model
 
+    def remember(self, pairs: list[Pair]) -> None:
+        """Answers already given (a caller's history): an identical call gets the same one."""
+        if self.use_cache:
+            for call, result in pairs:
+                self.cache.setdefault(call_key(resolved(call, self.tools)[0]), result)
+
     def preload(self) -> None:
         """Start loading the model in the background (the server answers tools/list meanwhile)."""
         threading.Thread(target=self._resolve_backend, name="envace-simulate-load", daemon=True).start()
