@@ -256,3 +256,20 @@ def test_http_sessions_keep_their_own_history(http_world):
     in_first = _user_message(backend.prompts[1]).split(HISTORY)[1]
     in_second = _user_message(backend.prompts[2]).split(HISTORY)[1]
     assert "Tool[get_account]" in in_first and "Tool[" not in in_second
+
+
+# ---- the command's own errors, before anything is served ---------------------------------------
+
+
+def test_the_command_refuses_bad_input_with_located_messages(tmp_path, capsys):
+    from envace_demo.cli import main
+
+    bank = str(ROOT / "examples" / "bank" / "tools.json")
+    bad = tmp_path / "ex.jsonl"
+    bad.write_text(json.dumps({"name": "get_account", "arguments": {}, "result": {}}) + "\n{oops\n")
+    assert main(["simulate", "--tools", str(tmp_path / "missing.json")]) == 2
+    assert "missing.json: cannot read" in capsys.readouterr().err
+    assert main(["simulate", "--tools", bank, "--examples", str(bad)]) == 2
+    assert "ex.jsonl line 2: not valid JSON" in capsys.readouterr().err
+    assert main(["simulate", "--tools", bank, "--http", "8765"]) == 2
+    assert "expected HOST:PORT" in capsys.readouterr().err

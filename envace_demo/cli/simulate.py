@@ -35,7 +35,9 @@ def register(sub) -> None:
         help="serve a tool schema as an MCP server that answers with the model's rehearsal",
     )
     p.add_argument("--tools", required=True, help="the tool schema file to simulate")
-    p.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP at http://HOST:PORT/mcp (default: stdio)")
+    p.add_argument(
+        "--http", metavar="HOST:PORT", help="serve streamable HTTP at http://HOST:PORT/mcp (default: stdio)"
+    )
     p.add_argument(
         "--examples", metavar="FILE",
         help="real call/result pairs (JSON array or JSONL of {name, arguments, result}): few-shot for the "
@@ -56,14 +58,17 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     settings = flags.settings_from(args)
     address = parse_address(args.http) if args.http else None
     tools = load_tools(read_user_file(args.tools, where=args.tools))
-    examples = parse_pairs(read_user_file(args.examples, where=args.examples), tools, args.examples) if args.examples else []
+    examples = []
+    if args.examples:
+        examples = parse_pairs(read_user_file(args.examples, where=args.examples), tools, args.examples)
     rehearsal = RehearsalSettings(
         sampling=Sampling.taken_from(args, max_new_tokens=settings.max_new_tokens),
         constrained=settings.constrained is not False,
         think_chars=settings.think_chars,
         context=args.context,
     )
-    world = SimulatedWorld(tools, lambda: flags.load_model(settings), rehearsal, examples, cache=not args.no_cache)
+    load = lambda: flags.load_model(settings)  # noqa: E731
+    world = SimulatedWorld(tools, load, rehearsal, examples, cache=not args.no_cache)
     world.preload()  # tools/list is answered at once; the first call waits for the model
     if address is None:
         serve_stdio(world)

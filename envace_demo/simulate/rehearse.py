@@ -112,7 +112,8 @@ def rehearser_chat(
         Turn(index=i, action=Action(text=format_call(c), calls=[c]), calls=[CallStep(c, rehearsed=r)])
         for i, (c, r) in enumerate(history)
     ]
-    messages = rehearser_messages(tools, examples, Conversation(context, turns), format_call(call), call, tool)
+    conversation = Conversation(context, turns)
+    messages = rehearser_messages(tools, examples, conversation, format_call(call), call, tool)
     return rehearser_prompt(backend, messages)
 
 
@@ -146,7 +147,12 @@ def shape_problem(result: Any, tool: Tool) -> str | None:
 
 
 def ask_model(
-    backend: Backend, tools: list[Tool], call: ToolCall, tool: Tool, history: list[Pair], examples: list[Pair],
+    backend: Backend,
+    tools: list[Tool],
+    call: ToolCall,
+    tool: Tool,
+    history: list[Pair],
+    examples: list[Pair],
     settings: RehearsalSettings,
 ) -> Answer:
     """The model's rehearsal of a valid call: up to ``settings.attempts`` tries (distinct

@@ -72,7 +72,8 @@ def to_result(answer: Answer) -> types.CallToolResult:
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], isError=True)
     text = json.dumps(response, ensure_ascii=False)
     structured = response if isinstance(response, dict) else None
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structuredContent=structured)
+    content = [types.TextContent(type="text", text=text)]
+    return types.CallToolResult(content=content, structuredContent=structured)
 
 
 def _failure(code: str, message: str) -> types.CallToolResult:

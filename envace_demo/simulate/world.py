@@ -79,7 +79,8 @@ class SimulatedWorld:
                 answer = Answer(call, self.cache[key], "example" if key in self._examples else "cache")
             if answer is None:
                 assert tool is not None  # certain() answers for an unknown tool
-                answer = ask_model(self.backend(), self.tools, call, tool, history, self.examples, self.settings)
+                backend = self.backend()
+                answer = ask_model(backend, self.tools, call, tool, history, self.examples, self.settings)
                 if self.use_cache and not answer.failed:
                     self.cache[key] = answer.response
             if not answer.failed:

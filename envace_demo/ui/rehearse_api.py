@@ -31,6 +31,7 @@ def rehearse_endpoints(ctx: AppContext) -> dict[str, Callable[..., dict]]:
     _holder = ctx.holder
     options = ctx.options
 
+    # Gradio reads each argument's description, and each return line, from one line of the docstring.
     def rehearse(
         tools: str,
         call: str,
@@ -43,7 +44,9 @@ def rehearse_endpoints(ctx: AppContext) -> dict[str, Callable[..., dict]]:
         seed: int | None = 0,
         constrained: bool = True,
     ) -> dict[str, Any]:
-        """Predict what a tool would answer to one call, without executing anything: the model that acts rehearses the tool's response (EnvACE's rehearser), held to the tool's declared response schema.
+        """Predict what a tool would answer to one call, without executing anything: the model
+        that acts rehearses the tool's response (EnvACE's rehearser), held to the tool's
+        declared response schema.
 
         Args:
             tools: the tool schemas as JSON text (OpenAI tools, bare functions, BFCL or pydantic JSON Schema).
@@ -128,7 +131,9 @@ def _call(text: str) -> ToolCall:
 
 def _check_knobs(options, temperature: float, top_p: float, top_k: int, max_new_tokens: int) -> None:
     if not isinstance(max_new_tokens, int) or not 16 <= max_new_tokens <= options.max_new_tokens:
-        raise ConfigError(f"max_new_tokens: expected an integer from 16 to {options.max_new_tokens}, got {max_new_tokens!r}")
+        raise ConfigError(
+            f"max_new_tokens: expected an integer from 16 to {options.max_new_tokens}, got {max_new_tokens!r}"
+        )
     if not isinstance(top_k, int) or not 0 <= top_k <= 1000:
         raise ConfigError(f"top_k: expected an integer from 0 to 1000, got {top_k!r}")
     if not 0.0 <= temperature <= 2.0:
