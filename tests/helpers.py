@@ -170,8 +170,9 @@ class RuleBackend(Backend):
 
 
 @contextmanager
-def serve(settings, backend):
-    """The real app in this process on a loopback port, ``backend`` as its model; yields its URL."""
+def serve(settings, backend, **launch):
+    """The real app in this process on a loopback port, ``backend`` as its model; yields its URL.
+    ``launch``: more ``demo.launch`` options (``mcp_server=True``)."""
     from envace_demo.ui import build_app
     from envace_demo.ui.holder import ModelHolder
 
@@ -180,7 +181,7 @@ def serve(settings, backend):
     holder.wait(timeout=30)
     demo = build_app(settings, holder=holder)
     port = free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **launch)
     try:
         yield f"http://127.0.0.1:{port}/"
     finally:

@@ -51,7 +51,7 @@ def test_the_page_serves_before_the_model_is_needed_and_the_api_is_listed(app, c
     api = client.view_api(return_format="dict", print_info=False)
     names = set(api["named_endpoints"])
     # Every UI event stays private; /run_manual is offered outside public mode only.
-    assert names == {"/run", "/compare", "/run_manual"}
+    assert names == {"/run", "/compare", "/run_manual", "/rehearse"}
     params = [p["parameter_name"] for p in api["named_endpoints"]["/run"]["parameters"]]
     assert params[:4] == ["tools", "environment", "message", "mode"]
 

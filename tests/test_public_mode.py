@@ -369,7 +369,7 @@ def _refused(client, *args, api_name="/run", **kwargs) -> str:
 
 def test_the_api_offers_no_way_to_name_a_server_a_model_or_code(public_app):
     api = public_app.view_api(return_format="dict", print_info=False)["named_endpoints"]
-    assert set(api) == {"/run", "/compare"}  # no model loading, no training, no upload of code
+    assert set(api) == {"/run", "/compare", "/rehearse"}  # no model loading, no training, no upload of code
     expected = [
         "tools",
         "environment",

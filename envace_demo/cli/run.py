@@ -61,6 +61,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         config = flags.episode_config(args, settings, backend)
         if args.manual:  # a person answers: give them the manual environment's own, longer limit
             config.tool_seconds = environment.timeout + 5
+        elif args.mcp:  # ENVACE_MCP_TIMEOUT governs a server's answers (a simulated one is slow on CPU)
+            config.tool_seconds = max(config.tool_seconds, settings.mcp_timeout + 5)
         traj = _run_task(backend, task, config, out=None if args.json else out, environment=environment, shown=shown)
     finally:
         if hasattr(environment, "close"):

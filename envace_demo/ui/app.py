@@ -1,4 +1,4 @@
-"""The whole app: a header, four tabs, two API endpoints, one queue for model work."""
+"""The whole app: a header, four tabs, its API endpoints (MCP tools too), one queue for model work."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from envace_demo.ui.holder import ModelHolder
 from envace_demo.ui.model_tab import build_model_tab, model_info
 from envace_demo.ui.options import UIOptions
 from envace_demo.ui.playground import build_playground
+from envace_demo.ui.rehearse_api import rehearse_endpoints
 from envace_demo.ui.session import Session, new_session
 from envace_demo.ui.theme import CSS, theme
 from envace_demo.ui.train_tab import build_train_tab
@@ -72,7 +73,7 @@ def build_app(
         timer.tick(model_banner, None, shown, **refresh)
         # Apply and Remove change the weights that run: the header says so at once.
         applied.change(model_banner, None, shown, **refresh)
-        for name, fn in make_endpoints(ctx).items():
+        for name, fn in {**make_endpoints(ctx), **rehearse_endpoints(ctx)}.items():
             gr.api(fn, api_name=name, **ctx.model_event())
     demo.queue(max_size=options.queue_size, default_concurrency_limit=options.concurrency)
     return demo
@@ -87,4 +88,6 @@ def launch_options(settings: Settings) -> dict[str, Any]:
     """Keyword arguments for ``demo.launch``. Host and port are left to Gradio, which
     reads GRADIO_SERVER_NAME / GRADIO_SERVER_PORT (and is set up for Spaces)."""
     # A public Space shows only the project's own (redacted) messages, never a raw exception.
-    return {"theme": theme(), "css": CSS, "show_error": not settings.public, "footer_links": ["api", "gradio"]}
+    # mcp_server: the API endpoints are MCP tools too (at /gradio_api/mcp), under the same caps.
+    return {"theme": theme(), "css": CSS, "show_error": not settings.public, "footer_links": ["api", "gradio"],
+            "mcp_server": True}
