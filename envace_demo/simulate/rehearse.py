@@ -19,7 +19,7 @@ from jsonschema import Draft202012Validator
 from envace_demo.calls import format_call, parse_execution_result
 from envace_demo.models.base import Backend, Constraint, Prompt, Sampling
 from envace_demo.models.grammar import rehearsal_shape
-from envace_demo.prompts import Conversation, rehearser_messages, rehearser_prompt
+from envace_demo.prompts import Conversation, rehearser_messages, rehearser_prompt, shows_response_schema
 from envace_demo.record import Action, CallStep, ToolCall, Turn, is_error
 from envace_demo.schemas import Tool, find_tool
 from envace_demo.simulate.pairs import Pair
@@ -113,7 +113,10 @@ def rehearser_chat(
         for i, (c, r) in enumerate(history)
     ]
     conversation = Conversation(context, turns)
-    messages = rehearser_messages(tools, examples, conversation, format_call(call), call, tool)
+    messages = rehearser_messages(
+        tools, examples, conversation, format_call(call), call, tool,
+        response_schema=shows_response_schema(backend.info.model_id),
+    )
     return rehearser_prompt(backend, messages)
 
 
