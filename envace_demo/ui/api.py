@@ -48,7 +48,8 @@ def endpoint(ctx: AppContext, leading: list[tuple[str, Any, Any]], body: Callabl
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
         try:
-            return body(dict(bound.arguments))
+            # Records hold what tools and servers answered: shown as a visitor may see them.
+            return ctx.options.redact(body(dict(bound.arguments)))
         except EnvaceError as err:
             raise gr.Error(ctx.options.redact(str(err))) from None
 

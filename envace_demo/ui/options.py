@@ -10,13 +10,10 @@ from functools import cached_property, lru_cache
 from typing import Any
 
 from envace_demo.policy import InputPolicy
+from envace_demo.redaction import SECRET, Redactor
 from envace_demo.settings import PROJECT_ROOT, Settings, default_of
 
 SERVER_PATH = "<server path>"
-SECRET = "<secret>"
-# Credentials that look like one whoever issued them (Hugging Face, OpenAI-style, bearer headers).
-_TOKEN = re.compile(r"\bhf_[A-Za-z0-9]{16,}|\bsk-[A-Za-z0-9_-]{16,}|(?i:\bbearer\s+)[A-Za-z0-9._~+/-]{8,}=*")
-_MIN_SECRET = 8  # a shorter "secret" (an api_key of "none") would blot out ordinary words
 
 
 @dataclass(frozen=True)
@@ -112,25 +109,23 @@ class UIOptions:
         see it: in public mode without server folders, secrets or server addresses."""
         if not self.public:
             return value
-        if isinstance(value, str):
-            for secret, placeholder in self.hidden:
-                if secret in value:
-                    value = value.replace(secret, placeholder)
-            if self.hidden_folders:
-                value = _folder_pattern(self.hidden_folders).sub(SERVER_PATH, value)
-            return _TOKEN.sub(SECRET, value)
-        if isinstance(value, dict):
-            return {k: self.redact(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self.redact(v) for v in value]
-        return value
+        return self._redactor(value)
+
+    @cached_property
+    def _redactor(self) -> Redactor:
+        # Structural: each hidden URL or command is taken apart (envace_demo.redaction).
+        folders = self.hidden_folders
+
+        def hide_folders(text: str) -> str:
+            return _folder_pattern(folders).sub(SERVER_PATH, text) if folders else text
+
+        return Redactor(servers=self.hidden, extra=(hide_folders,))
 
 
 def _hidden(settings: Settings) -> tuple[tuple[str, str], ...]:
     pairs = [(settings.api_key or "", SECRET), (settings.base_url or "", "<model server>")]
     pairs += [(spec, "<MCP server>") for spec in settings.mcp_servers]
-    kept = [(value, placeholder) for value, placeholder in pairs if len(value) >= _MIN_SECRET]
-    return tuple(sorted(kept, key=lambda pair: -len(pair[0])))  # a URL before the key inside it
+    return tuple((value, placeholder) for value, placeholder in pairs if value)
 
 
 def _server_folders(settings: Settings) -> tuple[str, ...]:
