@@ -33,7 +33,9 @@ class UIOptions:
     model_wait_seconds: float = 900.0  # how long a request waits for the model to load
     max_input_bytes: int = default_of(InputPolicy, "max_bytes")  # a pasted schema: the loader's own bound
     max_tools: int = default_of(InputPolicy, "max_tools")
-    max_message_bytes: int = 100_000
+    max_message_bytes: int = 100_000  # a prompt typed, sent or uploaded (every task of a suite)
+    max_prompt_tokens: int | None = None  # the same prompt in the model's tokens
+    max_suite_episodes: int | None = None  # a suite's tasks x seeds x modes
     # A visitor's "pattern" runs in Python's backtracking regex engine: "^(a+)+$" against 30
     # characters takes minutes, and would hold the one model queue for everybody.
     allow_regex: bool = True
@@ -74,6 +76,8 @@ class UIOptions:
                 max_input_bytes=settings.max_input_bytes,
                 max_tools=settings.max_tools,
                 max_message_bytes=4_096,
+                max_prompt_tokens=1_024,
+                max_suite_episodes=24,
                 allow_regex=False,
                 allow_training=False,
                 allow_manual=False,
@@ -100,6 +104,9 @@ class UIOptions:
                 self.max_input_bytes, 10_000_000 if self.public else default_of(InputPolicy, "max_file_bytes")
             ),
             max_tasks=self.max_suite_tasks if self.public else None,
+            max_prompt_bytes=self.max_message_bytes,
+            max_prompt_tokens=self.max_prompt_tokens,
+            max_suite_episodes=self.max_suite_episodes,
             allow_regex=self.allow_regex,
             trusted_patterns=builtin_patterns(),
         )

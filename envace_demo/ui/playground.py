@@ -36,6 +36,7 @@ from envace_demo.ui.inputs import (
     RunRequest,
     build_config,
     build_task,
+    check_prompts,
     environment_choices,
     example_tasks,
     example_tools,
@@ -316,6 +317,7 @@ class PlaygroundRun:
         yield self._cleared(task.tools)
         try:
             backend = yield from await_model(ctx.holder, ctx.options, lambda html: {p.status: html})
+            check_prompts([task], req.policy, backend)
             # The time limit fitted to the model's measured speed (the sliders carry the rest).
             config = build_config(req, ctx.run_settings(), backend)
         except EnvaceError as err:
