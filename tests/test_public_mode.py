@@ -564,3 +564,23 @@ def test_a_suites_total_work_is_capped_in_public_mode():
     with pytest.raises(ConfigError, match=r"^suite: 8 tasks x 3 seeds x 3 modes = 72 episodes, at most 24"):
         policy.check_work(8, 3, 3)
     UIOptions().input_policy.check_work(64, 10, 3)  # the operator's own runs: no cap
+
+
+def test_public_uploads_are_bounded_cached_briefly_and_never_fetched_from_a_url():
+    import asyncio
+
+    import gradio as gr
+
+    from envace_demo.ui import build_app, launch_options
+    from envace_demo.ui.holder import ModelHolder
+
+    assert launch_options(PUBLIC)["max_file_size"] == OPTIONS.input_policy.max_file_bytes == 10_000_000
+    assert "max_file_size" not in launch_options(Settings())
+    settings = PUBLIC.replace(model="rules")
+    demo = build_app(settings, holder=ModelHolder(settings, loader=lambda s: RuleBackend()))
+    assert demo.delete_cache == (3600, 3600)
+    files = [b for b in demo.blocks.values() if isinstance(b, gr.File)]
+    assert files
+    for block in files:
+        with pytest.raises(gr.Error, match="not a URL"):
+            asyncio.run(block.async_move_resource_to_block_cache("http://169.254.169.254/latest/meta-data"))
