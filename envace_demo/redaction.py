@@ -28,7 +28,10 @@ from urllib.parse import quote, quote_plus, urlsplit, urlunsplit
 SECRET = "<secret>"
 MIN_SECRET = 8  # a shorter "secret" (an api_key of "none") would blot out ordinary words
 
-_SECRET_WORD = r"(?:token|api[_-]?key|apikey|key|secret|passw(?:or)?d|pwd|auth|authorization|credentials?|bearer|cookie|session|signature|sig)"
+_SECRET_WORD = (
+    r"(?:token|api[_-]?key|apikey|key|secret|passw(?:or)?d|pwd|auth|authorization|credentials?"
+    r"|bearer|cookie|session|signature|sig)"
+)
 # A flag naming a credential: --token, --api-key, -password, --hf-token, --auth-header...
 _SECRET_FLAG = re.compile(rf"(?i)^-{{1,2}}(?:[\w-]*[_-])?{_SECRET_WORD}(?:[_-][\w-]*)?$")
 # An environment assignment naming one: HF_TOKEN=..., API_KEY=..., DB_PASSWORD=...
@@ -36,7 +39,10 @@ _SECRET_ENV = re.compile(rf"(?i)^(?:[A-Z0-9]*_)?{_SECRET_WORD}(?:_[A-Z0-9]*)?$")
 _URL = re.compile(r"(?i)\b[a-z][a-z0-9+.-]{1,15}://[^\s'\"<>`]+")
 # key=value / key: value / "key": "value" where the key names a credential (narrower than
 # a flag: "key" alone or "session" are ordinary field names in a record).
-_KEY_WORD = r"(?:token|api[_-]?key|apikey|access[_-]?key|secret[_-]?key|secret|passw(?:or)?d|authorization|credentials?)"
+_KEY_WORD = (
+    r"(?:token|api[_-]?key|apikey|access[_-]?key|secret[_-]?key|secret|passw(?:or)?d|authorization"
+    r"|credentials?)"
+)
 _KEY_VALUE = re.compile(
     rf"""(?ix)(["']?\b(?:[\w-]*[_-])?{_KEY_WORD}["']?\s*[=:]\s*)(?!<)(["']?)(?!\s)([^\s"',;&)}}\]]{{4,}})"""
 )

@@ -429,7 +429,9 @@ class CompareRun:
         return {
             ui.status: render.status_html("done" if done else "stopped", "ok" if done else "error"),
             ui.table: gr.Dataframe(value=rows, headers=headers),
-            ui.file: gr.DownloadButton(value=session.save_json("compare.json", self.ctx.options.redact(records)), interactive=True),
+            ui.file: gr.DownloadButton(
+                value=session.save_json("compare.json", self.ctx.options.redact(records)), interactive=True
+            ),
         }
 
 
@@ -564,7 +566,9 @@ class SuiteRun:
                 "ok" if finished else "error",
             ),
             ui.file: gr.DownloadButton(
-                value=session.save_json("suite.json", self.ctx.options.redact({"episodes": session.suite, "summary": summary}))
+                value=session.save_json(
+                    "suite.json", self.ctx.options.redact({"episodes": session.suite, "summary": summary})
+                )
                 if session.suite else None,
                 interactive=bool(session.suite),
             ),
