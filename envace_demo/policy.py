@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Callable
 
 from envace_demo.errors import ConfigError, InputError
 
@@ -26,6 +27,12 @@ class InputPolicy:
     max_refs: int = 1000  # $ref expansions in one tool list
     max_file_bytes: int = 100 * _MB  # a task file or an upload, as a whole
     max_tasks: int | None = None  # tasks read from one file; None: all
+    # A task's prompt, in bytes (checked as it is read) and in tokens (where a tokenizer is
+    # at hand): tokenizing and prefill run under the model's lock and cannot be interrupted.
+    max_prompt_bytes: int | None = None
+    max_prompt_tokens: int | None = None
+    # A suite's total work, tasks x seeds x modes episodes; None: no cap.
+    max_suite_episodes: int | None = None
     # A "pattern" runs in Python's backtracking regex engine ("^(a+)+$" on 30 characters takes
     # minutes); where visitors are untrusted only the operator's own patterns are accepted.
     allow_regex: bool = True
@@ -40,6 +47,28 @@ class InputPolicy:
 
     def regex_refused(self, pattern: str) -> bool:
         return not self.allow_regex and pattern not in self.trusted_patterns
+
+    def check_prompt(self, text: str, where: str, count_tokens: Callable[[str], int] | None = None) -> None:
+        """InputError unless ``text`` fits the prompt caps: bytes first (a length, no work), then,
+        with ``count_tokens``, tokens (on text already known to be at most max_prompt_bytes)."""
+        if self.max_prompt_bytes is not None:
+            # len() in characters is a lower bound on the UTF-8 size: no encoding of a huge text.
+            size = len(text) if len(text) > self.max_prompt_bytes else len(text.encode("utf-8", "surrogatepass"))
+            if size > self.max_prompt_bytes:
+                raise InputError(f"{where}: the prompt is {size:,} bytes, at most {self.max_prompt_bytes:,}")
+        if count_tokens is not None and self.max_prompt_tokens is not None:
+            tokens = count_tokens(text)
+            if tokens > self.max_prompt_tokens:
+                raise InputError(f"{where}: the prompt is {tokens:,} tokens, at most {self.max_prompt_tokens:,}")
+
+    def check_work(self, tasks: int, seeds: int, modes: int) -> None:
+        """ConfigError when a suite of ``tasks`` x ``seeds`` x ``modes`` episodes is over the cap."""
+        episodes = tasks * seeds * modes
+        if self.max_suite_episodes is not None and episodes > self.max_suite_episodes:
+            raise ConfigError(
+                f"suite: {tasks} tasks x {seeds} seeds x {modes} modes = {episodes} episodes, "
+                f"at most {self.max_suite_episodes}; fewer tasks, seeds or modes"
+            )
 
 
 DEFAULT_POLICY = InputPolicy()

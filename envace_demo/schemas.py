@@ -39,7 +39,7 @@ from jsonschema.exceptions import SchemaError as _JsonSchemaError
 from envace_demo.errors import SchemaError
 from envace_demo.policy import DEFAULT_POLICY, InputPolicy
 
-__all__ = ["InputPolicy", "Tool", "find_tool", "load_tools", "validate_arguments"]
+__all__ = ["InputPolicy", "Tool", "check_plain_json", "find_tool", "load_tools", "validate_arguments"]
 
 _API_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _NOT_API_CHAR = re.compile(r"[^A-Za-z0-9_-]")
@@ -234,6 +234,12 @@ def _parse(source: Any, limits: InputPolicy) -> Any:
     raise SchemaError("input", f"expected JSON text, bytes, a dict or a list, got {type(source).__name__}")
 
 
+def check_plain_json(value: Any, where: str, limits: InputPolicy = DEFAULT_POLICY) -> None:
+    """SchemaError unless ``value`` is plain JSON within ``limits`` (depth, and max_bytes as
+    JSON); the walk stops as soon as it is over, so a huge value costs no more than the cap."""
+    _check_value(value, where, limits, size_loc=where)
+
+
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
@@ -266,7 +272,7 @@ def _check_text_depth(text: str, max_depth: int) -> None:
             depth -= 1
 
 
-def _check_value(root: Any, root_loc: str, limits: InputPolicy) -> None:
+def _check_value(root: Any, root_loc: str, limits: InputPolicy, size_loc: str = "input") -> None:
     """Check an already-parsed value is plain JSON and not too deep, without recursion.
 
     Every value counts no more than the bytes json.dumps gives it (a string its characters
@@ -283,7 +289,7 @@ def _check_value(root: Any, root_loc: str, limits: InputPolicy) -> None:
         elif isinstance(value, (dict, list)):
             seen += 2 * len(value) if value else 2  # brackets, and ", " between items
             if seen > budget:  # before a child is pushed: a list of millions stops here
-                raise SchemaError("input", f"too large: at least {seen:,} bytes as JSON, at most {budget:,}")
+                raise SchemaError(size_loc, f"too large: at least {seen:,} bytes as JSON, at most {budget:,}")
             if depth > limits.max_depth:
                 raise SchemaError(_link_loc(root_loc, link), f"nested more than {limits.max_depth} levels deep")
             if isinstance(value, dict):
@@ -302,7 +308,7 @@ def _check_value(root: Any, root_loc: str, limits: InputPolicy) -> None:
         else:
             seen += 1
         if seen > budget:
-            raise SchemaError("input", f"too large: at least {seen:,} bytes as JSON, at most {budget:,}")
+            raise SchemaError(size_loc, f"too large: at least {seen:,} bytes as JSON, at most {budget:,}")
 
 
 def _link_loc(root_loc: str, link: Any) -> str:

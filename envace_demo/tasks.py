@@ -71,6 +71,10 @@ def task_from_record(
         if {"question", "function", "ground_truth"} <= set(record):
             question = record["question"]
             prompt = question[0][-1]["content"] if question and question[0] else ""
+            if not isinstance(prompt, str):
+                raise TaskError(f"{where}: the question's content must be text")
+            policy.check_prompt(prompt, "prompt")
+            _check_size("ground_truth", record["ground_truth"], where, policy)
             return Task(
                 name=str(record.get("id", where)),
                 prompt=prompt,
@@ -81,6 +85,9 @@ def task_from_record(
         name, prompt = record.get("name"), record.get("prompt")
         if not isinstance(name, str) or not isinstance(prompt, str) or not prompt.strip():
             raise TaskError(f"{where}: a task needs a string 'name' and a non-empty 'prompt'")
+        # Every field of every task, under the same policy: the prompt, the tools, the check.
+        policy.check_prompt(prompt, "prompt")
+        _check_size("check", record.get("check"), where, policy)
         env = record.get("env")
         if env is not None:
             if env_tools is None:
@@ -108,6 +115,16 @@ def task_from_record(
         raise TaskError(f"{where}: {err}") from None
     except (KeyError, IndexError, TypeError) as err:
         raise TaskError(f"{where}: malformed record ({type(err).__name__}: {err})") from None
+
+
+def _check_size(field_name: str, value: Any, where: str, policy: InputPolicy) -> None:
+    """A check (or BFCL ground truth) is plain JSON no larger than a tool list may be."""
+    from envace_demo.schemas import check_plain_json
+
+    try:
+        check_plain_json(value, field_name, policy)
+    except EnvaceError as err:
+        raise TaskError(f"{where}: {err}") from None
 
 
 def read_jsonl(

@@ -7,12 +7,14 @@ contract, not the small model's skill.
 
 from __future__ import annotations
 
+import json
 import re
+import threading
 from pathlib import Path
 
 import pytest
 
-from helpers import LaunchedApp
+from helpers import LaunchedApp, RuleBackend
 
 ROOT = Path(__file__).resolve().parents[1]
 BANK_TOOLS = (ROOT / "examples" / "bank" / "tools.json").read_text(encoding="utf-8")
@@ -147,3 +149,42 @@ def test_out_of_range_settings_are_refused(client):
         client.predict(BANK_TOOLS, "bank", PROMPT, "parallel", 500, api_name="/run", **SHORT)
     with pytest.raises(AppError, match="rehearsal mode"):
         client.predict(BANK_TOOLS, "bank", PROMPT, "imagine", api_name="/compare", **SHORT)
+
+
+def test_no_poll_fails_while_the_model_loads():
+    """Regression: while the model loaded, each open page's budget poll (a timer, every second)
+    answered HTTP 500 ("didn't return enough output values (needed: 5, returned: 1)")."""
+    import urllib.request
+
+    from helpers import call_handler, free_port
+    from envace_demo.settings import Settings
+    from envace_demo.ui import build_app
+    from envace_demo.ui.holder import ModelHolder
+
+    release = threading.Event()
+
+    def slow_loader(settings):
+        release.wait(60)
+        return RuleBackend()
+
+    holder = ModelHolder(Settings(model="rules"), loader=slow_loader)
+    holder.start()
+    demo = build_app(Settings(model="rules"), holder=holder)
+    port = free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        with urllib.request.urlopen(url + "config", timeout=30) as resp:
+            config = json.load(resp)
+        ticks = [i for i, dep in enumerate(config["dependencies"]) if any(t[1] == "tick" for t in dep["targets"])]
+        assert ticks and holder.status().state == "loading"
+        for index in ticks:
+            dep = config["dependencies"][index]
+            kinds = {c["id"]: c for c in config["components"]}
+            data = [kinds[i].get("props", {}).get("value") for i in dep["inputs"]]
+            status, body = call_handler(url, index, data)
+            assert status == 200, (index, body)
+            assert len(body["data"]) == len(dep["outputs"])
+    finally:
+        release.set()
+        demo.close()

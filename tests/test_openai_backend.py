@@ -280,3 +280,85 @@ def test_transformers_serve_stops_cleanly(transformers_server):
     started = time.monotonic()
     stop_server(proc)
     assert proc.returncode is not None and time.monotonic() - started < 30
+
+
+# ---- credentials in the server's URL never reach a record, a result or a message ----------------
+
+PASSWORD = "hunter2hunter2"
+KEY = "sk-test-0123456789abcdefKEY"
+
+
+def _with_credentials(url: str, query: str = "") -> str:
+    return url.replace("http://", f"http://ops:{PASSWORD}@") + "/" + query
+
+
+def _leaks(text: str) -> list[str]:
+    return [s for s in (PASSWORD, "ops:", KEY, "qwertyuiop") if s in text]
+
+
+def test_a_run_through_a_url_with_credentials_records_none_of_them(chat_server):
+    def reply(body):
+        if "tools" not in body:
+            return text_deltas('<think>s</think>\n<execution_result>\n{"ok": true}\n</execution_result>')
+        if body["messages"][-1]["role"] == "tool":
+            return text_deltas("The balance is 310.25 USD.")
+        return call_deltas("get_account", {"account_id": "ACC-1003"})
+
+    server = chat_server(reply)
+    backend = OpenAIBackend(_with_credentials(server.url), api_key=KEY)
+    assert backend.info.extra["base_url"] == server.url  # stored without user info or trailing slash
+    traj = run_episode(backend, find_task("bank", "check-balance"), EpisodeConfig(mode="parallel", n=1), create("bank"))
+    assert traj.ended == "answer" and server.requests  # the credentials were used, not dropped
+    assert _leaks(json.dumps(traj.to_dict())) == []
+
+
+def test_errors_of_a_url_with_credentials_and_a_query_token_name_neither(chat_server):
+    server = chat_server(lambda body: [{"status": 500}])
+    backend = OpenAIBackend(_with_credentials(server.url), "served-model", api_key=KEY, retries=0)
+    with pytest.raises(ModelError) as err:
+        backend.generate(backend.prompt([USER]), Sampling())
+    assert "HTTP 500" in str(err.value) and _leaks(str(err.value)) == []
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(ModelError) as err:
+        OpenAIBackend(_with_credentials(f"http://127.0.0.1:{port}/v1", "?token=qwertyuiop"), api_key=KEY)
+    assert "cannot list the served models" in str(err.value) and _leaks(str(err.value)) == []
+    assert f"http://127.0.0.1:{port}/v1" in str(err.value)
+
+
+def test_the_app_over_a_url_with_credentials_returns_and_says_none_of_them(chat_server):
+    from gradio_client import Client
+    from gradio_client.exceptions import AppError
+
+    from envace_demo.settings import Settings
+    from helpers import serve
+
+    fail = threading.Event()
+
+    def reply(body):
+        if fail.is_set():
+            return [{"status": 500}]
+        if body["messages"][-1]["role"] == "tool":
+            return text_deltas("The balance is 310.25 USD.")
+        return call_deltas("get_account", {"account_id": "ACC-1003"})
+
+    server = chat_server(reply)
+    url = _with_credentials(server.url)
+    for public in (True, False):
+        settings = Settings(public=public, backend="openai", base_url=url, api_key=KEY, max_steps=2, episode_seconds=20)
+        backend = OpenAIBackend(url, api_key=KEY, retries=0)
+        tools = (ROOT / "examples" / "bank" / "tools.json").read_text()
+        with serve(settings, backend) as app:
+            client = Client(app, verbose=False)
+            fail.clear()
+            record = client.predict(tools, "bank", "What is the balance of ACC-1003?", "none", api_name="/run")
+            assert record["ended"] == "answer" and _leaks(json.dumps(record)) == []
+            fail.set()
+            try:
+                record = client.predict(tools, "bank", "What is the balance of ACC-1003?", "none", api_name="/run")
+                shown = json.dumps(record)
+            except AppError as err:
+                shown = str(err)
+            assert "500" in shown and _leaks(shown) == []
+            client.close()

@@ -322,7 +322,7 @@ def test_redact_hides_server_folders_secrets_and_operator_servers_in_public_mode
     with_url = UIOptions.from_settings(PUBLIC.replace(base_url=BASE_URL))
     assert (
         with_url.redact(f"connection to {BASE_URL}/chat/completions failed")
-        == "connection to <model server>/chat/completions failed"
+        == "connection to <model server> failed"  # the whole URL on that server, whatever its path
     )
     record = {"ended": f"model_error: {API_KEY}", "steps": [{"error": f"{PROJECT_ROOT}/x"}], "n": 1}
     assert OPTIONS.redact(record) == {
@@ -509,3 +509,78 @@ def test_the_editor_status_says_what_run_says_and_answers_hostile_text(public_ap
     assert status == 200 and "too large: 64,067 bytes, at most 20,000" in body["data"][0]
     status, body = call_handler(url, index, [hostile[:19_000]])
     assert status == 200 and "invalid JSON at line 1, column 3" in body["data"][0]
+
+
+# ---- every field of every uploaded task, and a suite's total work ------------------------------
+
+
+def test_every_prompt_of_a_suite_upload_is_capped_not_only_the_first(tmp_path):
+    """Regression: a JSONL whose first prompt was short and whose seven others were 1.2 MB each
+    (9.4 MB, under the 10 MB file cap) was accepted."""
+    from envace_demo.ui.inputs import suite_tasks
+
+    f = tmp_path / "upload.jsonl"
+    lines = [{"name": "t0", "prompt": "short", "env": "bank"}]
+    lines += [{"name": f"t{i}", "prompt": "x" * 1_200_000, "env": "bank"} for i in range(1, 8)]
+    f.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    assert f.stat().st_size > 8_000_000
+    with pytest.raises(TaskError, match=r"^upload.jsonl:2: prompt: the prompt is 1,200,000 bytes, at most 4,096$"):
+        suite_tasks("upload", "bank", str(f), 8, OPTIONS.input_policy)
+    bfcl = tmp_path / "bfcl.jsonl"
+    bfcl.write_text(json.dumps({"id": "b", "question": [[{"role": "user", "content": "q" * 5000}]],
+                                "ground_truth": [], "function": [_tool("g")]}) + "\n")
+    with pytest.raises(TaskError, match=r"^bfcl.jsonl:1: prompt: the prompt is 5,000 bytes, at most 4,096$"):
+        suite_tasks("upload", "bank", str(bfcl), 8, OPTIONS.input_policy)
+    # A check is plain JSON no larger than a tool list may be.
+    big_check = tmp_path / "check.jsonl"
+    big_check.write_text(json.dumps({"name": "t", "prompt": "p", "env": "bank",
+                                     "check": {"answer_contains": ["a" * 30_000]}}) + "\n")
+    with pytest.raises(TaskError, match=r"^check.jsonl:1: check: too large: at least 30,0\d\d bytes as JSON, at most 20,000$"):
+        suite_tasks("upload", "bank", str(big_check), 8, OPTIONS.input_policy)
+    assert len(suite_tasks("upload", "bank", str(big_check), 8, UIOptions().input_policy)) == 1
+
+
+def test_prompts_are_capped_in_the_models_tokens_too():
+    from envace_demo.errors import InputError
+    from envace_demo.policy import InputPolicy
+    from envace_demo.tasks import Task
+    from envace_demo.ui.inputs import check_prompts
+
+    class Tokens(RuleBackend):
+        def count_tokens(self, text: str) -> int:
+            return len(text.split())
+
+    policy = InputPolicy(max_prompt_bytes=4_096, max_prompt_tokens=100)
+    ok, wordy = Task("ok", "a b c", []), Task("wordy", "a " * 150, [])
+    check_prompts([ok], policy, Tokens())
+    with pytest.raises(InputError, match=r"^task 'wordy': prompt: the prompt is 150 tokens, at most 100$"):
+        check_prompts([ok, wordy], policy, Tokens())
+    assert OPTIONS.input_policy.max_prompt_tokens == 1_024 and UIOptions().input_policy.max_prompt_tokens is None
+
+
+def test_a_suites_total_work_is_capped_in_public_mode():
+    policy = OPTIONS.input_policy
+    policy.check_work(8, 3, 1)
+    with pytest.raises(ConfigError, match=r"^suite: 8 tasks x 3 seeds x 3 modes = 72 episodes, at most 24"):
+        policy.check_work(8, 3, 3)
+    UIOptions().input_policy.check_work(64, 10, 3)  # the operator's own runs: no cap
+
+
+def test_public_uploads_are_bounded_cached_briefly_and_never_fetched_from_a_url():
+    import asyncio
+
+    import gradio as gr
+
+    from envace_demo.ui import build_app, launch_options
+    from envace_demo.ui.holder import ModelHolder
+
+    assert launch_options(PUBLIC)["max_file_size"] == OPTIONS.input_policy.max_file_bytes == 10_000_000
+    assert "max_file_size" not in launch_options(Settings())
+    settings = PUBLIC.replace(model="rules")
+    demo = build_app(settings, holder=ModelHolder(settings, loader=lambda s: RuleBackend()))
+    assert demo.delete_cache == (3600, 3600)
+    files = [b for b in demo.blocks.values() if isinstance(b, gr.File)]
+    assert files
+    for block in files:
+        with pytest.raises(gr.Error, match="not a URL"):
+            asyncio.run(block.async_move_resource_to_block_cache("http://169.254.169.254/latest/meta-data"))

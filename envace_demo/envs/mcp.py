@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 
 from envace_demo.envs.base import Environment
 from envace_demo.errors import ConfigError, EnvaceError, SchemaError
+from envace_demo.redaction import redact_urls, safe_command
 from envace_demo.schemas import Tool, load_tools
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ class ServerSpec:
         if self.url:
             parts = urlsplit(self.url)
             return f"{parts.hostname}:{parts.port}{parts.path}" if parts.port else f"{parts.hostname}{parts.path}"
-        return " ".join(self.command)
+        return safe_command(" ".join(self.command))  # no --token value, in either form
 
 
 def parse_server(text: str) -> ServerSpec:
@@ -243,7 +244,7 @@ def _reason(err: BaseException) -> str:
     inner = getattr(err, "exceptions", None)  # an exception group from a task group
     if inner:
         return _reason(inner[0])
-    text = str(err).strip()
+    text = redact_urls(str(err).strip())  # an HTTP error names its URL, query token and all
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 

@@ -35,6 +35,7 @@ from typing import Any
 
 from envace_demo.errors import ConfigError, ModelError
 from envace_demo.models.base import Backend, Constraint, Generation, ModelInfo, Prompt, Sampling, StreamCallback
+from envace_demo.redaction import Redactor, public_url
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +77,11 @@ class OpenAIBackend(Backend):
 
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise ConfigError(f"base_url={base_url!r}: expected an http(s) URL such as http://127.0.0.1:8000/v1")
-        self.base_url = base_url.rstrip("/")
+        self.base_url = base_url.rstrip("/")  # for the client only: it may hold credentials
+        # What records, messages and logs show: server and path, no user info, no query;
+        # an error text of the HTTP client passes through the same redaction.
+        self.shown_url = public_url(self.base_url)
+        self._redact = Redactor(secrets=(api_key or "",), servers=((self.base_url, self.shown_url),))
         self.extras = extras
         self.extra_body = dict(extra_body or {})
         if retries < 0 or backoff < 0:
@@ -96,7 +101,7 @@ class OpenAIBackend(Backend):
             model_id=self.model,
             device="remote",
             dtype="unknown",
-            extra={"engine": "openai", "base_url": self.base_url, "constrained": False},
+            extra={"engine": "openai", "base_url": self.shown_url, "constrained": False},
         )
 
     def prompt(self, messages: list[dict], tools: list[dict] | None = None, thinking: bool = True) -> Prompt:
@@ -246,17 +251,17 @@ class OpenAIBackend(Backend):
                         on_token(slot, reply.text())
         except openai.APIStatusError as err:
             kind = _Transient if err.status_code in _RETRY_STATUS else ModelError
-            raise kind(f"{self.base_url}: model {self.model!r}: {_status_message(err)}") from err
+            raise kind(self._redact(f"{self.shown_url}: model {self.model!r}: {_status_message(err)}")) from err
         except Exception as err:  # transport errors of the client's HTTP library, broken streams
             if not halt.is_set():
-                log.warning("request to %s failed", self.base_url, exc_info=True)  # for the operator
-                raise _Transient(f"{self.base_url}: the request failed ({type(err).__name__}: {err})") from err
+                log.warning("request to %s failed", self.shown_url, exc_info=True)  # for the operator
+                raise _Transient(self._redact(f"{self.shown_url}: the request failed ({type(err).__name__}: {err})")) from err
         finally:
             with lock:
                 streams.pop(slot, None)
         if reply.finish is None and not halt.is_set():
             # Servers end every reply with a finish_reason; a stream without one was cut off.
-            raise _Transient(f"{self.base_url}: the reply stream ended before the reply did (did the server stop?)")
+            raise _Transient(f"{self.shown_url}: the reply stream ended before the reply did (did the server stop?)")
         text = reply.text()
         finish = "cancelled" if halt.is_set() and reply.finish is None else reply.finish_reason()
         new_tokens = reply.completion_tokens if reply.completion_tokens is not None else self.count_tokens(text)
@@ -272,12 +277,14 @@ class OpenAIBackend(Backend):
             names = [m.id for m in self.client.models.list()]
         except openai.APIError as err:
             raise ModelError(
-                f"{self.base_url}: cannot list the served models ({type(err).__name__}: {err}); "
-                "is the server up? Or name the model (--model / ENVACE_MODEL)"
+                self._redact(
+                    f"{self.shown_url}: cannot list the served models ({type(err).__name__}: {err}); "
+                    "is the server up? Or name the model (--model / ENVACE_MODEL)"
+                )
             ) from err
         if len(names) != 1:
             raise ConfigError(
-                f"{self.base_url} serves {len(names)} models ({', '.join(names) or 'none'}); "
+                f"{self.shown_url} serves {len(names)} models ({', '.join(names) or 'none'}); "
                 "name one with --model / ENVACE_MODEL"
             )
         return names[0]

@@ -14,7 +14,7 @@ from envace_demo.errors import EnvaceError
 from envace_demo.models.base import Sampling
 from envace_demo.ui import runner
 from envace_demo.ui.common import AppContext
-from envace_demo.ui.inputs import MANUAL, RunRequest, build_config, build_task, compare_modes
+from envace_demo.ui.inputs import MANUAL, RunRequest, build_config, build_task, check_prompts, compare_modes
 
 _S = Sampling()
 _REQUIRED = inspect.Parameter.empty
@@ -48,7 +48,8 @@ def endpoint(ctx: AppContext, leading: list[tuple[str, Any, Any]], body: Callabl
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
         try:
-            return body(dict(bound.arguments))
+            # Records hold what tools and servers answered: shown as a visitor may see them.
+            return ctx.options.redact(body(dict(bound.arguments)))
         except EnvaceError as err:
             raise gr.Error(ctx.options.redact(str(err))) from None
 
@@ -65,6 +66,7 @@ def make_endpoints(ctx: AppContext) -> dict[str, Callable[..., dict]]:
         req.check(ctx.options)
         task = build_task(req)
         backend = ctx.holder.wait(timeout=ctx.options.model_wait_seconds)
+        check_prompts([task], req.policy, backend)
         return task, backend
 
     def run(values: dict) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from envace_demo.ui.session import Session, new_session
 from envace_demo.ui.theme import CSS, theme
 from envace_demo.ui.train_tab import build_train_tab
 
+CACHE_SECONDS = 3600  # public mode: how old a cached upload or download may get
 TITLE = "EnvACE: world rehearsal for tool-using agents"
 HEADER = f"""# {TITLE}
 One policy **acts** (calls tools) and **rehearses** (predicts what the tools will answer).
@@ -50,7 +51,9 @@ def build_app(
         header = render.header_model_html(st.state, redact(st.model), redact(st.info), st.adapter)
         return html, header, model_info(ctx), gr.Timer(active=st.state == "loading")
 
-    with gr.Blocks(title=TITLE, analytics_enabled=False) as demo:
+    # Public mode: gradio's file cache (uploads, downloads) emptied of files older than an hour.
+    delete_cache = (CACHE_SECONDS, CACHE_SECONDS) if options.public else None
+    with gr.Blocks(title=TITLE, analytics_enabled=False, delete_cache=delete_cache) as demo:
         # One Session per visitor, made on page load (a callable value would add a public endpoint).
         state = gr.State(None, delete_callback=_close)
         gr.Markdown(HEADER, elem_classes="ev-header")
@@ -76,7 +79,23 @@ def build_app(
         for name, fn in {**make_endpoints(ctx), **rehearse_endpoints(ctx)}.items():
             gr.api(fn, api_name=name, **ctx.model_event())
     demo.queue(max_size=options.queue_size, default_concurrency_limit=options.concurrency)
+    if options.public:
+        for block in demo.blocks.values():
+            if isinstance(block, (gr.File, gr.UploadButton)):
+                _uploads_only(block)
     return demo
+
+
+def _uploads_only(block: Any) -> None:
+    """A file input that takes uploads only: gradio would fetch a URL sent in its place."""
+    move = block.async_move_resource_to_block_cache
+
+    async def refuse_urls(url_or_file_path: Any) -> Any:
+        if isinstance(url_or_file_path, str) and url_or_file_path.lower().startswith(("http://", "https://")):
+            raise gr.Error("file inputs take an uploaded file, not a URL")
+        return await move(url_or_file_path)
+
+    block.async_move_resource_to_block_cache = refuse_urls
 
 
 def _close(session: Session | None) -> None:
@@ -89,5 +108,8 @@ def launch_options(settings: Settings) -> dict[str, Any]:
     reads GRADIO_SERVER_NAME / GRADIO_SERVER_PORT (and is set up for Spaces)."""
     # A public Space shows only the project's own (redacted) messages, never a raw exception.
     # mcp_server: the API endpoints are MCP tools too (at /gradio_api/mcp), under the same caps.
-    return {"theme": theme(), "css": CSS, "show_error": not settings.public, "footer_links": ["api", "gradio"],
-            "mcp_server": True}
+    options = {"theme": theme(), "css": CSS, "show_error": not settings.public, "footer_links": ["api", "gradio"],
+               "mcp_server": True}
+    if settings.public:  # no upload larger than the loaders would read anyway
+        options["max_file_size"] = UIOptions.from_settings(settings).input_policy.max_file_bytes
+    return options

@@ -180,7 +180,7 @@ def fit_to_model(
     def fit(mode_value: str) -> dict:
         st = ctx.holder.status()
         if st.state == "loading":
-            return {}
+            return {timer: gr.skip()}  # an update for a declared output: nothing changes yet
         update: dict = {timer: gr.Timer(active=False)}
         if st.budget is not None:
             # Values the operator set on purpose are kept (budget.apply), within the caps.

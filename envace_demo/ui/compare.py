@@ -34,6 +34,7 @@ from envace_demo.ui.inputs import (
     RunRequest,
     build_config,
     build_task,
+    check_prompts,
     compare_modes,
     example_tasks,
     example_tools,
@@ -371,6 +372,7 @@ class CompareRun:
         yield self._cleared(mode_name, req.n, modes)
         try:
             backend = yield from await_model(ctx.holder, ctx.options, lambda html: {ui.status: html})
+            check_prompts([t.task for t in etasks], ctx.options.input_policy, backend)
             configs = {m: build_config(req, ctx.run_settings(), backend, mode=m) for m in modes}
         except EnvaceError as err:
             yield self._refused(err)
@@ -427,7 +429,9 @@ class CompareRun:
         return {
             ui.status: render.status_html("done" if done else "stopped", "ok" if done else "error"),
             ui.table: gr.Dataframe(value=rows, headers=headers),
-            ui.file: gr.DownloadButton(value=session.save_json("compare.json", records), interactive=True),
+            ui.file: gr.DownloadButton(
+                value=session.save_json("compare.json", self.ctx.options.redact(records)), interactive=True
+            ),
         }
 
 
@@ -482,6 +486,7 @@ class SuiteRun:
                 max_new_tokens, seed, constrained, max_steps,
             ).check(ctx.options)
             backend = yield from await_model(ctx.holder, ctx.options, lambda html: {ui.status: html})
+            check_prompts([t.task for t in etasks], ctx.options.input_policy, backend)
             configs = {m: build_config(req, ctx.run_settings(), backend, mode=m) for m in modes}
         except EnvaceError as err:
             yield {ui.status: render.status_html(ctx.options.redact(str(err)), "error")}
@@ -508,6 +513,7 @@ class SuiteRun:
         etasks = suite_tasks(source_name, env_name, upload_path, int(limit_value), options.input_policy)
         if len(etasks) > options.max_suite_tasks:
             raise ConfigError(f"suite: at most {options.max_suite_tasks} tasks")
+        options.input_policy.check_work(len(etasks), n_seeds, len(modes))
         return modes, n_seeds, etasks
 
     def _started(self, total: int) -> dict:
@@ -560,7 +566,9 @@ class SuiteRun:
                 "ok" if finished else "error",
             ),
             ui.file: gr.DownloadButton(
-                value=session.save_json("suite.json", {"episodes": session.suite, "summary": summary})
+                value=session.save_json(
+                    "suite.json", self.ctx.options.redact({"episodes": session.suite, "summary": summary})
+                )
                 if session.suite else None,
                 interactive=bool(session.suite),
             ),

@@ -193,6 +193,13 @@ def build_task(req: RunRequest) -> Task:
     return Task(name="custom", prompt=prompt, tools=tools, env=req.environment)
 
 
+def check_prompts(tasks: list[Task], policy: InputPolicy, backend: Backend) -> None:
+    """Each task's prompt within the policy's caps in the loaded model's tokens (its bytes
+    were checked as it was read): InputError naming the task otherwise."""
+    for task in tasks:
+        policy.check_prompt(task.prompt, f"task {task.name!r}: prompt", backend.count_tokens)
+
+
 def build_config(
     req: RunRequest, settings: Settings, backend: Backend, mode: str | None = None
 ) -> EpisodeConfig:

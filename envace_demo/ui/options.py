@@ -10,13 +10,10 @@ from functools import cached_property, lru_cache
 from typing import Any
 
 from envace_demo.policy import InputPolicy
+from envace_demo.redaction import SECRET, Redactor
 from envace_demo.settings import PROJECT_ROOT, Settings, default_of
 
 SERVER_PATH = "<server path>"
-SECRET = "<secret>"
-# Credentials that look like one whoever issued them (Hugging Face, OpenAI-style, bearer headers).
-_TOKEN = re.compile(r"\bhf_[A-Za-z0-9]{16,}|\bsk-[A-Za-z0-9_-]{16,}|(?i:\bbearer\s+)[A-Za-z0-9._~+/-]{8,}=*")
-_MIN_SECRET = 8  # a shorter "secret" (an api_key of "none") would blot out ordinary words
 
 
 @dataclass(frozen=True)
@@ -36,7 +33,9 @@ class UIOptions:
     model_wait_seconds: float = 900.0  # how long a request waits for the model to load
     max_input_bytes: int = default_of(InputPolicy, "max_bytes")  # a pasted schema: the loader's own bound
     max_tools: int = default_of(InputPolicy, "max_tools")
-    max_message_bytes: int = 100_000
+    max_message_bytes: int = 100_000  # a prompt typed, sent or uploaded (every task of a suite)
+    max_prompt_tokens: int | None = None  # the same prompt in the model's tokens
+    max_suite_episodes: int | None = None  # a suite's tasks x seeds x modes
     # A visitor's "pattern" runs in Python's backtracking regex engine: "^(a+)+$" against 30
     # characters takes minutes, and would hold the one model queue for everybody.
     allow_regex: bool = True
@@ -77,6 +76,8 @@ class UIOptions:
                 max_input_bytes=settings.max_input_bytes,
                 max_tools=settings.max_tools,
                 max_message_bytes=4_096,
+                max_prompt_tokens=1_024,
+                max_suite_episodes=24,
                 allow_regex=False,
                 allow_training=False,
                 allow_manual=False,
@@ -103,6 +104,9 @@ class UIOptions:
                 self.max_input_bytes, 10_000_000 if self.public else default_of(InputPolicy, "max_file_bytes")
             ),
             max_tasks=self.max_suite_tasks if self.public else None,
+            max_prompt_bytes=self.max_message_bytes,
+            max_prompt_tokens=self.max_prompt_tokens,
+            max_suite_episodes=self.max_suite_episodes,
             allow_regex=self.allow_regex,
             trusted_patterns=builtin_patterns(),
         )
@@ -112,25 +116,23 @@ class UIOptions:
         see it: in public mode without server folders, secrets or server addresses."""
         if not self.public:
             return value
-        if isinstance(value, str):
-            for secret, placeholder in self.hidden:
-                if secret in value:
-                    value = value.replace(secret, placeholder)
-            if self.hidden_folders:
-                value = _folder_pattern(self.hidden_folders).sub(SERVER_PATH, value)
-            return _TOKEN.sub(SECRET, value)
-        if isinstance(value, dict):
-            return {k: self.redact(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self.redact(v) for v in value]
-        return value
+        return self._redactor(value)
+
+    @cached_property
+    def _redactor(self) -> Redactor:
+        # Structural: each hidden URL or command is taken apart (envace_demo.redaction).
+        folders = self.hidden_folders
+
+        def hide_folders(text: str) -> str:
+            return _folder_pattern(folders).sub(SERVER_PATH, text) if folders else text
+
+        return Redactor(servers=self.hidden, extra=(hide_folders,))
 
 
 def _hidden(settings: Settings) -> tuple[tuple[str, str], ...]:
     pairs = [(settings.api_key or "", SECRET), (settings.base_url or "", "<model server>")]
     pairs += [(spec, "<MCP server>") for spec in settings.mcp_servers]
-    kept = [(value, placeholder) for value, placeholder in pairs if len(value) >= _MIN_SECRET]
-    return tuple(sorted(kept, key=lambda pair: -len(pair[0])))  # a URL before the key inside it
+    return tuple((value, placeholder) for value, placeholder in pairs if value)
 
 
 def _server_folders(settings: Settings) -> tuple[str, ...]:

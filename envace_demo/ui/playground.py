@@ -11,7 +11,7 @@ import gradio as gr
 from envace_demo import memory as memory_mod
 from envace_demo import showcase as showcase_mod
 from envace_demo.envs.manual import PendingCall
-from envace_demo.errors import EnvaceError, SchemaError
+from envace_demo.errors import EnvaceError, SchemaError, StorageError
 from envace_demo.events import EpisodeFinished, Generating
 from envace_demo.policy import DEFAULT_POLICY, InputPolicy
 from envace_demo.record import Trajectory
@@ -36,6 +36,7 @@ from envace_demo.ui.inputs import (
     RunRequest,
     build_config,
     build_task,
+    check_prompts,
     environment_choices,
     example_tasks,
     example_tools,
@@ -316,6 +317,7 @@ class PlaygroundRun:
         yield self._cleared(task.tools)
         try:
             backend = yield from await_model(ctx.holder, ctx.options, lambda html: {p.status: html})
+            check_prompts([task], req.policy, backend)
             # The time limit fitted to the model's measured speed (the sliders carry the rest).
             config = build_config(req, ctx.run_settings(), backend)
         except EnvaceError as err:
@@ -399,15 +401,18 @@ class PlaygroundRun:
         session.trajectory = traj
         session.manual = None
         choices = render.inspector_choices(traj)
+        status = render.status_html(render.progress_text(view), render.outcome_kind(traj))
+        try:  # the record as a visitor may see it; a full disk leaves no half file and no broken panels
+            saved = session.save_json(f"trajectory-{traj.mode}.json", ctx.options.redact(traj.to_dict()))
+        except StorageError as err:
+            saved, status = None, render.status_html(ctx.options.redact(str(err)), "error")
         return {
-            p.status: render.status_html(render.progress_text(view), render.outcome_kind(traj)),
+            p.status: status,
             p.rehearsals: render.rehearsal_messages(view),
             p.memory: shown_memory(traj),
             p.steps: render.steps_html(view),
             p.outcome: render.outcome_html(traj),
-            p.download: gr.DownloadButton(
-                value=session.save_json(f"trajectory-{traj.mode}.json", traj.to_dict()), interactive=True
-            ),
+            p.download: gr.DownloadButton(value=saved, interactive=saved is not None),
             self.ui.inspector.pick: gr.Dropdown(choices=choices, value=choices[0][1] if choices else None),
             self.ui.manual.box: gr.Group(visible=False),
             # The estimate after the speed this run saw (ModelHolder.observe).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 import threading
@@ -10,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from envace_demo.envs.manual import ManualEnvironment
+from envace_demo.errors import StorageError
 from envace_demo.record import Trajectory
 
 
@@ -37,11 +39,16 @@ class Session:
         self.cancel.set()
 
     def save_json(self, name: str, data: dict) -> str:
-        """Write ``data`` for download; returns the file path."""
-        if self.folder is None:
-            self.folder = Path(tempfile.mkdtemp(prefix="envace-session-"))
-        path = self.folder / name
-        path.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
+        """Write ``data`` for download, whole or not at all (a temporary file renamed into
+        place); returns the file path. StorageError (the file and the cause) when it cannot."""
+        text = json.dumps(data, indent=2, ensure_ascii=False)
+        try:
+            if self.folder is None:
+                self.folder = Path(tempfile.mkdtemp(prefix="envace-session-"))
+            path = self.folder / name
+            write_atomic(path, text)
+        except OSError as err:
+            raise StorageError("download", name, err) from None
         return str(path)
 
     def close(self) -> None:
@@ -51,6 +58,20 @@ class Session:
             self.manual.abort("the page was closed")
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """``text`` at ``path``, whole or not at all: a full disk leaves the old file (or none)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def new_session() -> Session:
