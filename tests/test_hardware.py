@@ -187,5 +187,7 @@ def test_the_model_tab_offers_the_qwen3_family():
     from envace_demo.ui.model_tab import model_choices
 
     choices = model_choices(None, SMALL)
-    assert choices == [EMBEDDED, SMALL, "Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B", DEFAULT_GPU_MODEL]
+    assert choices == [
+        EMBEDDED, SMALL, "Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B", "Team-ACE/EnvACE-Qwen3-1.7B", DEFAULT_GPU_MODEL
+    ]
     assert model_choices("/my/model", SMALL)[0] == "/my/model"

@@ -8,7 +8,7 @@ from typing import Any, Iterator, get_args
 import gradio as gr
 
 from envace_demo.errors import EnvaceError
-from envace_demo.models.hardware import DEFAULT_GPU_MODEL, EMBEDDED, QWEN3_SMALL
+from envace_demo.models.hardware import DEFAULT_GPU_MODEL, EMBEDDED, ENVACE_SMALL, QWEN3_SMALL
 from envace_demo.settings import Quantization
 from envace_demo.ui import render
 from envace_demo.ui.common import AppContext
@@ -18,8 +18,8 @@ QUANTIZATIONS = list(get_args(Quantization))
 
 def model_choices(current: str | None, small_model: str) -> list[str]:
     """The models offered by name (any hub id or local path may be typed too): the small
-    CPU ones, the Qwen3-family ones the 8B's template and tokens fit, and the 8B."""
-    choices = [EMBEDDED, small_model, *QWEN3_SMALL, DEFAULT_GPU_MODEL]
+    CPU ones, the Qwen3-family ones the 8B's template and tokens fit, and the EnvACE models."""
+    choices = [EMBEDDED, small_model, *QWEN3_SMALL, ENVACE_SMALL, DEFAULT_GPU_MODEL]
     if current and current not in choices:
         choices.insert(0, current)
     return choices
