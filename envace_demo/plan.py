@@ -166,6 +166,7 @@ class Plan:
     episode_seconds: float  # the default run's limit
     estimated_episode_seconds: float
     decode_tokens_per_s: float  # one row
+    prefill_tokens_per_s: float
     concurrency: int  # visitors' runs at once
     gpu_duration_seconds: int | None = None  # ZeroGPU: what the app asks spaces.GPU for
     gpu_request_seconds: int | None = None  # ZeroGPU: what spaces schedules (after its factor)
@@ -186,7 +187,7 @@ class Plan:
         out = asdict(self)
         out["memory"] = self.memory.to_dict()
         out["usable"] = self.usable
-        for key in ("episode_seconds", "estimated_episode_seconds", "decode_tokens_per_s"):
+        for key in ("episode_seconds", "estimated_episode_seconds", "decode_tokens_per_s", "prefill_tokens_per_s"):
             out[key] = round(out[key], 1)
         return out
 
@@ -252,10 +253,14 @@ def memory(hw: Hardware, shape, quantization: str | None, dtype: str, rows: int,
     return Memory(weights / GIB, kv / GIB, workspace / GIB, total / GIB, hw.memory_gib * (1 - HEADROOM))
 
 
-def step_seconds(hw: Hardware, shape, model: str, quantization: str | None, dtype: str, rows: int, context: int) -> float:
-    """One decoding step of ``rows`` rows at ``context`` tokens each."""
+def step_seconds(
+    hw: Hardware, shape, model: str, quantization: str | None, dtype: str, rows: int, context: int,
+    measured: float | None = None,
+) -> float:
+    """One decoding step of ``rows`` rows at ``context`` tokens each; ``measured``: one row's
+    decoding speed measured on this machine (default: ``MEASURED_DECODE``'s, if any)."""
     kv = rows * context * shape.kv_bytes_per_token(2 if hw.cuda else _dtype_bytes(dtype))
-    measured = MEASURED_DECODE.get((hw.gpu or hw.flavor, model, quantization))
+    measured = measured or MEASURED_DECODE.get((hw.gpu or hw.flavor, model, quantization))
     if measured:
         return 1.0 / measured + kv / (hw.bandwidth_gbs * 1e9 * BANDWIDTH_EFFICIENCY)
     weights = read_bytes_per_step(shape, None, dtype)  # the 16-bit speed, then QUANT_SPEED
@@ -292,7 +297,9 @@ class _Run:
         )
 
 
-def episode_estimate(hw: Hardware, shape, model: str, quantization: str | None, dtype: str, run: _Run) -> float:
+def episode_estimate(
+    hw: Hardware, shape, model: str, quantization: str | None, dtype: str, run: _Run, measured: float | None = None
+) -> float:
     """Seconds of a run in which every trajectory calls a tool at each of its steps, each
     turn thinking ``think`` tokens then answering (a rehearsed call: actor then rehearser)."""
     context = context_tokens(run.steps, run.max_new_tokens)
@@ -300,7 +307,7 @@ def episode_estimate(hw: Hardware, shape, model: str, quantization: str | None, 
 
     def generation(role: str, rows: int) -> float:
         tokens = min(run.max_new_tokens, run.think + ANSWER_TOKENS[role])
-        decode = tokens * step_seconds(hw, shape, model, quantization, dtype, rows, average)
+        decode = tokens * step_seconds(hw, shape, model, quantization, dtype, rows, average, measured)
         return prefill_seconds(hw, shape, quantization, PROMPT_TOKENS * rows) + decode
 
     def trajectory(rows: int, rehearsed: bool) -> float:
@@ -315,9 +322,13 @@ def episode_estimate(hw: Hardware, shape, model: str, quantization: str | None, 
 # ---- the plan ----------------------------------------------------------------------------------
 
 
-def plan(flavor: str, model: str, quantization: str | None = "auto", concurrency: int | None = None) -> Plan:
+def plan(
+    flavor: str, model: str, quantization: str | None = "auto", concurrency: int | None = None,
+    measured_decode: float | None = None,
+) -> Plan:
     """The plan for ``model`` on ``flavor``. ``quantization``: "auto" (16-bit where it
-    fits, else 4-bit), None/"none", "4bit" or "8bit"."""
+    fits, else 4-bit), None/"none", "4bit" or "8bit". ``measured_decode``: the loaded
+    model's decoding speed (one row, tokens/s) measured here, in place of the speed model."""
     hw, shape = hardware_of(flavor), shape_of(model)
     if quantization == "none":
         quantization = None
@@ -331,7 +342,7 @@ def plan(flavor: str, model: str, quantization: str | None = "auto", concurrency
     options = [quantization] if quantization != "auto" else ([None, "4bit"] if hw.cuda else [None])
     best: Plan | None = None
     for quant in options:
-        candidate = _gpu_plan(hw, model, shape, dtype, quant, concurrency)
+        candidate = _gpu_plan(hw, model, shape, dtype, quant, concurrency, measured_decode)
         if candidate.usable or best is None or (candidate.fits and not best.fits):
             best = candidate
         if candidate.usable:
@@ -340,10 +351,15 @@ def plan(flavor: str, model: str, quantization: str | None = "auto", concurrency
     return best
 
 
+# ZeroGPU runs each GPU call in its own worker on its own slice of a card: several
+# visitors at once (the app's queue lets this many run; spaces queues the rest).
+ZERO_CONCURRENCY = 3
+
+
 def _concurrency(hw: Hardware) -> int:
-    # ZeroGPU runs each GPU call on its own slice: several visitors at once. On a dedicated
-    # GPU two runs would share one model and halve each other's speed: one per GPU.
-    return 3 if hw.zero_gpu else max(1, hw.gpus)
+    # On a dedicated GPU the app holds one model (on l4x4 split over the 4 cards by
+    # device_map): two runs at once would share it and each take twice as long.
+    return ZERO_CONCURRENCY if hw.zero_gpu else 1
 
 
 def _target(hw: Hardware) -> tuple[float, int | None]:
@@ -360,11 +376,13 @@ def scheduled_seconds(hw: Hardware, duration: int) -> int:
     return round(duration * hw.duration_factor)
 
 
-def _gpu_plan(hw: Hardware, model: str, shape, dtype: str, quant: str | None, concurrency: int | None) -> Plan:
+def _gpu_plan(
+    hw: Hardware, model: str, shape, dtype: str, quant: str | None, concurrency: int | None,
+    measured: float | None = None,
+) -> Plan:
     target, duration = _target(hw)
     visitors = concurrency or _concurrency(hw)
-    rows_per_gpu = visitors if hw.zero_gpu or hw.gpus <= 1 else math.ceil(visitors / hw.gpus)
-    rows_per_gpu = 1 if hw.zero_gpu else rows_per_gpu  # each ZeroGPU call: its own slice
+    rows_per_gpu = 1 if hw.zero_gpu else visitors  # each ZeroGPU call: its own slice
 
     def fitting(run: _Run) -> tuple[bool, Memory]:
         mem = memory(hw, shape, quant, dtype, run.n * rows_per_gpu, context_tokens(run.steps, run.max_new_tokens))
@@ -379,17 +397,17 @@ def _gpu_plan(hw: Hardware, model: str, shape, dtype: str, quant: str | None, co
         for steps in STEPS_LADDER
         for think in thinks
     ]
-    timed = [(run, episode_estimate(hw, shape, model, quant, dtype, run)) for run in runs]
+    timed = [(run, episode_estimate(hw, shape, model, quant, dtype, run, measured)) for run in runs]
     in_time = [(run, est) for run, est in timed if est <= target and fitting(run)[0]]
     smallest = _Run("parallel", 1, STEPS_LADDER[0], thinks[-1])
-    smallest_estimate = episode_estimate(hw, shape, model, quant, dtype, smallest)
+    smallest_estimate = episode_estimate(hw, shape, model, quant, dtype, smallest, measured)
     notes: list[str] = []
     advice = None
     if in_time:
         run, estimate = max(in_time, key=lambda item: item[0].key())
     elif hw.zero_gpu:  # not even a run without rehearsal: the smallest one, said not to fit
         run = _Run("none", 1, STEPS_LADDER[0], thinks[-1])
-        estimate = episode_estimate(hw, shape, model, quant, dtype, run)
+        estimate = episode_estimate(hw, shape, model, quant, dtype, run, measured)
     else:  # the smallest rehearsal run, with a limit that holds it
         run, estimate = smallest, smallest_estimate
     fits, mem = fitting(run)
@@ -398,7 +416,8 @@ def _gpu_plan(hw: Hardware, model: str, shape, dtype: str, quant: str | None, co
         advice = _advice_memory(hw, model, quant, mem)
     elif estimate > episode or episode > MAX_EPISODE_SECONDS:
         advice = (
-            f"too slow here: a run takes about {estimate:.0f} s at {1 / step_seconds(hw, shape, model, quant, dtype, 1, PROMPT_TOKENS):.1f} "
+            f"too slow here: a run takes about {estimate:.0f} s at "
+            f"{1 / step_seconds(hw, shape, model, quant, dtype, 1, PROMPT_TOKENS, measured):.1f} "
             f"tokens/s; pick {_faster(hw, model)}"
         )
     elif run.mode != "parallel":
@@ -411,7 +430,7 @@ def _gpu_plan(hw: Hardware, model: str, shape, dtype: str, quant: str | None, co
         notes.append(f"a default run takes about {estimate:.0f} s here (more than the {target:.0f} s aimed at)")
     if quant == "4bit" and dtype == "float16":
         notes.append("4-bit nf4 weights, computed in float16 (a T4 has no bfloat16)")
-    speed = 1.0 / step_seconds(hw, shape, model, quant, dtype, 1, PROMPT_TOKENS)
+    speed = 1.0 / step_seconds(hw, shape, model, quant, dtype, 1, PROMPT_TOKENS, measured)
     return Plan(
         hardware=hw.flavor,
         model=model,
@@ -428,6 +447,7 @@ def _gpu_plan(hw: Hardware, model: str, shape, dtype: str, quant: str | None, co
         episode_seconds=float(episode),
         estimated_episode_seconds=estimate,
         decode_tokens_per_s=speed,
+        prefill_tokens_per_s=PROMPT_TOKENS / prefill_seconds(hw, shape, quant, PROMPT_TOKENS),
         concurrency=visitors,
         gpu_duration_seconds=duration,
         gpu_request_seconds=scheduled_seconds(hw, duration) if duration else None,
@@ -507,6 +527,7 @@ def _cpu_embedded_plan(hw: Hardware, model: str, shape, dtype: str) -> Plan:
         episode_seconds=float(fitted.episode_seconds),
         estimated_episode_seconds=fitted.estimate_seconds,
         decode_tokens_per_s=decode,
+        prefill_tokens_per_s=speed.prefill,
         concurrency=1,
         notes=["constrained decoding: reasoning is bounded in characters by the grammar, not in tokens"],
     )

@@ -101,7 +101,7 @@ def load_pretrained(
                 f"quantization={quantization} needs a CUDA GPU (bitsandbytes); on CPU "
                 "set ENVACE_QUANTIZATION=none (flag --quantization none)"
             )
-        kwargs["quantization_config"] = _bnb_config(quantization, torch)
+        kwargs["quantization_config"] = _bnb_config(quantization, torch, compute_dtype=torch_dtype)
 
     source = _resolve_source(model)
     tokenizer = _from_pretrained(AutoTokenizer, model, source, local_files_only)
@@ -146,14 +146,16 @@ def _resolve_device(device: str) -> str:
 def _resolve_dtype(dtype: str, device: str):
     import torch
 
-    if dtype not in ("auto", "bfloat16", "float32"):
-        raise ConfigError(f"dtype={dtype!r}: expected auto, bfloat16 or float32")
+    if dtype not in ("auto", "bfloat16", "float16", "float32"):
+        raise ConfigError(f"dtype={dtype!r}: expected auto, bfloat16, float16 or float32")
     if dtype == "auto":
         dtype = "bfloat16" if device == "cuda" else CPU_AUTO_DTYPE
     return getattr(torch, dtype)
 
 
-def _bnb_config(quantization: str, torch):
+def _bnb_config(quantization: str, torch, compute_dtype=None):
+    """bitsandbytes' config; 4-bit layers compute in ``compute_dtype`` (default bfloat16;
+    float16 on a card without bf16, such as a T4)."""
     from transformers import BitsAndBytesConfig
 
     try:
@@ -161,11 +163,13 @@ def _bnb_config(quantization: str, torch):
     except ImportError as err:
         raise ModelError(
             f"quantization={quantization} needs bitsandbytes: pip install -r requirements-gpu.txt "
-            "(on a Space, add its bitsandbytes line to requirements.txt)"
+            "(requirements.txt pins it; the local CPU setup leaves it out)"
         ) from err
     if quantization == "4bit":
         return BitsAndBytesConfig(
-            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.bfloat16
+            load_in_4bit=True,
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_compute_dtype=compute_dtype if compute_dtype in (torch.float16, torch.bfloat16) else torch.bfloat16,
         )
     return BitsAndBytesConfig(load_in_8bit=True)
 
