@@ -237,3 +237,13 @@ def test_the_model_tab_offers_the_qwen3_family():
         EMBEDDED, SMALL, "Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B", "Team-ACE/EnvACE-Qwen3-1.7B", DEFAULT_GPU_MODEL
     ]
     assert model_choices("/my/model", SMALL)[0] == "/my/model"
+
+
+def test_the_model_tab_shows_the_plan():
+    from envace_demo.ui.model_tab import plan_markdown
+
+    text = plan_markdown("t4-small", DEFAULT_GPU_MODEL)
+    assert "quantization 4bit" in text and "float16" in text
+    assert "python -m envace_demo plan --hardware t4-small" in text
+    assert "ZeroGPU: each run asks for 40 s, scheduled as 60 s" in plan_markdown("zero-a10g", DEFAULT_GPU_MODEL)
+    assert "expected one of" in plan_markdown("h100", DEFAULT_GPU_MODEL)

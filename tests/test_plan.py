@@ -176,3 +176,17 @@ def test_plan_round_trips_to_a_dict():
     p = plan("a10g-small", ENVACE_SMALL)
     d = p.to_dict()
     assert isinstance(p, Plan) and d["usable"] == p.usable and d["model"] == ENVACE_SMALL
+
+
+def test_the_readme_follows_the_plan():
+    from conftest import ROOT
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    front = text.split("\n---\n", 1)[0]
+    assert "preload_from_hub:\n  - Team-ACE/EnvACE-Qwen3-8B" in front
+    for flavor in ("l4x1", "a10g-large", "a100-large", "t4-small"):
+        assert f"`{plan(flavor, DEFAULT_GPU_MODEL).serve_command}`" in text, flavor
+    for flavor in ("l4x1", "a100-large", "zero-a10g"):
+        p = plan(flavor, DEFAULT_GPU_MODEL)
+        row = f"{p.mode}, N={p.n}, {p.max_steps} steps, {p.think_tokens}+{p.max_new_tokens - p.think_tokens} tokens"
+        assert row in text, flavor

@@ -147,6 +147,11 @@ def test_nothing_touches_cuda_while_the_model_loads_on_zerogpu(monkeypatch, scri
         assert st.plan == zero and st.budget.max_new_tokens == zero.max_new_tokens
         assert st.speed.decode == pytest.approx(zero.decode_tokens_per_s)
         assert settings.concurrency == zero.concurrency > 1  # several visitors at once
+        # Public mode caps the controls at the settings' values: they carry the plan's.
+        assert (settings.max_new_tokens, settings.max_steps) == (zero.max_new_tokens, zero.max_steps)
+        from envace_demo.ui.options import UIOptions
+
+        assert UIOptions.from_settings(settings).max_new_tokens >= zero.think_tokens + 128
     finally:
         gpu.configure(Settings())
 

@@ -21,12 +21,13 @@ try:  # the `spaces` package exists on Hugging Face Spaces only
 except ImportError:
     _spaces = None
 
+from envace_demo import budget as budget_mod  # noqa: E402
 from envace_demo.errors import EnvaceError  # noqa: E402
 from envace_demo.models import hardware  # noqa: E402
 from envace_demo.models.hardware import GPU_MARGIN_SECONDS, zero_call_seconds  # noqa: E402
 from envace_demo.plan import FLAVORS  # noqa: E402
 from envace_demo.settings import Settings  # noqa: E402
-from envace_demo.ui.holder import Loader, Measure, ModelHolder  # noqa: E402
+from envace_demo.ui.holder import Loader, Measure, ModelHolder, budget_of  # noqa: E402
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -141,9 +142,13 @@ def start_model(
             loader = _raise(err)
         else:
             settings, load_here = decided.apply(settings), decided.load_at_import
-            if decided.plan is not None and settings.concurrency == Settings().concurrency:
-                # ZeroGPU serves several visitors at once (a worker each); a GPU Space one.
-                settings = settings.replace(concurrency=decided.plan.concurrency)
+            if decided.plan is not None:
+                # The plan's steps and tokens where left at their defaults: public mode caps
+                # the controls at the settings' values, so a thinking model keeps its room.
+                settings = budget_mod.apply(settings, budget_of(decided.plan))
+                if settings.concurrency == Settings().concurrency:
+                    # ZeroGPU serves several visitors at once (a worker each); a GPU Space one.
+                    settings = settings.replace(concurrency=decided.plan.concurrency)
 
             def planner(s: Settings, measured: float | None):
                 from envace_demo.plan import plan as make_plan
