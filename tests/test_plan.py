@@ -190,3 +190,24 @@ def test_the_readme_follows_the_plan():
         p = plan(flavor, DEFAULT_GPU_MODEL)
         row = f"{p.mode}, N={p.n}, {p.max_steps} steps, {p.think_tokens}+{p.max_new_tokens - p.think_tokens} tokens"
         assert row in text, flavor
+
+
+def test_training_memory_of_the_8b():
+    """QLoRA on an L4, bf16 on an A100, off on ZeroGPU with the reason; the reference
+    policy (adapter off) costs no second copy of the weights."""
+    l4 = plan("l4x1", DEFAULT_GPU_MODEL).training
+    assert l4.available and l4.fits and l4.quantization == "4bit"
+    assert l4.memory["weights_gib"] < 7 and l4.memory["total_gib"] <= l4.memory["available_gib"]
+    a100 = plan("a100-large", DEFAULT_GPU_MODEL).training
+    assert a100.available and a100.quantization is None and a100.micro_batch >= 2
+    # The weights are counted once: serving and training share them, the reference too.
+    assert a100.memory["weights_gib"] == pytest.approx(plan("a100-large", DEFAULT_GPU_MODEL).memory.weights_gib, abs=0.01)
+    assert "no second copy" in a100.reference
+    parts = ("weights_gib", "lora_and_optimizer_gib", "activations_gib", "logits_gib")
+    assert sum(a100.memory[k] for k in parts) < a100.memory["total_gib"]  # + the CUDA context
+    # bf16 training of the 8B does not fit an L4 (weights + one row's activations).
+    assert l4.memory["weights_gib"] + 15.26 > l4.memory["available_gib"]
+    zero = plan("zero-a10g", DEFAULT_GPU_MODEL).training
+    assert not zero.available and "ZeroGPU" in zero.reason
+    lora = a100.memory["lora_and_optimizer_gib"]
+    assert 0.05 < lora < 0.2  # r=8 on q/k/v/o of 36 layers: 7.7M parameters, 16 bytes each
