@@ -267,3 +267,22 @@ def _holder(backend) -> ModelHolder:
     holder.start()
     holder.wait(timeout=60)
     return holder
+
+
+def test_training_on_zerogpu_is_off_with_the_reason(monkeypatch, scripted):
+    """The plan says why (one GRPO step does not fit a visitor's call); the Train tab shows it."""
+    from types import SimpleNamespace
+
+    from envace_demo.ui.options import UIOptions
+    from envace_demo.ui.train_tab import TrainHandlers
+
+    monkeypatch.setattr(hardware, "detect_machine", lambda settings: GPU)
+    settings, holder = gpu.start_model(Settings.from_env({**ZERO, "ENVACE_PUBLIC": "0"}), loader=lambda s: scripted())
+    try:
+        status = object()
+        tab = SimpleNamespace(controls=SimpleNamespace(status=status), results=None)
+        ctx = SimpleNamespace(options=UIOptions.from_settings(settings), holder=holder)
+        out = TrainHandlers(ctx, tab, None).start("builtin", "", None)
+        assert "cannot train here" in out[status] and "ZeroGPU" in out[status]
+    finally:
+        gpu.configure(Settings())
