@@ -211,3 +211,32 @@ def test_training_memory_of_the_8b():
     assert not zero.available and "ZeroGPU" in zero.reason
     lora = a100.memory["lora_and_optimizer_gib"]
     assert 0.05 < lora < 0.2  # r=8 on q/k/v/o of 36 layers: 7.7M parameters, 16 bytes each
+
+
+def test_the_gpu_check_builds_the_8bs_exact_shape():
+    from bench import gpu_plan
+
+    assert gpu_plan.shape_of(gpu_plan.QWEN3_8B) == SHAPES[DEFAULT_GPU_MODEL]
+    config = __import__("transformers").Qwen3Config(**gpu_plan.QWEN3_8B)
+    assert (config.num_hidden_layers, config.num_key_value_heads, config.tie_word_embeddings) == (36, 8, False)
+
+
+def test_the_gpu_check_dry_runs_on_a_tiny_shape(capsys):
+    """bench/gpu_plan.py --tiny: the script's own steps on the CPU, a 2-layer random model
+    (mechanics only; the figures mean nothing here)."""
+    import torch
+
+    from bench import gpu_plan
+
+    if torch.cuda.is_available():
+        pytest.skip("on a CUDA machine the script runs for real")
+    assert gpu_plan.main(["--tiny", "--tokens", "4", "--prompt-tokens", "16", "--rows", "1", "2"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    bf16, nf4 = out["models"]
+    assert [r["rows"] for r in bf16["runs"]] == [1, 2]
+    for run in bf16["runs"]:
+        assert run["decode_tokens_per_s"] > 0 and run["planned_tokens_per_s"] > 0
+        assert "implied_layer_overhead_s" in run and "measured_over_planned" in run
+    assert nf4["skipped"].startswith("bitsandbytes 4-bit needs CUDA")
+    with pytest.raises(SystemExit):
+        gpu_plan.main([])  # no CUDA and no --tiny: says so
