@@ -182,7 +182,9 @@ def _flavor(device_name: str) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.gpu_plan", description=__doc__.split("\n")[0])
-    parser.add_argument("--hardware", choices=plan_mod.FLAVOR_NAMES, help="the flavor to compare with (default: from the card's name)")
+    parser.add_argument(
+        "--hardware", choices=plan_mod.FLAVOR_NAMES, help="the flavor to compare with (default: from the card's name)"
+    )
     parser.add_argument("--tiny", action="store_true", help="a 2-layer model, to check the script (any device)")
     parser.add_argument("--skip-4bit", action="store_true", help="bf16 only")
     parser.add_argument("--tokens", type=int, default=128, help="new tokens per timed generation")

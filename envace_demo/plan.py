@@ -318,7 +318,13 @@ class _Run:
         # Rehearsal first; then N up to 4, steps up to 3, reasoning up to 256 tokens, N
         # beyond 4, more steps, longer reasoning.
         return (
-            MODE_PREFERENCE[::-1].index(self.mode), min(self.n, 4), min(self.steps, 3), min(self.think, 256), self.n, self.steps, self.think
+            MODE_PREFERENCE[::-1].index(self.mode),
+            min(self.n, 4),
+            min(self.steps, 3),
+            min(self.think, 256),
+            self.n,
+            self.steps,
+            self.think,
         )
 
 
@@ -511,7 +517,9 @@ def _advice_memory(hw: Hardware, model: str, quant: str | None, mem: Memory) -> 
     return f"{model} does not fit ({where}): pick a smaller model"
 
 
-def training_plan(hw: Hardware, model: str, shape, dtype: str, served_quant: str | None, max_new_tokens: int) -> Training:
+def training_plan(
+    hw: Hardware, model: str, shape, dtype: str, served_quant: str | None, max_new_tokens: int
+) -> Training:
     """LoRA training of ``model`` on ``hw``: the largest micro-batch whose memory fits, in
     16-bit, else in 4-bit (QLoRA); the reference policy adds nothing (adapter off)."""
     sequence = PROMPT_TOKENS + max_new_tokens
@@ -554,7 +562,10 @@ def training_plan(hw: Hardware, model: str, shape, dtype: str, served_quant: str
     elif not hw.cuda:
         reason = "no GPU: only the embedded model trains here (python -m envace_demo train --model embedded)"
     elif not fits:
-        reason = f"{model} does not fit for training even in 4-bit with one row: train on l4x1 (4-bit) or a100-large (bf16)"
+        reason = (
+            f"{model} does not fit for training even in 4-bit with one row: "
+            "train on l4x1 (4-bit) or a100-large (bf16)"
+        )
     elif quant != served_quant:
         reason = (
             f"trains in {quant or '16-bit'} while serving in {served_quant or '16-bit'}: load the model "

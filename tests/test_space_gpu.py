@@ -110,6 +110,7 @@ def test_a_quota_refusal_shows_spaces_message_and_a_way_on(zero_settings, script
     text = str(err.value.message)
     assert "41s left" in text and "Try again in 0:10:00" in text  # spaces' own words
     assert "smaller N" in text and "signing in" in text  # and a way on
+    assert "this run asked for 40 s, scheduled as 60 s" in text
     assert err.value.title == "ZeroGPU quota exceeded"
 
 

@@ -190,7 +190,10 @@ def detect_machine(settings: Settings) -> Machine:
     cuda = torch.cuda.is_available()
     name, gpus = None, 0
     if cuda and not settings.zero_gpu:  # on ZeroGPU CUDA is spaces' until a GPU call
-        name, gpus = torch.cuda.get_device_name(0), torch.cuda.device_count()
+        try:
+            name, gpus = torch.cuda.get_device_name(0), torch.cuda.device_count()
+        except (RuntimeError, AssertionError):  # a card that cannot be named: planned by nobody
+            name, gpus = None, 0
     return Machine(
         cuda=cuda,
         nvidia_driver=Path("/proc/driver/nvidia/version").exists(),

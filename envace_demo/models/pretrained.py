@@ -169,7 +169,7 @@ def _bnb_config(quantization: str, torch, compute_dtype=None):
         return BitsAndBytesConfig(
             load_in_4bit=True,
             bnb_4bit_quant_type="nf4",
-            bnb_4bit_compute_dtype=compute_dtype if compute_dtype in (torch.float16, torch.bfloat16) else torch.bfloat16,
+            bnb_4bit_compute_dtype=compute_dtype if compute_dtype == torch.float16 else torch.bfloat16,
         )
     return BitsAndBytesConfig(load_in_8bit=True)
 

@@ -75,13 +75,17 @@ def scheduled_seconds(duration: int) -> int:
     return round(duration * duration_factor())
 
 
+def bounded(seconds: float) -> int:
+    """A request of ``seconds``, as asked of spaces: whole seconds, at most ``max_seconds``."""
+    return max(1, min(int(seconds), _max_seconds))
+
+
 def gpu(seconds: int | Callable[..., int]) -> Callable[[F], F]:
     """Request a GPU for ``seconds`` per call (at most ``max_seconds``); a callable gets
     the call's arguments, so the request follows that call's own budget."""
 
     def duration(*args: Any, **kwargs: Any) -> int:
-        wanted = seconds(*args, **kwargs) if callable(seconds) else seconds
-        return max(1, min(int(wanted), _max_seconds))
+        return bounded(seconds(*args, **kwargs) if callable(seconds) else seconds)
 
     def decorate(fn: F) -> F:
         GPU_FUNCTIONS[f"{fn.__module__}.{fn.__qualname__}"] = duration

@@ -107,7 +107,10 @@ def this_plan_markdown(ctx: AppContext) -> str:
         return plan_markdown(st.plan.hardware, st.plan.model)
     if st.state == "loading":
         return "*the plan follows once the model is loaded*"
-    return "*no hardware plan here (a CPU, or a card or model the plan does not know): the run defaults are fitted to the measured speed*"
+    return (
+        "*no hardware plan here (a CPU, or a card or model the plan does not know): "
+        "the run defaults are fitted to the measured speed*"
+    )
 
 
 def build_model_tab(ctx: AppContext, banner: gr.HTML, timer: gr.Timer) -> gr.JSON:

@@ -124,7 +124,9 @@ def _uses_gpu() -> bool:
     return _holder is None or _holder.settings.backend == "transformers"
 
 
-def _episode_seconds(task: Task, config: EpisodeConfig, cancel_token: str | None = None, cancel_slot: int | None = None) -> int:
+def _episode_seconds(
+    task: Task, config: EpisodeConfig, cancel_token: str | None = None, cancel_slot: int | None = None
+) -> int:
     # The episode stops itself at episode_seconds; the margin covers moving data to the GPU.
     return int(config.episode_seconds) + GPU_MARGIN_SECONDS
 
@@ -181,7 +183,7 @@ def _run_on_gpu(plain, on_gpu, duration, *args) -> Iterator:
     if not _uses_gpu():
         yield from plain(*args)
         return
-    with gpu_mod.explained_refusals(duration(*args)):
+    with gpu_mod.explained_refusals(gpu_mod.bounded(duration(*args))):
         yield from on_gpu(*args)
 
 
