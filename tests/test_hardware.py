@@ -247,3 +247,17 @@ def test_the_model_tab_shows_the_plan():
     assert "python -m envace_demo plan --hardware t4-small" in text
     assert "ZeroGPU: each run asks for 40 s, scheduled as 60 s" in plan_markdown("zero-a10g", DEFAULT_GPU_MODEL)
     assert "expected one of" in plan_markdown("h100", DEFAULT_GPU_MODEL)
+
+
+def test_what_does_not_fit_is_not_loaded_and_the_banner_says_what_to_pick(monkeypatch):
+    from dataclasses import replace
+
+    from envace_demo import plan as plan_mod
+
+    t4 = card("Tesla T4")
+    # "none" from the settings is indistinguishable from unset: the plan's 4-bit applies.
+    assert plan_model(Settings.from_env({**SPACE, "ENVACE_QUANTIZATION": "none"}), t4).quantization == "4bit"
+    # A card too small for even 4-bit: nothing is loaded, and the error names what to pick.
+    monkeypatch.setitem(plan_mod.FLAVORS, "t4-small", replace(plan_mod.FLAVORS["t4-small"], memory_gib=4.0))
+    with pytest.raises(ModelError, match="does not fit .*pick l4x1"):
+        plan_model(Settings.from_env(SPACE), t4)

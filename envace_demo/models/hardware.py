@@ -116,6 +116,8 @@ def plan_model(settings: Settings, machine: Machine) -> ModelPlan:
         model = settings.model or DEFAULT_GPU_MODEL
         kind = "explicit" if settings.model else "zero-gpu" if settings.zero_gpu else "gpu"
         followed = hardware_plan(settings, machine, model)
+        if followed is not None and not followed.fits:  # nothing loads that would not fit: say what would
+            raise ModelError(followed.advice or f"{model} does not fit {followed.hardware}")
         if followed is None:
             dtype = "bfloat16" if settings.dtype == "auto" else settings.dtype
             return ModelPlan(kind, model, "cuda", dtype, reason=f"CUDA GPU: {model}", **base)
