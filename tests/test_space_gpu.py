@@ -1,10 +1,12 @@
 """The app's GPU wrapper on ZeroGPU terms, driven through the real ``spaces`` package where
-it runs on a CPU (its scheduler arithmetic, its errors, its request variable): what a run
-asks for and how spaces schedules it, Compare in one call, a quota refusal explained, no
-CUDA touched at load, Stop reaching a forked worker, the visitor's request carried into the
-suite's threads, and a remote backend that never asks for a GPU.
+it runs on a CPU (its scheduler client and arithmetic, its errors, its request variable):
+what a run asks for and how spaces schedules it, Compare in one call, a quota refusal
+explained, no CUDA touched at load, Stop reaching a forked worker, the visitor's request
+carried into the suite's threads, and a remote backend that never asks for a GPU. spaces'
+client talks to a stand-in scheduler on 127.0.0.1 for a refusal and a granted suite.
 
-spaces' ZeroGPU mode itself cannot be imported here: it patches a CUDA build of torch."""
+spaces' ZeroGPU mode itself (its fork and CUDA patching) cannot be imported here: it
+patches a CUDA build of torch."""
 
 from __future__ import annotations
 
@@ -287,3 +289,142 @@ def test_training_on_zerogpu_is_off_with_the_reason(monkeypatch, scripted):
         assert "cannot train here" in out[status] and "ZeroGPU" in out[status]
     finally:
         gpu.configure(Settings())
+
+
+# ---- spaces' own scheduler client against a stand-in ZeroGPU scheduler on 127.0.0.1 ---------
+
+
+class StandInScheduler:
+    """ZeroGPU's device API as spaces' client speaks it: ``/schedule`` answers 429 with the
+    quota left (``left`` set) or 200 with a grant; ``/release`` 200. Records each request."""
+
+    def __init__(self, left: int | None):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from urllib.parse import parse_qs, urlparse
+
+        self.left, self.seen = left, []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                url = urlparse(self.path)
+                params = {k: v[0] for k, v in parse_qs(url.query).items()}
+                outer.seen.append((url.path, params))
+                if url.path == "/schedule" and outer.left is not None:
+                    code, body = 429, {"left": outer.left, "wait": 600}
+                elif url.path == "/schedule":
+                    code, body = 200, {"idle": True, "nvidiaIndex": 0, "nvidiaUUID": "GPU-0", "allowToken": "tok"}
+                else:
+                    code, body = 200, {}
+                data = json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                if url.path == "/schedule":
+                    self.send_header("X-Authenticated", "regular")
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Headers(dict):
+    """gradio's request headers as spaces reads them (a mapping with a __dict__)."""
+
+
+def visitor_request(name: str):
+    import base64
+    from types import SimpleNamespace
+
+    payload = base64.urlsafe_b64encode(json.dumps({"user": name}).encode()).decode().rstrip("=")
+    return SimpleNamespace(headers=Headers({"x-ip-token": f"h.{payload}.s", "x-gradio-user": "app"}))
+
+
+@pytest.fixture
+def scheduler(monkeypatch, zero_settings):
+    """spaces' client pointed at a stand-in scheduler; the runner's GPU functions scheduled
+    through it as spaces' wrapper does before it forks its worker (the fork and CUDA patching
+    need a CUDA build of torch)."""
+    from spaces.config import Config
+    from spaces.utils import gradio_request_var
+
+    servers: list[StandInScheduler] = []
+
+    def start(left: int | None) -> StandInScheduler:
+        server = StandInScheduler(left)
+        servers.append(server)
+        monkeypatch.setattr(Config, "zero_device_api_url", server.url)
+        return server
+
+    monkeypatch.setattr(spaces_client.config, "get_config", lambda: blackwell())
+
+    def scheduled(fn, duration):
+        def run(*args):
+            request = gradio_request_var().get(None)
+            granted = spaces_client.schedule(task_id=1, request=request, duration=timedelta(seconds=duration(*args)))
+            try:
+                yield from fn(*args)
+            finally:
+                spaces_client.release(granted.allowToken)
+
+        return run
+
+    duration = gpu.GPU_FUNCTIONS["envace_demo.ui.runner._episode"]
+    monkeypatch.setattr(runner, "_episode_on_gpu", scheduled(runner._episode, duration))
+    yield start
+    for server in servers:
+        server.close()
+
+
+def test_a_refusal_from_the_scheduler_end_to_end(scheduler, scripted, zero_settings):
+    import gradio as gr
+    from spaces.utils import gradio_request_var
+
+    server = scheduler(left=33)
+    runner.bind(_holder(scripted(actor=[ANSWER])))
+    token = gradio_request_var().set(visitor_request("ada"))
+    try:
+        with pytest.raises(gr.Error) as err:
+            runner.run_to_end(find_task("bank", "check-balance"), EpisodeConfig(mode="none", episode_seconds=300))
+    finally:
+        gradio_request_var().reset(token)
+    text = str(err.value.message)
+    # spaces' own words (the request after its factor, the quota left), then a way on.
+    assert "(60s requested vs. 33s left)" in text and "Try again in" in text
+    assert "smaller N" in text and "signing in" in text
+    path, params = server.seen[0]
+    assert path == "/schedule" and params["durationSeconds"] == "60" and params["token"].startswith("h.")
+
+
+def test_a_granted_suite_is_scheduled_as_the_visitor(scheduler, scripted, zero_settings):
+    from envace_demo.evaluation.batch import EvalTask, Job
+    from spaces.utils import gradio_request_var
+
+    server = scheduler(left=None)
+    backend = scripted(actor=[ANSWER] * 6)
+    runner.bind(_holder(backend))
+    task = find_task("bank", "check-balance")
+    jobs = [Job(EvalTask(task=task, task_id=f"t{i}", category="c"), "none", i) for i in range(2)]
+    config = EpisodeConfig(mode="none", episode_seconds=zero_settings.episode_seconds)
+    token = gradio_request_var().set(visitor_request("ada"))
+    try:
+        run_one = runner.carrying_context(lambda job: runner.run_to_end(task, config))
+        records = list(run_jobs(jobs, run_one, concurrency=1))
+    finally:
+        gradio_request_var().reset(token)
+    assert len(records) == 2 and all(r["error"] is None for r in records), records
+    schedules = [params for path, params in server.seen if path == "/schedule"]
+    releases = [params for path, params in server.seen if path == "/release"]
+    assert len(schedules) == len(releases) == 2
+    assert all(p.get("token", "").startswith("h.") for p in schedules)  # the visitor's, in the pool's threads
+    scheduled = str(plan("zero-a10g", DEFAULT_GPU_MODEL).gpu_request_seconds)
+    assert all(p["durationSeconds"] == scheduled for p in schedules)
