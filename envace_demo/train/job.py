@@ -7,7 +7,8 @@
     job.stop(); job.wait()                      # Stop button
     job.result.adapter_dir                      # then adapter.apply_adapter(backend, ...)
 
-The served backend is not modified: the trainer puts LoRA on a copy of its weights.
+The served backend is not modified: the trainer puts LoRA on a copy of its modules over
+the same weight tensors (no second copy of the weights).
 """
 
 from __future__ import annotations

@@ -60,6 +60,7 @@ from envace_demo.train.events import (
 from envace_demo.train.metrics import step_metrics
 from envace_demo.train.rewards import Score, row_reward, score_rehearsal, trainable
 from envace_demo.train.rollout import Group, rollout_group
+from envace_demo.train.shared import sharing_weights
 from envace_demo.train.update import PolicyUpdate
 
 ADAPTER_DIR = "adapter"
@@ -72,8 +73,10 @@ class Trainer:
     """One fine-tuning run. ``run()`` yields ``TrainEvent``s; the last is ``TrainFinished``.
 
     ``backend`` must be a local ``TransformersBackend``. With ``copy_model`` (the
-    default) the LoRA adapter goes on a copy of its weights, so the model served
-    to others is untouched until the adapter is applied (``adapter.apply_adapter``);
+    default) the LoRA adapter goes on a copy of its modules over the same weight tensors
+    (``train.shared``: no second copy of the weights), so the model served to others is
+    untouched until the adapter is applied (``adapter.apply_adapter``); the KL term's
+    reference is the adapter switched off;
     the CLI, which owns its model, passes False. ``stop`` ends the run early: the
     current step is dropped, the adapter of the steps done is still saved.
     ``scorer`` scores one imagined rollout (default: the task's checklist; a judge
@@ -125,10 +128,11 @@ class Trainer:
         base = self.backend.model  # type: ignore[attr-defined]
         self.accelerator = Accelerator(cpu=base.device.type == "cpu")
         torch.manual_seed(cfg.seed)
-        if self.copy_model:
-            base = copy.deepcopy(base)
         if isinstance(base, PeftModel):  # an adapter is applied: train on top of it
-            base = base.merge_and_unload()
+            # Merging writes into the weights: a copy of its own when the served model keeps them.
+            base = (copy.deepcopy(base) if self.copy_model else base).merge_and_unload()
+        elif self.copy_model:  # the served model's modules stay as they are; the weights are shared
+            base = sharing_weights(base)
         if self.accelerator.num_processes > 1:
             base = base.to(self.accelerator.device)
         layers = base.config.get_text_config().num_hidden_layers

@@ -48,6 +48,8 @@ def build_app(
         html = render.model_status_html(
             st.state, st.model, st.seconds, redact(st.error), redact(st.info), redact(st.note), st.speed
         )
+        if st.plan is not None and st.plan.advice:  # the hardware plan's: what does not fit, what to pick
+            html += render.status_html(st.plan.advice, "warn")
         header = render.header_model_html(st.state, redact(st.model), redact(st.info), st.adapter)
         return html, header, model_info(ctx), gr.Timer(active=st.state == "loading")
 

@@ -188,6 +188,9 @@ def fit_to_model(
             n_value = min(st.budget.n, ctx.options.max_n)
             steps_value = min(settings.max_steps, ctx.options.max_steps)
             tokens_value = min(settings.max_new_tokens, ctx.options.max_new_tokens)
+            if st.plan is not None and st.plan.mode in [c[0] for c in mode.choices]:
+                mode_value = st.plan.mode  # the hardware plan's (ZeroGPU: what one call holds)
+                update[mode] = gr.Radio(value=mode_value)
             update |= {
                 n: gr.Slider(value=n_value),
                 sampling.max_steps: gr.Slider(value=steps_value),
@@ -196,7 +199,7 @@ def fit_to_model(
             }
         return update
 
-    timer.tick(fit, [mode], [timer, n, sampling.max_steps, sampling.max_new_tokens, estimate], **private)
+    timer.tick(fit, [mode], [timer, n, sampling.max_steps, sampling.max_new_tokens, estimate, mode], **private)
     controls = [mode, n, sampling.max_steps, sampling.max_new_tokens]
     for control in controls:
         control.change(lambda *values: estimate_for(ctx, *values), controls, [estimate], **private)

@@ -540,7 +540,8 @@ class SuiteRun:
             return runner.run_to_end(job.etask.task, config, cancel)
 
         # One episode at a time: the app's model is shared by every visitor (its queue orders the work).
-        for rec in run_jobs(jobs, run_one, concurrency=1, cancel=cancel):
+        # Each episode in the visitor's request context (ZeroGPU charges that visitor).
+        for rec in run_jobs(jobs, runner.carrying_context(run_one), concurrency=1, cancel=cancel):
             if rec.get("ended") in ("cancelled",):
                 break
             session.suite.append({k: v for k, v in rec.items() if k != "trajectory"})

@@ -17,10 +17,13 @@ from typing import Callable
 from envace_demo import budget as budget_mod
 from envace_demo.errors import EnvaceError, ModelError
 from envace_demo.models.base import Backend
+from envace_demo.plan import Plan
 from envace_demo.settings import Settings
 
 Loader = Callable[[Settings], Backend]
 Measure = Callable[[Backend], budget_mod.Speed]
+# The hardware plan of a model's settings, given the decoding speed measured (or None).
+Planner = Callable[[Settings, "float | None"], "Plan | None"]
 log = logging.getLogger(__name__)
 
 
@@ -41,18 +44,27 @@ class HolderStatus:
     budget: budget_mod.Budget | None = None  # defaults fitted to that speed
     adapter: str | None = None  # the fine-tuned adapter applied to the model, by name
     note: str | None = None  # a failed switch: what failed, and that the working model stayed
+    plan: Plan | None = None  # the hardware plan the budget follows (a GPU of a known flavor)
 
 
 class ModelHolder:
     """Loads a backend on a thread; ``wait`` hands it out once ready.
 
     Once loaded, the backend's speed is measured (``measure``; by default only for the
-    real loader) and the run defaults fitted to it. A switch that fails loads the
+    real loader) and the run defaults fitted to it. On a GPU the plan knows (``planner``)
+    the defaults are the plan's, made again with the measured speed; on ZeroGPU nothing is
+    measured at load (CUDA is spaces' until a GPU call): the plan's speed is the start, and
+    each finished run's own timings correct it (``observe``). A switch that fails loads the
     previous model again, so the page keeps a working one.
     """
 
-    def __init__(self, settings: Settings, loader: Loader | None = None, measure: Measure | None = None):
+    def __init__(
+        self, settings: Settings, loader: Loader | None = None, measure: Measure | None = None,
+        planner: Planner | None = None,
+    ):
         self.settings = settings
+        self._planner = planner
+        self._plan: Plan | None = None
         self._measure = measure if measure is not None or loader is not None else budget_mod.measure_speed
         self._loader = loader or _default_loader
         self._lock = threading.Lock()
@@ -92,7 +104,7 @@ class ModelHolder:
         # Running episodes keep their own reference until they end.
         self._released = self._backend.info.model_id if self._backend is not None else None
         self._backend, self._error = None, None
-        self._speed = self._budget = self._adapter = self._note = None
+        self._speed = self._budget = self._adapter = self._note = self._plan = None
         self._ready.clear()
         self._started = time.monotonic()
 
@@ -132,7 +144,14 @@ class ModelHolder:
 
     def _fit(self, backend: Backend) -> None:
         """Measure the backend's speed and fit the run defaults to it (skipped without
-        a measure: the settings' own defaults then apply)."""
+        a measure: the settings' own defaults then apply). A planned GPU: the plan's."""
+        planned = self._planner(self.settings, None) if self._planner is not None else None
+        if planned is not None:
+            self._follow(planned, backend)
+            return
+        if self.settings.zero_gpu:  # measuring would touch CUDA outside a GPU call
+            log.info("ZeroGPU: a model the plan does not know; the settings' defaults apply")
+            return
         if self._measure is None or not self.settings.target_seconds:
             return
         try:
@@ -142,6 +161,20 @@ class ModelHolder:
             return
         self._budget = budget_mod.fit(self._speed, self.settings.target_seconds)
         log.info("budget: %s", budget_mod.describe(self._budget, self._speed))
+
+    def _follow(self, planned: Plan, backend: Backend) -> None:
+        """The plan's defaults; off ZeroGPU made again with the speed measured here."""
+        speed = budget_mod.Speed(decode=planned.decode_tokens_per_s, prefill=planned.prefill_tokens_per_s)
+        if not self.settings.zero_gpu and self._measure is not None:
+            try:
+                speed = self._measure(backend)
+            except Exception as err:  # a failed measurement must not fail a model that loaded
+                log.warning("could not measure the model's speed (%s): the plan's own applies", err)
+            else:
+                planned = self._planner(self.settings, speed.decode) or planned
+        self._plan, self._speed = planned, speed
+        self._budget = budget_of(planned)
+        log.info("plan: %s", planned.to_dict())
 
     def observe(self, trajectory) -> None:
         """Move the measured speed toward what a finished run saw (its committed actor
@@ -170,6 +203,7 @@ class ModelHolder:
             budget=self._budget,
             adapter=self._adapter,
             note=self._note,
+            plan=self._plan,
         )
 
     def wait(self, timeout: float) -> Backend:
@@ -181,6 +215,17 @@ class ModelHolder:
         if self._backend is None:
             raise ModelError(self._error or "the model failed to load")
         return self._backend
+
+
+def budget_of(planned: Plan) -> budget_mod.Budget:
+    """The run defaults of a hardware plan, as the app's budget."""
+    return budget_mod.Budget(
+        n=planned.n,
+        max_steps=planned.max_steps,
+        max_new_tokens=planned.max_new_tokens,
+        episode_seconds=planned.episode_seconds,
+        estimate_seconds=planned.estimated_episode_seconds,
+    )
 
 
 def _empty_cuda_cache() -> None:

@@ -8,7 +8,8 @@ from typing import Any, Iterator, get_args
 import gradio as gr
 
 from envace_demo.errors import EnvaceError
-from envace_demo.models.hardware import DEFAULT_GPU_MODEL, EMBEDDED, QWEN3_SMALL
+from envace_demo.plan import FLAVOR_NAMES, describe, plan
+from envace_demo.models.hardware import DEFAULT_GPU_MODEL, EMBEDDED, ENVACE_SMALL, QWEN3_SMALL
 from envace_demo.settings import Quantization
 from envace_demo.ui import render
 from envace_demo.ui.common import AppContext
@@ -18,8 +19,8 @@ QUANTIZATIONS = list(get_args(Quantization))
 
 def model_choices(current: str | None, small_model: str) -> list[str]:
     """The models offered by name (any hub id or local path may be typed too): the small
-    CPU ones, the Qwen3-family ones the 8B's template and tokens fit, and the 8B."""
-    choices = [EMBEDDED, small_model, *QWEN3_SMALL, DEFAULT_GPU_MODEL]
+    CPU ones, the Qwen3-family ones the 8B's template and tokens fit, and the EnvACE models."""
+    choices = [EMBEDDED, small_model, *QWEN3_SMALL, ENVACE_SMALL, DEFAULT_GPU_MODEL]
     if current and current not in choices:
         choices.insert(0, current)
     return choices
@@ -83,7 +84,33 @@ def model_info(ctx: AppContext) -> dict:
     info.update({"state": st.state, "requested": st.model, "load_seconds": round(st.seconds, 1)})
     if st.error:
         info["error"] = st.error
+    if st.plan is not None:  # the hardware plan the run defaults follow
+        info["plan"] = st.plan.to_dict()
     return ctx.options.redact(info)
+
+
+PLAN_MODELS = (DEFAULT_GPU_MODEL, ENVACE_SMALL, EMBEDDED)
+
+
+def plan_markdown(flavor: str, model: str) -> str:
+    """``python -m envace_demo plan --hardware FLAVOR --model MODEL``, as the tab shows it."""
+    try:
+        text = describe(plan(flavor, model))
+    except EnvaceError as err:
+        return f"*{err}*"
+    return f"```text\n{text}\n```\n`python -m envace_demo plan --hardware {flavor} --model {model}`"
+
+
+def this_plan_markdown(ctx: AppContext) -> str:
+    st = ctx.holder.status()
+    if st.plan is not None:
+        return plan_markdown(st.plan.hardware, st.plan.model)
+    if st.state == "loading":
+        return "*the plan follows once the model is loaded*"
+    return (
+        "*no hardware plan here (a CPU, or a card or model the plan does not know): "
+        "the run defaults are fitted to the measured speed*"
+    )
 
 
 def build_model_tab(ctx: AppContext, banner: gr.HTML, timer: gr.Timer) -> gr.JSON:
@@ -110,8 +137,20 @@ def build_model_tab(ctx: AppContext, banner: gr.HTML, timer: gr.Timer) -> gr.JSO
             if not allowed:
                 gr.Markdown("*Switching models is off in public mode: the model is shared by every visitor.*")
             load_status = gr.HTML()
+            gr.Markdown("### Plan for this hardware")
+            here = gr.Markdown(this_plan_markdown(ctx), elem_id="model-plan")
+            gr.Markdown("### Plan for a Space's hardware")
+            with gr.Row():
+                flavor = gr.Dropdown(list(FLAVOR_NAMES), value="l4x1", label="hardware flavor")
+                planned_model = gr.Dropdown(list(PLAN_MODELS), value=DEFAULT_GPU_MODEL, label="model")
+            other = gr.Markdown(plan_markdown("l4x1", DEFAULT_GPU_MODEL), elem_id="model-plan-other")
         with gr.Column(scale=3):
             gr.Markdown(METHOD_MD)
+
+    private: dict[str, Any] = {"queue": False, "show_progress": "hidden", "api_visibility": "private"}
+    for control in (flavor, planned_model):
+        control.change(plan_markdown, [flavor, planned_model], [other], **private)
+    timer.tick(lambda: this_plan_markdown(ctx), None, [here], **private)
 
     def load_model(name: str, quantization: str) -> Iterator[Any]:
         if not ctx.options.allow_model_switch:

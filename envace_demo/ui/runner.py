@@ -1,12 +1,20 @@
 """Episodes on the shared model: one, both ways (Compare), or over a suite of tasks.
 
-No gradio here. ``_episode_on_gpu`` is the only function that touches the GPU; on
-ZeroGPU it runs under ``spaces.GPU``, which may run it in another process, so it
-takes only picklable arguments and finds the model through ``bind``.
+No gradio here. ``_episode_on_gpu`` and ``_compare_on_gpu`` are the only functions that
+touch the GPU; on ZeroGPU they run under ``spaces.GPU``, which runs them in a forked worker
+process, so they take only picklable arguments and find the model through ``bind``. Each
+asks for the seconds of its own budget (the episode's limit, both sides' for Compare, plus
+a margin); on ZeroGPU an episode's limit is first fitted into what one call may hold. A
+remote backend (openai) never asks for a GPU.
+
+Stop reaches the worker through a flag in shared memory (``SharedCancel``), made at import
+so that the forked workers inherit it.
 """
 
 from __future__ import annotations
 
+import contextvars
+import multiprocessing
 import queue
 import threading
 import uuid
@@ -21,6 +29,8 @@ from envace_demo.errors import ConfigError, ModelError
 from envace_demo.events import EpisodeFinished, Event
 from envace_demo.record import Trajectory
 from envace_demo.tasks import Task
+from envace_demo.models.hardware import GPU_MARGIN_SECONDS
+from envace_demo.ui import gpu as gpu_mod
 from envace_demo.ui.gpu import gpu
 from envace_demo.ui.holder import ModelHolder
 from envace_demo.ui.inputs import MANUAL
@@ -52,22 +62,84 @@ def _open_environment(task: Task, token: str | None = None):
 
 
 # Cancel switches by token: a token pickles, a threading.Event does not (ZeroGPU pickles
-# the arguments of a GPU call). In a forked ZeroGPU worker Stop is not seen there: the
-# episode's time limit ends it.
+# the arguments of a GPU call). In a forked ZeroGPU worker the table is a stale copy: the
+# shared flag below carries Stop there.
 _cancels: dict[str, threading.Event] = {}
 # The manual environment of a run, by the same token: whoever types reaches it through the
 # session, the engine through this table (in a forked ZeroGPU worker it is missing; public
 # mode, which a Space runs in, offers no manual environment).
 _manuals: dict[str, ManualEnvironment] = {}
 
+# One byte per running episode, in memory shared with the processes forked after import.
+CANCEL_SLOTS = 128
+_flags = multiprocessing.RawArray("b", CANCEL_SLOTS)
+_free_slots = list(range(CANCEL_SLOTS))
+_slots_lock = threading.Lock()
 
-def _gpu_seconds(task: Task, config: EpisodeConfig, cancel_token: str | None = None) -> int:
+
+class SharedCancel:
+    """A cancel switch that a forked GPU worker sees: ``is_set`` reads the shared flag."""
+
+    def __init__(self, slot: int, local: threading.Event | None = None):
+        self.slot, self.local = slot, local
+
+    def is_set(self) -> bool:
+        return bool(_flags[self.slot]) or (self.local is not None and self.local.is_set())
+
+    def set(self) -> None:
+        _flags[self.slot] = 1
+
+
+class _Mirror:
+    """While a run lasts, ``cancel`` (set by Stop in this process) is copied into a slot."""
+
+    def __init__(self, cancel: threading.Event):
+        with _slots_lock:
+            if not _free_slots:
+                raise ConfigError(f"more than {CANCEL_SLOTS} runs at once")
+            self.slot = _free_slots.pop()
+        _flags[self.slot] = 0
+        self._cancel, self._done = cancel, threading.Event()
+        threading.Thread(target=self._watch, name="envace-cancel", daemon=True).start()
+
+    def _watch(self) -> None:
+        while not self._done.is_set():
+            if self._cancel.wait(0.1):
+                _flags[self.slot] = 1
+                return
+
+    def close(self) -> None:
+        self._done.set()
+        with _slots_lock:
+            _free_slots.append(self.slot)
+
+
+def _cancel_for(token: str | None, slot: int | None):
+    local = _cancels.get(token) if token else None
+    return SharedCancel(slot, local) if slot is not None else local
+
+
+def _uses_gpu() -> bool:
+    """A local model asks for a GPU; a remote one (backend openai) never does."""
+    return _holder is None or _holder.settings.backend == "transformers"
+
+
+def _episode_seconds(
+    task: Task, config: EpisodeConfig, cancel_token: str | None = None, cancel_slot: int | None = None
+) -> int:
     # The episode stops itself at episode_seconds; the margin covers moving data to the GPU.
-    return int(config.episode_seconds) + 15
+    return int(config.episode_seconds) + GPU_MARGIN_SECONDS
 
 
-@gpu(_gpu_seconds)
-def _episode_on_gpu(task: Task, config: EpisodeConfig, cancel_token: str | None = None) -> Iterator[Event]:
+def _compare_seconds(
+    task: Task, configs: dict[str, EpisodeConfig], cancel_token: str | None = None, cancel_slot: int | None = None
+) -> int:
+    return int(sum(c.episode_seconds for c in configs.values())) + GPU_MARGIN_SECONDS
+
+
+def _episode(
+    task: Task, config: EpisodeConfig, cancel_token: str | None = None, cancel_slot: int | None = None
+) -> Iterator[Event]:
     if _holder is None:
         raise ModelError("no model is bound to the runner")
     backend = _holder.wait(timeout=0.0)
@@ -75,11 +147,44 @@ def _episode_on_gpu(task: Task, config: EpisodeConfig, cancel_token: str | None 
     try:
         if environment is not None and not task.tools:
             task = replace(task, tools=environment.tools())  # an MCP server brings its own
-        cancel = _cancels.get(cancel_token) if cancel_token else None
+        cancel = _cancel_for(cancel_token, cancel_slot)
         yield from Episode(backend, task, config, environment, cancel=cancel).run()
     finally:
         if environment is not None and task.env != MANUAL:  # the manual one belongs to its caller
             environment.close()
+
+
+def _compare(
+    task: Task, configs: dict[str, EpisodeConfig], cancel_token: str | None = None, cancel_slot: int | None = None
+) -> Iterator[tuple[str, Event]]:
+    """Both sides of Compare in one call (one GPU call on ZeroGPU: one quota check)."""
+    cancel = _cancel_for(cancel_token, cancel_slot)
+    for side, config in configs.items():
+        if cancel is not None and cancel.is_set():
+            return
+        for event in _episode(task, config, cancel_token, cancel_slot):
+            yield side, event
+
+
+_episode_on_gpu = gpu(_episode_seconds)(_episode)
+_compare_on_gpu = gpu(_compare_seconds)(_compare)
+
+
+def fitted_to_call(config: EpisodeConfig, share: int = 1) -> EpisodeConfig:
+    """``config`` with a limit one GPU call holds (on ZeroGPU: its ``share`` of it)."""
+    limit = gpu_mod.call_episode_seconds()
+    if limit is None or not _uses_gpu():
+        return config
+    return replace(config, episode_seconds=min(config.episode_seconds, limit / share))
+
+
+def _run_on_gpu(plain, on_gpu, duration, *args) -> Iterator:
+    """``on_gpu(*args)`` (``plain`` for a remote backend), spaces' refusals explained."""
+    if not _uses_gpu():
+        yield from plain(*args)
+        return
+    with gpu_mod.explained_refusals(gpu_mod.bounded(duration(*args))):
+        yield from on_gpu(*args)
 
 
 def episode_events(
@@ -90,19 +195,36 @@ def episode_events(
 ) -> Iterator[Event]:
     """The engine's events for one episode against a fresh environment (if the task has
     one), or against ``manual`` for a task of the manual environment."""
-    token = None
+    token, mirror = None, None
+    config = fitted_to_call(config)
     if cancel is not None or manual is not None:
         token = uuid.uuid4().hex
         if cancel is not None:
             _cancels[token] = cancel
+            mirror = _Mirror(cancel)
         if manual is not None:
             _manuals[token] = manual
     try:
-        yield from _episode_on_gpu(task, config, token)
+        slot = mirror.slot if mirror is not None else None
+        yield from _run_on_gpu(_episode, _episode_on_gpu, _episode_seconds, task, config, token, slot)
     finally:
+        if mirror is not None:
+            mirror.close()
         if token is not None:
             _cancels.pop(token, None)
             _manuals.pop(token, None)
+
+
+def carrying_context(fn: Callable) -> Callable:
+    """``fn``, run wherever it is called (a thread pool's worker) in a copy of the calling
+    thread's context: the visitor's gradio request, by which ZeroGPU charges the right
+    visitor's quota, reaches the suite's episodes."""
+    context = contextvars.copy_context()
+
+    def run(*args, **kwargs):
+        return context.copy().run(fn, *args, **kwargs)
+
+    return run
 
 
 def manual_environment(
@@ -168,12 +290,21 @@ def run_to_end(
 def compare_events(
     task: Task, configs: dict[str, EpisodeConfig], cancel: threading.Event | None = None
 ) -> Iterator[tuple[str, Event]]:
-    """(side, event) for each side in turn; sides are the keys of ``configs``."""
-    for side, config in configs.items():
-        if cancel is not None and cancel.is_set():
-            return
-        for event in episode_events(task, config, cancel):
-            yield side, event
+    """(side, event) for each side in turn, both in one GPU call; sides are the keys of
+    ``configs``. On ZeroGPU each side gets an equal share of what that call holds."""
+    configs = {side: fitted_to_call(config, share=len(configs)) for side, config in configs.items()}
+    token, mirror = None, None
+    if cancel is not None:
+        token, mirror = uuid.uuid4().hex, _Mirror(cancel)
+        _cancels[token] = cancel
+    try:
+        slot = mirror.slot if mirror is not None else None
+        yield from _run_on_gpu(_compare, _compare_on_gpu, _compare_seconds, task, configs, token, slot)
+    finally:
+        if mirror is not None:
+            mirror.close()
+        if token is not None:
+            _cancels.pop(token, None)
 
 
 def metrics(traj: Trajectory) -> dict:

@@ -318,6 +318,9 @@ class TrainHandlers:
         if st.state != "ready":
             msg = "the model is still loading; try again shortly" if st.state == "loading" else st.error
             return {c.status: render.status_html(ctx.options.redact(f"cannot train: {msg}"), "error")}
+        training = st.plan.training if st.plan is not None else None
+        if training is not None and not training.available:  # the hardware plan says why (ZeroGPU: off)
+            return {c.status: render.status_html(f"cannot train here: {training.reason}", "error")}
         try:
             backend = ctx.holder.wait(timeout=0.0)
             train_tasks, heldout = load_source(src, tools_text, tasks_file, ctx.options.input_policy)
