@@ -261,3 +261,28 @@ def test_what_does_not_fit_is_not_loaded_and_the_banner_says_what_to_pick(monkey
     monkeypatch.setitem(plan_mod.FLAVORS, "t4-small", replace(plan_mod.FLAVORS["t4-small"], memory_gib=4.0))
     with pytest.raises(ModelError, match="does not fit .*pick l4x1"):
         plan_model(Settings.from_env(SPACE), t4)
+
+
+def test_a_followed_gpu_plan_fills_the_reasoning_budget_and_tokens_left_unset():
+    from envace_demo.plan import plan as hardware_plan
+    from envace_demo.settings import Settings
+
+    settings = Settings.from_env({})
+    planned = hardware_plan("l4x1", "Team-ACE/EnvACE-Qwen3-8B")
+    assert planned.think_tokens and planned.max_new_tokens >= planned.think_tokens + 128
+    from envace_demo.models.hardware import ModelPlan
+
+    mp = ModelPlan("gpu", "Team-ACE/EnvACE-Qwen3-8B", "cuda", "bfloat16", None, settings.cache_dir, 200.0, False,
+                   "test", plan=planned)
+    applied = mp.apply(settings)
+    assert (applied.think_tokens, applied.max_new_tokens) == (planned.think_tokens, planned.max_new_tokens)
+    mine = mp.apply(settings.replace(max_new_tokens=100))  # set below the plan's thinking: no budget forced
+    assert mine.max_new_tokens == 100 and mine.think_tokens is None
+
+
+def test_a_visitors_smaller_token_choice_halves_the_reasoning_budget():
+    from envace_demo.ui.inputs import reasoning_budget
+
+    assert reasoning_budget(None, 512) is None
+    assert reasoning_budget(256, 1024) == 256
+    assert reasoning_budget(256, 300) == 150

@@ -68,7 +68,20 @@ class ModelPlan:
     plan: Plan | None = None  # the hardware plan followed (a GPU of a known flavor)
 
     def apply(self, settings: Settings) -> Settings:
-        """The settings with every choice made, so loading needs no further decision."""
+        """The settings with every choice made, so loading needs no further decision. A
+        followed plan's budget (new tokens, the reasoning budget, steps) fills what was not set."""
+        budget = {}
+        if self.plan is not None and self.plan.fits:
+            for name in ("max_new_tokens", "max_steps"):
+                if getattr(settings, name) == default_of(Settings, name):
+                    budget[name] = getattr(self.plan, name)
+            if settings.think_tokens is None and self.plan.think_tokens:
+                budget["think_tokens"] = self.plan.think_tokens
+            tokens = budget.get("max_new_tokens", settings.max_new_tokens)
+            if budget.get("think_tokens", settings.think_tokens) is not None and tokens <= budget.get(
+                "think_tokens", settings.think_tokens
+            ):
+                budget.pop("think_tokens", None)  # a max_new_tokens set below the plan's thinking
         return settings.replace(
             model=self.model,
             device=self.device,
@@ -76,6 +89,7 @@ class ModelPlan:
             quantization=self.quantization,
             cache_dir=self.cache_dir,
             episode_seconds=self.episode_seconds,
+            **budget,
         )
 
 

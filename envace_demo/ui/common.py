@@ -15,6 +15,7 @@ from envace_demo.models.base import Backend, Sampling
 from envace_demo.settings import Settings
 from envace_demo.ui import render
 from envace_demo.ui.holder import ModelHolder
+from envace_demo.ui.inputs import reasoning_budget
 from envace_demo.ui.options import UIOptions
 from envace_demo.ui.session import Session
 
@@ -156,6 +157,7 @@ def estimate_for(ctx: AppContext, mode: str, n: float, max_steps: float, max_new
         int(max_new_tokens),
         settings.episode_seconds,
         reasoning=settings.think_chars != 0,
+        think_tokens=reasoning_budget(settings.think_tokens, int(max_new_tokens)),
     )
 
 

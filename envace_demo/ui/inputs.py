@@ -209,12 +209,21 @@ def build_config(
         constrained=req.constrained,
         mode=mode or req.mode,
         n=req.n,
-        sampling=Sampling.taken_from(req),
+        sampling=Sampling.taken_from(req, think_tokens=reasoning_budget(settings.think_tokens, req.max_new_tokens)),
         max_steps=req.max_steps,
         episode_seconds=settings.episode_seconds,
         think_chars=settings.think_chars,
+        response_schema=settings.response_schema,
         redact=req.redact,
     )
+
+
+def reasoning_budget(think_tokens: int | None, max_new_tokens: int) -> int | None:
+    """The reasoning budget a run gets: the planned one, or half its new tokens where the
+    visitor chose fewer tokens than the plan thinks (the answer keeps the rest)."""
+    if think_tokens is None:
+        return None
+    return min(think_tokens, max_new_tokens // 2) or None
 
 
 def compare_modes(rehearsal_mode: str) -> tuple[str, str]:

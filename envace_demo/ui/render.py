@@ -590,17 +590,24 @@ def estimate_html(
     max_new_tokens: int,
     limit_seconds: float,
     reasoning: bool = True,
+    think_tokens: int | None = None,
 ) -> str:
-    """The time a run with these controls should take on the loaded model."""
+    """The time a run with these controls should take on the loaded model, and the reasoning
+    budget within its new tokens."""
     from envace_demo.budget import estimate_seconds
 
     if speed is None:
         return '<div class="ev-estimate">Estimate: known once the model has loaded and been timed.</div>'
     seconds = estimate_seconds(speed, mode, n, max_steps, max_new_tokens, reasoning)
     over = " (longer than the limit: it will be cut)" if seconds > limit_seconds else ""
+    budget = (
+        f"; each generation thinks at most {think_tokens} of its {max_new_tokens} new tokens"
+        if think_tokens
+        else ""
+    )
     return (
         f'<div class="ev-estimate" data-seconds="{seconds:.0f}">Estimate: about {seconds:.0f} s at '
-        f"{speed.decode:.0f} tokens/s (time limit {limit_seconds:.0f} s){esc(over)}</div>"
+        f"{speed.decode:.0f} tokens/s (time limit {limit_seconds:.0f} s){esc(over)}{esc(budget)}</div>"
     )
 
 
