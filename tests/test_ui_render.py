@@ -508,8 +508,12 @@ def test_the_holder_follows_the_speed_a_finished_run_saw(scripted):
     traj = events[-1].trajectory
     for turn in traj.turns:
         turn.prompt_tokens, turn.act_tokens, turn.act_seconds = 1000, 40, 12.0  # 4x slower than timed
+    before = holder.status().budget
     holder.observe(traj)
     assert holder.status().speed.decode < 20.0
+    after = holder.status().budget  # the estimate follows; the defaults a page shows stay
+    assert after.estimate_seconds > before.estimate_seconds
+    assert (after.n, after.max_steps, after.max_new_tokens) == (before.n, before.max_steps, before.max_new_tokens)
 
 
 def test_a_response_the_engine_wrote_says_why():
