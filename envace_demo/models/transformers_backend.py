@@ -246,6 +246,14 @@ class TransformersBackend(LoraAdapters, Backend):
             top_k=50 if greedy else 0,
         )
 
+    def closing_ids(self) -> list[int]:
+        """The ids that close a constrained value (``row_decoder.closing_ids``), found once."""
+        if getattr(self, "_closing_ids", None) is None:
+            from envace_demo.models.row_decoder import closing_ids
+
+            self._closing_ids = closing_ids(self.tokenizer, self.stop_ids, self.tag_texts)
+        return self._closing_ids
+
     def _grammar_cache(self) -> GrammarCache | None:
         """None when constraints are off; built on the first constrained call (compiling
         the vocabulary takes seconds)."""
