@@ -275,38 +275,39 @@ def apply(settings, budget: Budget | None):
 def measure_speed(
     backend, new_tokens: int = 48, repeats: int = 3, timer: Callable[[], float] = time.perf_counter
 ) -> Speed:
-    """Time ``backend`` after a prompt as long as an episode's: ``repeats`` generations of
-    one new token (prefill: their median), then one of ``new_tokens`` (decode, which slows
-    with the context: each token attends to the whole prompt), timed token by token as
-    they stream (``median_rate``; without streaming, its time less the prefill). A first
-    call warms the backend up; kept prompt caches are dropped before each timing. The
-    result is kept within what the model's size makes plausible (``plausible_for``).
-    About six seconds for the embedded model on two cores."""
+    """Time ``backend`` after a prompt as long as an episode's: the prefill is the median of
+    ``repeats`` timings (generations of one new token, and the wait for the first token of
+    the decode timing), the decode the median gap between the ``new_tokens`` that then
+    stream in (``median_rate``; without streaming, that call's time less the prefill).
+    Decoding slows with the context (each token attends to the whole prompt), hence the
+    long prompt. A short first call warms the backend up; kept prompt caches are dropped
+    before each timing. The result is kept within what the model's size makes plausible
+    (``plausible_for``). About five seconds for the embedded model on two idle cores."""
     from envace_demo.models.base import Sampling
 
     filler = " ".join(f"item {i}: a line of a long document." for i in range(PROMPT_TOKENS // 12))
     ask = "\n\nNow count from one to one hundred in words, separated by commas."
     long_prompt = backend.prompt([{"role": "user", "content": filler + ask}], thinking=False)
 
-    def timed(max_new_tokens: int, stamps: list[float] | None = None):
+    def timed(prompt, max_new_tokens: int, stamps: list[float] | None = None):
         forget = getattr(getattr(backend, "row_prefixes", None), "clear", None)
         if forget is not None:
             forget()
         on_token = (lambda row, text: stamps.append(timer())) if stamps is not None else None
         started = timer()
-        gen = backend.generate(
-            long_prompt, Sampling(temperature=0.0, max_new_tokens=max_new_tokens, seed=0), on_token=on_token
-        )
-        return gen, timer() - started
+        gen = backend.generate(prompt, Sampling(temperature=0.0, max_new_tokens=max_new_tokens, seed=0), on_token=on_token)
+        return gen, started, timer() - started
 
-    timed(1)  # warm-up: lazy imports and first allocations
+    timed(backend.prompt([{"role": "user", "content": ask}], thinking=False), 1)  # lazy imports, first allocations
     prefills = []
-    for _ in range(max(repeats, 1)):
-        gen, seconds = timed(1)
+    for _ in range(max(repeats - 1, 1)):
+        gen, _, seconds = timed(long_prompt, 1)
         prefills.append(max(gen.prompt_tokens, 1) / max(seconds, 1e-6))
-    prefill = statistics.median(prefills)
     stamps: list[float] = []
-    gen, seconds = timed(new_tokens, stamps)
+    gen, started, seconds = timed(long_prompt, new_tokens, stamps)
+    if stamps:  # the first token came after the prompt's prefill: one more prefill timing
+        prefills.append(max(gen.prompt_tokens, 1) / max(stamps[0] - started, 1e-6))
+    prefill = statistics.median(prefills)
     decode = median_rate(stamps)
     if decode is None:  # no streaming to time: the whole call, less the prompt's prefill
         decode = max(gen.new_tokens, 1) / max(seconds - gen.prompt_tokens / prefill, 1e-6)
