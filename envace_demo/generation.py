@@ -64,7 +64,7 @@ class BatchGenerator:
             return [_cut(0.0) for _ in requests]
         sampling = self._next_sampling()
         updates: queue.Queue = queue.Queue()
-        self.halt = threading.Event()  # a call halted by a cutoff leaves the next one free to run
+        halt = self.halt = threading.Event()  # a call halted by a cutoff leaves the next one free to run
         started = time.monotonic()
         call = supervise(
             lambda: self.backend.generate_many(
@@ -72,11 +72,11 @@ class BatchGenerator:
                 sampling,
                 [r.constraint for r in requests],
                 on_token=lambda row, text: updates.put((row, text)),
-                cancel=self.halt,
+                cancel=halt,
             ),
             cancel=self.cancel,
             deadline=min(t for t in (self.deadline, own, self.cutoff and self.cutoff.at) if t is not None),
-            halt=self.halt,
+            halt=halt,
             grace_s=self.grace_s,
             name="envace-generate",
         )
