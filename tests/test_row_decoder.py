@@ -241,11 +241,31 @@ def test_a_call_the_budget_would_cut_is_closed_and_parses(tiny):
 
 
 def test_closers_are_the_closing_characters_and_the_stop_token(tokenizer):
-    from envace_demo.models.row_decoder import closable, closing_ids, value_open
+    from envace_demo.models.row_decoder import closable, closing_ids, in_string, value_open
 
-    ids = closing_ids(tokenizer, [tokenizer.eos_token_id], ())
-    texts = {tokenizer.decode([i]) for i in ids if i != tokenizer.eos_token_id}
-    assert {'"', "]", "}"} <= texts and all(set(t) <= set('"]}') for t in texts)
-    assert tokenizer.eos_token_id in ids
+    inside, outside = closing_ids(tokenizer, [tokenizer.eos_token_id], ())
+    eos = tokenizer.eos_token_id
+    quoted = {tokenizer.decode([i]) for i in inside if i != eos}
+    bare = {tokenizer.decode([i]) for i in outside if i != eos}
+    assert '"' in quoted and all(t.startswith('"') and set(t) <= set('"]}') for t in quoted)
+    assert {"]", "}"} <= bare and all(set(t) <= set("]}") for t in bare)
+    assert eos in inside and eos in outside
     assert value_open('<think>\n</think>\n\n<execution_result>\n{"a": [') and not value_open("<think>\nplan")
     assert closable('<tool_call>\n{"name": "x", "arguments": {}}\n</tool_call>') and not closable("<think>\nplan")
+    assert in_string('<tool_call>\n{"name": "x", "arguments": {"q": "a \\" b') and not in_string('<tool_call>\n{"a": "b"')
+
+
+def test_rows_decoded_together_close_their_values_too(tiny):
+    constraint = Constraint(role="rehearser", response_schema=LISTING, think_chars=0)
+    prompts = [_prompt(tiny, "Answer."), _prompt(tiny, "Answer, please.")]
+    tiny.row_decoder = False  # model.generate with a grammar per row
+    try:
+        for seed in range(2):
+            # No forced tokens ride along here: the tags alone take 30 tokens.
+            sampling = Sampling(temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=72, seed=seed)
+            for gen in tiny.generate_many(prompts, sampling, [constraint, constraint]):
+                value, error = parse_execution_result(gen.text)
+                assert error is None, gen.text
+                assert set(value) == {"entries", "note"}
+    finally:
+        tiny.row_decoder = True

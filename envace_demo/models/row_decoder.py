@@ -15,9 +15,9 @@ Two savings that ``model.generate`` leaves on the table for a single row:
   cut back to the shared part, and prefills only the rest.
 
 A constrained value is never cut mid-way by the token budget: in its last ``closing``
-tokens, once a call or a result is open, only tokens that close it (``"``, ``]``, ``}``,
-the closing tag, the stop token: ``closing_ids``) are sampled wherever the grammar allows
-one. A call that would repeat array items until the limit then ends as a shorter, whole
+tokens, once a call or a result is open, only tokens that close it are sampled wherever
+the grammar allows one (``closing_ids``): inside a string its closing quote, outside
+``]`` and ``}``; then the closing tag and the stop token. A call that would repeat array items until the limit then ends as a shorter, whole
 call. (Where the grammar still requires more, a required key, the model goes on.)
 
 Sampling is the backend's: its logits processors (temperature, top-k, top-p) run on the
@@ -150,8 +150,7 @@ def decode_row(
             matcher.fill_next_token_bitmask(bitmask)
             xgr.apply_token_bitmask_inplace(scores, bitmask.to(scores.device))
             if closers is not None and decode is not None and max_new_tokens - len(out) <= closing:
-                if closable(decode(out)):
-                    scores = _closing(scores, closers)
+                scores = close_scores(scores, closers, decode(out))
         token = _pick(scores, processors, prompt_ids, out)
         if matcher is not None and not matcher.accept_token(token):
             raise ModelError(f"constrained decoding: sampled token {token} its grammar forbids")
@@ -185,17 +184,35 @@ def value_open(text: str) -> bool:
     return at >= 0 and OPEN_TAGS[last] not in text[at:]
 
 
+def in_string(text: str) -> bool:
+    """Whether ``text`` ends inside a JSON string of the value its last opening tag began."""
+    last = max(OPEN_TAGS, key=text.rfind)
+    inside = escaped = False
+    for char in text[text.rfind(last) + len(last):]:
+        if escaped:
+            escaped = False
+        elif char == "\\" and inside:
+            escaped = True
+        elif char == '"':
+            inside = not inside
+    return inside
+
+
 def closable(text: str) -> bool:
     """Whether the budget's last tokens should close rather than go on: a call or a result
     is open, or one is complete (then the stop token beats a next call the budget would cut)."""
     return value_open(text) or any(close in text for close in OPEN_TAGS.values())
 
 
-def _closing(scores, closers):
-    """``scores`` with every token but the closers removed, where the grammar allows a
-    closer; unchanged where it allows none (the value needs more first)."""
+def close_scores(scores, closers, text: str):
+    """``scores`` (one row) with every token but the closers removed where ``text`` (the
+    output so far) should close and the grammar allows a closer; unchanged otherwise (the
+    value needs more first). ``closers``: (in a string, outside one), from ``closing_ids``."""
     import torch
 
+    if not closable(text):
+        return scores
+    closers = closers[0] if in_string(text) else closers[1]
     allowed = torch.isfinite(scores[0, closers])
     if not bool(allowed.any()):
         return scores
@@ -204,19 +221,32 @@ def _closing(scores, closers):
     return kept
 
 
-def closing_ids(tokenizer, stop_ids: list[int], tags: tuple[str, ...]) -> list[int]:
-    """The tokens that close a value: those whose text is only ``"``, ``]`` and ``}``, the
-    closing tags the tokenizer has one token for, and the stop tokens."""
+def closing_ids(tokenizer, stop_ids: list[int], tags: tuple[str, ...]) -> tuple[list[int], list[int]]:
+    """The tokens that close a value, (inside a string, outside one): text of ``"``, ``]``
+    and ``}`` only, starting with the quote inside a string (``]`` there would only lengthen
+    it) and without one outside (it would open a new string); both with the closing tags
+    the tokenizer has one token for, and the stop tokens."""
     closing_tags = {t for t in tags if t in OPEN_TAGS.values()}
-    ids = set(stop_ids)
-    vocab = tokenizer.get_vocab()
-    for token, index in vocab.items():
+    inside, outside = set(stop_ids), set(stop_ids)
+    for token, index in tokenizer.get_vocab().items():
         if not (set(token) <= _CLOSERS or token in closing_tags):  # a byte-level token spells them as is
             continue
         text = tokenizer.convert_tokens_to_string([token])
-        if (text and set(text) <= _CLOSERS) or text in closing_tags:
-            ids.add(index)
-    return sorted(ids)
+        if text in closing_tags:
+            inside.add(index)
+            outside.add(index)
+        elif text and set(text) <= _CLOSERS:
+            (inside if text.startswith('"') else outside if '"' not in text else set()).add(index)
+    return sorted(inside), sorted(outside)
+
+
+def _tensors(closers, device):
+    """The two closer lists as id tensors on ``device``; None without closers."""
+    import torch
+
+    if not closers or not closers[0]:
+        return None
+    return tuple(torch.tensor(ids, dtype=torch.long, device=device) for ids in closers)
 
 
 def _before_tags(forced: list[int], decode: Callable[[list[int]], str], tags: tuple[str, ...]) -> list[int]:
@@ -314,7 +344,7 @@ def generate_row(backend, prompt_ids: list[int], sampling, constraint, on_token=
             cancel=cancel,
             tags=backend.tag_texts,
             decode=backend.tokenizer.decode,
-            closers=torch.tensor(closers, dtype=torch.long, device=backend.model.device) if closers else None,
+            closers=_tensors(closers, backend.model.device),
         )
     backend.row_stats = decoded
     return decoded.ids
