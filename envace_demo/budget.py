@@ -295,7 +295,8 @@ def measure_speed(
             forget()
         on_token = (lambda row, text: stamps.append(timer())) if stamps is not None else None
         started = timer()
-        gen = backend.generate(prompt, Sampling(temperature=0.0, max_new_tokens=max_new_tokens, seed=0), on_token=on_token)
+        sampling = Sampling(temperature=0.0, max_new_tokens=max_new_tokens, seed=0)
+        gen = backend.generate(prompt, sampling, on_token=on_token)
         return gen, started, timer() - started
 
     timed(backend.prompt([{"role": "user", "content": ask}], thinking=False), 1)  # lazy imports, first allocations

@@ -54,7 +54,11 @@ REHEARSAL_TIME = "rehearsal_time"
 # the real call, and the answer after it, keep that time.
 CALL_RESERVE = 0.1
 # How an interrupted step names the reason the episode (or the rehearsals) stopped.
-_STOP_WORDS = {"time_limit": "the time limit came", "cancelled": "stopped", REHEARSAL_TIME: "the rehearsal time ran out"}
+_STOP_WORDS = {
+    "time_limit": "the time limit came",
+    "cancelled": "stopped",
+    REHEARSAL_TIME: "the rehearsal time ran out",
+}
 # A backend that ignores its cancel switch is abandoned this long after being told to stop.
 _HALT_GRACE_S = 5.0
 
@@ -185,7 +189,8 @@ class Episode:
             yield RehearsalFinished(rehearsals[k])
 
         if self.policy.commit:  # the rest of the time is the committed run's
-            self._batcher.cutoff = Cutoff(start + self.config.episode_seconds * self.config.rehearsal_share, REHEARSAL_TIME)
+            share = self.config.episode_seconds * self.config.rehearsal_share
+            self._batcher.cutoff = Cutoff(start + share, REHEARSAL_TIME)
         try:
             if self.policy.sequential:  # attempt k needs the memory of 1..k-1: one at a time
                 for k, rehearsal in enumerate(rehearsals):

@@ -34,8 +34,9 @@ def summarize(rehearsals: list[Rehearsal]) -> dict:
         # In the order they happened: a turn's own error (it failed to parse) ends it. A call
         # cut by the time says so on its line, and the attempt in its heading.
         errors = [e for t in r.turns for e in [t.error, *(c.error for c in t.calls if not c.rehearsal_cut)] if e]
-        attempts.append({"index": r.index, "calls": calls, "errors": errors, "answer": r.final_answer, "ended": r.ended,
-                         "cut": r.cut})
+        attempts.append(
+            {"index": r.index, "calls": calls, "errors": errors, "answer": r.final_answer, "ended": r.ended, "cut": r.cut}
+        )
     return {"attempts": attempts, "text": render(attempts)}
 
 

@@ -17,8 +17,9 @@ Two savings that ``model.generate`` leaves on the table for a single row:
 A constrained value is never cut mid-way by the token budget: in its last ``closing``
 tokens, once a call or a result is open, only tokens that close it are sampled wherever
 the grammar allows one (``closing_ids``): inside a string its closing quote, outside
-``]`` and ``}``; then the closing tag and the stop token. A call that would repeat array items until the limit then ends as a shorter, whole
-call. (Where the grammar still requires more, a required key, the model goes on.)
+``]`` and ``}``; then the closing tag and the stop token. A call that would repeat array
+items until the limit then ends as a shorter, whole call. (Where the grammar still
+requires more, a required key, the model goes on.)
 
 Sampling is the backend's: its logits processors (temperature, top-k, top-p) run on the
 grammar-masked scores and torch's RNG draws (the caller seeds it). Training does not use

@@ -266,7 +266,10 @@ def write_badge(step: CallStep) -> str:
             f'that changes state">{what}: not asked for</span>'
         )
     if refused:
-        return '<span class="ev-badge ev-muted" title="a tool that changes state refused the call: nothing changed">write refused</span>'
+        return (
+            '<span class="ev-badge ev-muted" title="a tool that changes state refused the call: nothing changed">'
+            "write refused</span>"
+        )
     return '<span class="ev-badge ev-warn" title="this real call changed the environment\'s state">write</span>'
 
 
