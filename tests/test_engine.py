@@ -239,7 +239,7 @@ def test_a_committed_call_whose_rehearsal_runs_long_is_still_made_for_real():
     (step,) = traj.turns[0].calls
     assert step.rehearsal_cut and step.rehearsed is None and step.fidelity is None
     assert step.real["balance"] == 310.25 and step.error is None
-    assert traj.ended == "answer" and traj.success is True and traj.seconds < 30
+    assert traj.ended == "answer" and traj.success is True
 
 
 def test_sequential_attempts_that_cannot_start_in_the_share_are_not_begun():
