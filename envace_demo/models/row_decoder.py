@@ -39,9 +39,12 @@ from envace_demo.errors import ModelError
 # a row here costs about half a plain row, and a batch of N plain rows about 1 + 0.26 (N - 1)
 # rows (bench/ANALYSIS.md, parallel_rehearsal_ratio 1.78 at N = 4): one by one wins up to 3.
 CPU_ROWS = 3
-# The last tokens of a constrained row's budget, in which an open value is closed: deep
-# enough for a nested value's closers, its closing tag and the stop token.
-CLOSING_TOKENS = 24
+# The last tokens of a constrained row's budget, in which an open value is closed: room for
+# what the value still requires (a declared response's last required keys), a nested
+# value's closers, its closing tag (several tokens where the tokenizer has no special
+# token for it) and the stop token. With 24, one rehearsal of the embedded model in eight
+# closed its value but lost its closing tag to the limit.
+CLOSING_TOKENS = 32
 # Characters that close a JSON value (whitespace is left out: inside a string it would
 # only lengthen it), and the tags an open call or result ends with.
 _CLOSERS = frozenset('"]}')
