@@ -31,9 +31,10 @@ $(QWEN3_DIR)/.installed:
 
 setup: $(BIN)/.installed $(QWEN3_DIR)/.installed
 
-# The main job: an episode with rehearsal on the bank example, embedded model, CPU.
+# The main job: an episode with rehearsal on the bank example, embedded model, CPU, with
+# the defaults (N, steps, new tokens, the limit) fitted to this machine's measured speed.
 demo: setup
-	$(BIN)/python -m envace_demo run --env bank --mode parallel --n 2
+	$(BIN)/python -m envace_demo run --env bank --mode parallel
 
 # The web app on http://127.0.0.1:7860 (the embedded model on CPU, offline).
 app: setup

@@ -36,6 +36,7 @@ from envace_demo.models.grammar import domain_error_schema
 from envace_demo.prompts import copies_placeholder, find_placeholders
 from envace_demo.record import CallStep, Trajectory, Turn, call_steps
 from envace_demo.validation import decided_by
+from envace_demo.writes import read_only, unrequested_write
 
 ENVIRONMENTS = ("bank", "files", "library")
 SEEDS = (0, 1, 2)
@@ -57,11 +58,6 @@ def percentile(values: list[float], q: float) -> float | None:
     rank = (len(ordered) - 1) * q / 100
     low, high = math.floor(rank), math.ceil(rank)
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-
-
-def read_only(check: dict | None) -> bool:
-    """A task whose success check inspects no state asks for information only."""
-    return not (check or {}).get("state")
 
 
 def _turns(traj: Trajectory) -> Iterable[Turn]:
@@ -122,7 +118,7 @@ def episode_stats(traj: Trajectory, responses: dict[str, dict | None], writes: f
             stats.fidelities.append(step.fidelity)
             if step.rehearsal_text is not None:
                 stats.model_fidelities.append(step.fidelity)
-        if is_read_only and step.real is not None and step.call.name in writes:
+        if unrequested_write(step.call.name in writes, step.real, is_read_only):
             stats.unrequested_writes.append(step.call.name)
     return stats
 

@@ -7,12 +7,21 @@ so that the default run ends within ``target_seconds`` on whatever runs it: a 13
 model on two CPU cores gets a short budget, the 8B model on a GPU a long one.
 
 Everything here but :func:`measure_speed` is pure arithmetic.
+
+The measured speed must survive a busy machine: it is the median of several short
+timings (a burst of other work spoils one, not the median), it follows what runs then see
+(:func:`observed`), and it is kept within what the model's size makes plausible
+(:func:`plausible`): decoding a token reads every weight once, prefilling one costs about
+two operations per parameter, and no machine that runs the model at all is slower than
+the floors below, nor any faster than the ceilings.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Callable
 
 from envace_demo.errors import ConfigError
 
@@ -44,6 +53,18 @@ DISTINCT_TOKENS = 300
 TOKEN_LADDER = (2048, 1536, 1024, 768, 512, 384, 256, 192)
 # Two steps: one call and the answer.
 MIN_STEPS, MAX_STEPS = 2, 8
+# Plausible speeds, from the model's size. Memory bandwidth (bytes/s) bounds decoding:
+# two busy laptop cores still stream 4 GB/s, one accelerator at most about 5 TB/s.
+# Compute (operations/s) bounds prefill: two busy cores still reach 50 GFLOP/s, one
+# accelerator at most about 2 PFLOP/s. The embedded model (513 MB of fp32 weights) is so
+# held within 7.8-9,700 decode and 195-7.8M prefill tokens/s; idle on two cores it
+# decodes 22-29 and prefills about 1,000.
+BANDWIDTH = (4e9, 5e12)
+COMPUTE = (5e10, 2e15)
+# A generate loop in Python does not step faster than this, whatever the model.
+MAX_DECODE = 2000.0
+# Bytes a weight takes, by dtype and quantization (what the model's footprint is divided by).
+_BYTES_PER_PARAMETER = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0, "4bit": 0.5, "8bit": 1.0}
 
 
 @dataclass(frozen=True)
@@ -59,6 +80,51 @@ class Speed:
 
     def to_dict(self) -> dict:
         return {"decode_tokens_per_s": round(self.decode, 1), "prefill_tokens_per_s": round(self.prefill, 1)}
+
+
+@dataclass(frozen=True)
+class Plausible:
+    """The speeds a model of its size can have: (floor, ceiling) tokens/s of each kind."""
+
+    decode: tuple[float, float]
+    prefill: tuple[float, float]
+
+    def bound(self, speed: Speed) -> Speed:
+        """``speed`` with each figure brought within its range."""
+        return Speed(
+            decode=min(max(speed.decode, self.decode[0]), self.decode[1]),
+            prefill=min(max(speed.prefill, self.prefill[0]), self.prefill[1]),
+        )
+
+
+def plausible(model_bytes: float, bytes_per_parameter: float = 2.0) -> Plausible:
+    """What a model whose weights take ``model_bytes`` can do (see ``BANDWIDTH``, ``COMPUTE``)."""
+    if not (model_bytes > 0 and bytes_per_parameter > 0):
+        raise ConfigError(f"plausible: model size must be positive, got {model_bytes} bytes")
+    operations = 2 * model_bytes / bytes_per_parameter  # per prefilled token
+    decode = (BANDWIDTH[0] / model_bytes, min(BANDWIDTH[1] / model_bytes, MAX_DECODE))
+    return Plausible(decode=(min(decode), decode[1]), prefill=(COMPUTE[0] / operations, COMPUTE[1] / operations))
+
+
+def plausible_for(backend) -> Plausible | None:
+    """The plausible speeds of ``backend``'s model, from the footprint and dtype it reports;
+    None where it reports no footprint (a model behind a server)."""
+    info = backend.info
+    if not info.memory_mb:
+        return None
+    per_parameter = _BYTES_PER_PARAMETER.get(info.quantization or "") or _BYTES_PER_PARAMETER.get(info.dtype, 2.0)
+    return plausible(info.memory_mb * 2**20, per_parameter)
+
+
+def median_rate(stamps: list[float], least: int = 4) -> float | None:
+    """Tokens per second from the times at which tokens streamed in: one over the median
+    gap between consecutive tokens (a pause for other work lengthens a few gaps, not the
+    median). None with fewer than ``least`` gaps, or none that took any time."""
+    gaps = [b - a for a, b in zip(stamps, stamps[1:])]
+    if len(gaps) < least:
+        return None
+    middle = statistics.median(gaps)
+    return 1.0 / middle if middle > 0 else None
 
 
 @dataclass(frozen=True)
@@ -161,16 +227,33 @@ def fit(speed: Speed, target_seconds: float = TARGET_SECONDS, mode: str = "paral
     )
 
 
-def observed(speed: Speed, generations: list[tuple[int, int, float]], weight: float = 0.5) -> Speed:
+def refit(budget: Budget, speed: Speed, target_seconds: float = TARGET_SECONDS, mode: str = "parallel") -> Budget:
+    """``budget`` for a speed seen since it was fitted (``observed``): its estimate and its
+    limit follow the speed; N, steps, new tokens and reasoning stay as they were (the
+    defaults a page shows do not change under its visitor between runs)."""
+    if target_seconds <= 0:
+        return budget
+    estimate = estimate_seconds(
+        speed, mode, budget.n, budget.max_steps, budget.max_new_tokens, reasoning=budget.think_chars is None
+    )
+    limit = max(target_seconds * LIMIT_FACTOR, estimate * OVER_ESTIMATE)
+    return replace(budget, estimate_seconds=estimate, episode_seconds=limit)
+
+
+def observed(
+    speed: Speed, generations: list[tuple[int, int, float]], weight: float = 0.5, bounds: Plausible | None = None
+) -> Speed:
     """``speed`` moved toward what a run just saw: ``generations`` are (prompt tokens,
     new tokens, seconds) of single-row generations. A machine that got busier since the
-    model was timed makes the next estimate longer. Unchanged without usable figures."""
+    model was timed makes the next estimate longer. Unchanged without usable figures;
+    kept within ``bounds`` where given."""
     predicted = sum(p / speed.prefill + n / speed.decode for p, n, s in generations if s > 0)
     actual = sum(s for _, _, s in generations if s > 0)
     if predicted <= 0 or actual <= 0:
         return speed
     ratio = (1 - weight) + weight * predicted / actual
-    return Speed(decode=speed.decode * ratio, prefill=speed.prefill * ratio)
+    moved = Speed(decode=speed.decode * ratio, prefill=speed.prefill * ratio)
+    return bounds.bound(moved) if bounds is not None else moved
 
 
 _FITTED = ("max_steps", "max_new_tokens", "episode_seconds", "think_chars")
@@ -189,31 +272,49 @@ def apply(settings, budget: Budget | None):
     return settings.replace(**changes) if changes else settings
 
 
-def measure_speed(backend, new_tokens: int = 48) -> Speed:
-    """Time two generations on ``backend`` after a prompt as long as an episode's: one new
-    token (prefill), then ``new_tokens`` (decode, which slows with the context: each token
-    attends to the whole prompt). About four seconds for the embedded model on two cores;
-    a first call warms the backend up. Kept prompt caches are dropped before each timing."""
+def measure_speed(
+    backend, new_tokens: int = 48, repeats: int = 3, timer: Callable[[], float] = time.perf_counter
+) -> Speed:
+    """Time ``backend`` after a prompt as long as an episode's: the prefill is the median of
+    ``repeats`` timings (generations of one new token, and the wait for the first token of
+    the decode timing), the decode the median gap between the ``new_tokens`` that then
+    stream in (``median_rate``; without streaming, that call's time less the prefill).
+    Decoding slows with the context (each token attends to the whole prompt), hence the
+    long prompt. A short first call warms the backend up; kept prompt caches are dropped
+    before each timing. The result is kept within what the model's size makes plausible
+    (``plausible_for``). About five seconds for the embedded model on two idle cores."""
     from envace_demo.models.base import Sampling
 
     filler = " ".join(f"item {i}: a line of a long document." for i in range(PROMPT_TOKENS // 12))
     ask = "\n\nNow count from one to one hundred in words, separated by commas."
     long_prompt = backend.prompt([{"role": "user", "content": filler + ask}], thinking=False)
 
-    def timed(max_new_tokens: int):
+    def timed(prompt, max_new_tokens: int, stamps: list[float] | None = None):
         forget = getattr(getattr(backend, "row_prefixes", None), "clear", None)
         if forget is not None:
             forget()
-        started = time.perf_counter()
-        gen = backend.generate(long_prompt, Sampling(temperature=0.0, max_new_tokens=max_new_tokens, seed=0))
-        return gen, time.perf_counter() - started
+        on_token = (lambda row, text: stamps.append(timer())) if stamps is not None else None
+        started = timer()
+        sampling = Sampling(temperature=0.0, max_new_tokens=max_new_tokens, seed=0)
+        gen = backend.generate(prompt, sampling, on_token=on_token)
+        return gen, started, timer() - started
 
-    timed(1)  # warm-up: lazy imports and first allocations
-    gen, seconds = timed(1)
-    prefill = max(gen.prompt_tokens, 1) / max(seconds, 1e-6)
-    gen, seconds = timed(new_tokens)
-    decode_seconds = max(seconds - gen.prompt_tokens / prefill, 1e-6)  # the prompt's prefill out
-    return Speed(decode=max(gen.new_tokens, 1) / decode_seconds, prefill=prefill)
+    timed(backend.prompt([{"role": "user", "content": ask}], thinking=False), 1)  # lazy imports, first allocations
+    prefills = []
+    for _ in range(max(repeats - 1, 1)):
+        gen, _, seconds = timed(long_prompt, 1)
+        prefills.append(max(gen.prompt_tokens, 1) / max(seconds, 1e-6))
+    stamps: list[float] = []
+    gen, started, seconds = timed(long_prompt, new_tokens, stamps)
+    if stamps:  # the first token came after the prompt's prefill: one more prefill timing
+        prefills.append(max(gen.prompt_tokens, 1) / max(stamps[0] - started, 1e-6))
+    prefill = statistics.median(prefills)
+    decode = median_rate(stamps)
+    if decode is None:  # no streaming to time: the whole call, less the prompt's prefill
+        decode = max(gen.new_tokens, 1) / max(seconds - gen.prompt_tokens / prefill, 1e-6)
+    speed = Speed(decode=decode, prefill=prefill)
+    bounds = plausible_for(backend)
+    return bounds.bound(speed) if bounds is not None else speed
 
 
 def fitted_settings(backend, settings):

@@ -5,6 +5,11 @@ the last one carries the finished ``Trajectory``. What each mode runs is the mod
 policy (``envace_demo.modes``); the imagined trajectories are driven by the lockstep
 scheduler (``envace_demo.scheduler``); every model call and real tool call is a
 supervised call (``envace_demo.supervise``).
+
+Time: the rehearsals may spend ``rehearsal_share`` of the episode's limit; past it they
+are cut (what they reached still feeds the memory) and the committed run goes on with the
+rest, its own reserve. A committed call's rehearsal gives way to the real call when the
+limit draws near (``CALL_RESERVE``), so a run whose rehearsals are slow still commits.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from envace_demo.events import (
     TurnUpdated,
 )
 from envace_demo.fidelity import fidelity, mean_fidelity
-from envace_demo.generation import BatchGenerator
+from envace_demo.generation import CUT, BatchGenerator, Cutoff
 from envace_demo.modes import MODES, mode_policy
 from envace_demo.models.base import Backend, Constraint, Generation, Prompt, Sampling
 from envace_demo.models.grammar import rehearsal_shape
@@ -45,11 +50,21 @@ from envace_demo.schemas import Tool, find_tool
 from envace_demo.supervise import supervise, wait
 from envace_demo.tasks import Task, evaluate
 from envace_demo.validation import check_arguments, repeated_failure, validation_error
+from envace_demo.writes import read_only, unrequested_write
 
 __all__ = ["MODES", "Episode", "EpisodeConfig", "check_arguments", "run_episode", "validation_error"]
 
-# How an interrupted step names the reason the episode stopped.
-_STOP_WORDS = {"time_limit": "the time limit came", "cancelled": "stopped"}
+# Why rehearsals end when their share of the episode's time is spent.
+REHEARSAL_TIME = "rehearsal_time"
+# A committed call's rehearsal ends this share of the episode's limit before the limit:
+# the real call, and the answer after it, keep that time.
+CALL_RESERVE = 0.1
+# How an interrupted step names the reason the episode (or the rehearsals) stopped.
+_STOP_WORDS = {
+    "time_limit": "the time limit came",
+    "cancelled": "stopped",
+    REHEARSAL_TIME: "the rehearsal time ran out",
+}
 # A backend that ignores its cancel switch is abandoned this long after being told to stop.
 _HALT_GRACE_S = 5.0
 
@@ -64,6 +79,9 @@ class EpisodeConfig:
     sampling: Sampling = field(default_factory=Sampling)
     max_steps: int = 6
     episode_seconds: float = 600.0
+    # The share of ``episode_seconds`` the rehearsals may spend before the committed run
+    # (whose reserve is the rest). Modes without a committed run (imagine) use it all.
+    rehearsal_share: float = 0.5
     # One real call's limit. Above the MCP per-request timeout (30 s), whose own error is clearer.
     tool_seconds: float = 60.0
     constrained: bool = True
@@ -86,6 +104,8 @@ class EpisodeConfig:
             raise ConfigError(f"n must be between 1 and 64, not {self.n}")
         if not self.tool_seconds > 0:
             raise ConfigError(f"tool_seconds must be positive, not {self.tool_seconds}")
+        if not 0 < self.rehearsal_share < 1:
+            raise ConfigError(f"rehearsal_share must be between 0 and 1 (exclusive), not {self.rehearsal_share}")
 
     @classmethod
     def for_backend(cls, backend: Backend, *, constrained: bool = True, require_first_call: bool | None = None,
@@ -147,7 +167,7 @@ class Episode:
         yield EpisodeStarted(traj)
         try:
             if policy.rehearsals:
-                yield from self._rehearse_all(traj)
+                yield from self._rehearse_all(traj, start)
             if policy.commit:
                 conversation = Conversation(
                     self.task.prompt, memory=(traj.memory or {}).get("text") or None, executed=self.executor is not None
@@ -173,28 +193,39 @@ class Episode:
 
     # ---- rehearsal ----------------------------------------------------------------
 
-    def _rehearse_all(self, traj: Trajectory) -> Generator[Event, None, None]:
+    def _rehearse_all(self, traj: Trajectory, start: float) -> Generator[Event, None, None]:
         rehearsals = [Rehearsal(index=k) for k in range(self.policy.rehearsals)]
 
         def ended(k: int, outcome: Outcome) -> Iterator[Event]:
             rehearsals[k].final_answer, rehearsals[k].ended = outcome.final_answer, outcome.ended
+            rehearsals[k].cut = outcome.ended == REHEARSAL_TIME
             yield RehearsalFinished(rehearsals[k])
 
-        if self.policy.sequential:  # attempt k needs the memory of 1..k-1: one at a time
-            for k, rehearsal in enumerate(rehearsals):
-                traj.rehearsals.append(rehearsal)
-                mem = memory_mod.summarize(traj.rehearsals[:-1])
-                conversation = Conversation(self.task.prompt, memory=(mem or {}).get("text") or None)
-                try:
-                    outcome = yield from drive(self._rehearsal(conversation, rehearsal), self._batcher)
-                except Stop as stop:
-                    yield from ended(k, Outcome(None, stop.reason))
-                    raise
-                yield from ended(k, outcome)
-        else:
-            traj.rehearsals.extend(rehearsals)
-            runs = {r.index: self._rehearsal(Conversation(self.task.prompt), r) for r in rehearsals}
-            yield from lockstep(runs, self._batcher, ended)
+        if self.policy.commit:  # the rest of the time is the committed run's
+            share = self.config.episode_seconds * self.config.rehearsal_share
+            self._batcher.cutoff = Cutoff(start + share, REHEARSAL_TIME)
+        try:
+            if self.policy.sequential:  # attempt k needs the memory of 1..k-1: one at a time
+                for k, rehearsal in enumerate(rehearsals):
+                    self._batcher.check_limits()  # an attempt that cannot start is not begun
+                    traj.rehearsals.append(rehearsal)
+                    mem = memory_mod.summarize(traj.rehearsals[:-1])
+                    conversation = Conversation(self.task.prompt, memory=(mem or {}).get("text") or None)
+                    try:
+                        outcome = yield from drive(self._rehearsal(conversation, rehearsal), self._batcher)
+                    except Stop as stop:
+                        yield from ended(k, Outcome(None, stop.reason))
+                        raise
+                    yield from ended(k, outcome)
+            else:
+                traj.rehearsals.extend(rehearsals)
+                runs = {r.index: self._rehearsal(Conversation(self.task.prompt), r) for r in rehearsals}
+                yield from lockstep(runs, self._batcher, ended)
+        except Stop as stop:
+            if stop.reason != REHEARSAL_TIME:
+                raise
+        finally:
+            self._batcher.cutoff = None
         traj.memory = memory_mod.summarize(traj.rehearsals)
         yield MemoryReady(traj.memory)
 
@@ -279,6 +310,7 @@ class Episode:
             missing = "rehearsal" if rehearse and step.rehearsed is None else "real call"
             if step.error is None and (missing == "rehearsal" or (execute and step.real is None)):
                 step.error = f"{_STOP_WORDS.get(stop.reason, stop.reason)} before the {missing}"
+                step.rehearsal_cut = missing == "rehearsal" and stop.reason == REHEARSAL_TIME
                 yield TurnUpdated(where, rindex, turn, at, "acted")
             raise
 
@@ -321,7 +353,13 @@ class Episode:
         # What the call fixes is pinned; a failure seen for real may be said again (grammar.py).
         shape = rehearsal_shape(tool.response, step.call.name, step.call.arguments, real_results) if tool else None
         constraint = self._constraint("rehearser", response_schema=shape)
-        gen = yield Request(prompt, constraint, "rehearser", where, rindex)
+        # A committed call's rehearsal gives way to the real call when the limit draws near.
+        own = self._deadline - CALL_RESERVE * self.config.episode_seconds if where == "commit" else None
+        gen = yield Request(prompt, constraint, "rehearser", where, rindex, deadline=own)
+        if gen.finish_reason == CUT:
+            step.rehearsal_cut = True
+            step.rehearse_seconds = round(gen.seconds, 3)
+            return
         step.rehearsal_text = gen.text
         step.rehearse_seconds = round(gen.seconds, 3)
         step.rehearse_tokens = gen.new_tokens
@@ -342,6 +380,7 @@ class Episode:
         else:
             call = partial(self.executor, tool, step.call.arguments)
             step.real, step.error = _real_call(call, self.cancel, self._deadline, self.config.tool_seconds, self._shown)
+            self._mark_write(step, tool)
         step.execute_seconds = round(time.monotonic() - started, 3)
         if step.rehearsed is not None and not _rehearsal_failed(step.rehearsed):
             step.fidelity = fidelity(step.rehearsed, step.real)
@@ -351,6 +390,15 @@ class Episode:
         sampling = self.config.sampling
         think = f", {sampling.think_tokens} of them for reasoning" if sampling.think_tokens else ""
         return f"cut by the new-token limit (max_new_tokens={sampling.max_new_tokens}{think})"
+
+    def _mark_write(self, step: CallStep, tool: Tool) -> None:
+        """Whether the real call went to a tool that writes, and whether the request asked
+        for one (where the task's check says what it asks: a typed request has none)."""
+        if self.environment is None:
+            return
+        step.write = self.environment.writes(tool.original_name)
+        if self.task.check is not None:
+            step.unrequested_write = unrequested_write(step.write, step.real, read_only(self.task.check))
 
     @property
     def _batcher(self) -> BatchGenerator:

@@ -1,17 +1,35 @@
-"""The engine's batcher: one backend call for a batch of requests, supervised and streamed."""
+"""The engine's batcher: one backend call for a batch of requests, supervised and streamed.
+
+Three limits end a call early: Stop and the episode's deadline end the episode; a phase's
+cutoff (the rehearsals' share of the time) ends that phase, as a ``Stop`` of its own reason
+that the engine catches and goes on from; a request's own deadline (a committed call's
+rehearsal, which must leave time for the real call) ends only that generation, returned cut.
+"""
 
 from __future__ import annotations
 
 import queue
 import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Generator
 
 from envace_demo.events import Event, Generating
 from envace_demo.models.base import Backend, Generation, Sampling
 from envace_demo.scheduler import Request, Stop
 from envace_demo.supervise import Supervised, supervise
+
+
+# A generation ended by its request's own deadline: nothing of it is kept.
+CUT = "cut"
+
+
+@dataclass(frozen=True)
+class Cutoff:
+    """A phase's end inside the episode: past ``at`` (monotonic), a call raises ``Stop(reason)``."""
+
+    at: float
+    reason: str
 
 
 class BatchGenerator:
@@ -35,24 +53,30 @@ class BatchGenerator:
         self.deadline = deadline
         self.grace_s = grace_s
         self.shown = shown
-        self.halt = threading.Event()  # tells the backend to stop generating
+        self.halt = threading.Event()  # tells the backend to stop generating (one per call)
+        self.cutoff: Cutoff | None = None  # the running phase's end, where it has one
         self._seed_offset = 0
 
     def __call__(self, requests: list[Request]) -> Generator[Event, None, list[Generation]]:
         self.check_limits()
+        own = min((r.deadline for r in requests if r.deadline is not None), default=None)
+        if own is not None and time.monotonic() > own:
+            return [_cut(0.0) for _ in requests]
         sampling = self._next_sampling()
         updates: queue.Queue = queue.Queue()
+        halt = self.halt = threading.Event()  # a call halted by a cutoff leaves the next one free to run
+        started = time.monotonic()
         call = supervise(
             lambda: self.backend.generate_many(
                 [r.prompt for r in requests],
                 sampling,
                 [r.constraint for r in requests],
                 on_token=lambda row, text: updates.put((row, text)),
-                cancel=self.halt,
+                cancel=halt,
             ),
             cancel=self.cancel,
-            deadline=self.deadline,
-            halt=self.halt,
+            deadline=min(t for t in (self.deadline, own, self.cutoff and self.cutoff.at) if t is not None),
+            halt=halt,
             grace_s=self.grace_s,
             name="envace-generate",
         )
@@ -60,20 +84,25 @@ class BatchGenerator:
         if done.error is not None:
             raise Stop(f"model_error: {self.shown(str(done.error))}") from done.error
         self.check_limits()
-        if not done.returned:  # given up on after the grace
+        halted = not done.returned or any(g.finish_reason == "cancelled" for g in done.value)
+        if halted:  # given up on after the grace, or stopped through the halt switch
+            if own is not None and time.monotonic() > own:  # only this generation's own time ran out
+                return [_cut(time.monotonic() - started) for _ in requests]
             raise Stop("cancelled" if self.cancel.is_set() else "time_limit")
         gens: list[Generation] = done.value
-        if any(g.finish_reason == "cancelled" for g in gens):
-            raise Stop("cancelled" if self.cancel.is_set() else "time_limit")
         if len(gens) != len(requests):
             raise Stop(f"model_error: the backend returned {len(gens)} generations for {len(requests)} requests")
         return gens
 
     def check_limits(self) -> None:
+        """Stop when the episode is cancelled or out of time, or the running phase is."""
         if self.cancel.is_set():
             raise Stop("cancelled")
-        if time.monotonic() > self.deadline:
+        now = time.monotonic()
+        if now > self.deadline:
             raise Stop("time_limit")
+        if self.cutoff is not None and now > self.cutoff.at:
+            raise Stop(self.cutoff.reason)
 
     def _next_sampling(self) -> Sampling:
         s = self.sampling
@@ -81,6 +110,10 @@ class BatchGenerator:
             return s
         self._seed_offset += 1  # distinct yet reproducible seeds for each generation
         return replace(s, seed=s.seed + self._seed_offset - 1)
+
+
+def _cut(seconds: float) -> Generation:
+    return Generation("", 0, 0, seconds, CUT)  # type: ignore[arg-type]
 
 
 def _streamed(call: Generator, updates: queue.Queue, requests: list[Request]) -> Generator[Event, None, Any]:

@@ -27,12 +27,16 @@ def summarize(rehearsals: list[Rehearsal]) -> dict:
                 "predicted": c.rehearsed,
                 "predicted_error": is_error(c.rehearsed) or bool(c.error),
                 "invalid_arguments": c.validation_errors,
+                "cut": c.rehearsal_cut,
             }
             for c in call_steps(r.turns)
         ]
-        # In the order they happened: a turn's own error (it failed to parse) ends it.
-        errors = [e for t in r.turns for e in [t.error, *(c.error for c in t.calls)] if e]
-        attempts.append({"index": r.index, "calls": calls, "errors": errors, "answer": r.final_answer, "ended": r.ended})
+        # In the order they happened: a turn's own error (it failed to parse) ends it. A call
+        # cut by the time says so on its line, and the attempt in its heading.
+        errors = [e for t in r.turns for e in [t.error, *(c.error for c in t.calls if not c.rehearsal_cut)] if e]
+        attempts.append(
+            {"index": r.index, "calls": calls, "errors": errors, "answer": r.final_answer, "ended": r.ended, "cut": r.cut}
+        )
     return {"attempts": attempts, "text": render(attempts)}
 
 
@@ -58,13 +62,17 @@ def render(attempts: list[dict]) -> str:
         "asked. Never change anything the user did not ask to change."
     ]
     for a in attempts:
-        lines.append(f"Attempt {a['index'] + 1}:")
+        cut = " (cut short: the rehearsal time ran out)" if a.get("cut") else ""
+        lines.append(f"Attempt {a['index'] + 1}{cut}:")
         if not a["calls"]:
             lines.append("- made no tool call")
         for c, times in _runs(a["calls"]):
-            mark = " (predicted error)" if c["predicted_error"] else ""
-            again = f" ({times} times in a row)" if times > 1 else ""
             args = json.dumps(c["arguments"], ensure_ascii=False)
+            again = f" ({times} times in a row)" if times > 1 else ""
+            if c.get("cut") and c["predicted"] is None:  # no prediction to show, nor an error
+                lines.append(f"- called {c['name']} {args}{again} -> not rehearsed (the time ran out)")
+                continue
+            mark = " (predicted error)" if c["predicted_error"] else ""
             lines.append(f"- called {c['name']} {args}{again} -> {_short(c['predicted'])}{mark}")
             if c["invalid_arguments"]:
                 lines.append(f"  arguments invalid: {'; '.join(c['invalid_arguments'][:3])}")

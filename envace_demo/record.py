@@ -71,6 +71,14 @@ class CallStep:
     execute_seconds: float = 0.0
     rehearse_tokens: int = 0
     rehearser_prompt: str | None = None  # the rendered prompt, when the model was asked
+    # The rehearsal was cut short by the time (the rehearsals' share ran out, or a committed
+    # call's rehearsal gave way to the real call): no prediction, and no fidelity.
+    rehearsal_cut: bool = False
+    # The real call went to a tool that changes state (the environment declares which);
+    # None: not executed, or the environment does not say.
+    write: bool | None = None
+    # A write on a request that asks only to read (``writes.unrequested_write``).
+    unrequested_write: bool = False
 
 
 @dataclass
@@ -115,6 +123,9 @@ class Rehearsal:
     turns: list[Turn] = field(default_factory=list)
     final_answer: str | None = None
     ended: str = ""  # why it ended: "answer", "error", "max_steps", ...
+    # Cut short when the rehearsals' share of the time ran out; what it reached still
+    # feeds the memory.
+    cut: bool = False
 
 
 VERSION = 2

@@ -41,6 +41,9 @@ class Request:
     role: str  # "actor" or "rehearser": requests of one role are batched together
     where: str
     rindex: int | None
+    # Past this (monotonic), the generation is cut and returned as such (finish_reason
+    # "cut"); the episode goes on. None: only the episode's and the phase's limits apply.
+    deadline: float | None = None
 
 
 Run = Generator[Any, "Generation | None", Outcome]

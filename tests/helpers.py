@@ -7,6 +7,8 @@
   (the ``chat_server`` fixture starts them);
 - ``front_matter``, ``pins``, ``space_install_args``: the Space's README front matter and
   its one install command;
+- ``PacedBackend``: a scripted backend whose generations take the time a pace gives them
+  (slow rehearsals, a slow committed rehearsal), for the engine's time budget;
 - ``tiny_tokenizer``, ``tiny_random_backend``, ``teach_format``: a 2-layer random Llama
   (mechanics only, never quality) and the pick-a-letter tasks it is trained on.
 """
@@ -27,7 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import torch
-from conftest import call_text, result_text
+from conftest import ScriptedBackend, call_text, result_text
 
 from envace_demo.models.base import Backend, Generation, ModelInfo, Sampling
 from envace_demo.prompts import CURRENT_TOOL, Conversation, actor_prompt, rehearser_messages, rehearser_prompt
@@ -167,6 +169,22 @@ class RuleBackend(Backend):
         if CURRENT_TOOL in text:
             return Generation(PREDICTED, 8, 10, 0.01)
         return Generation(ANSWER if '"role": "tool"' in text else BALANCE, 8, 10, 0.01)
+
+
+class PacedBackend(ScriptedBackend):
+    """``ScriptedBackend`` whose every generation takes ``pace(prompt_text, committing)``
+    seconds (honouring cancel), where ``committing`` turns true at the first prompt that
+    carries the rehearsal memory (the committed run's first actor turn) and stays so."""
+
+    def __init__(self, actor=(), rehearser=(), pace=lambda text, committing: 0.0):
+        super().__init__(actor, rehearser)
+        self.pace = pace
+        self.committing = False
+
+    def generate(self, prompt, sampling, constraint=None, on_token=None, cancel=None):
+        self.committing = self.committing or "Rehearsal memory" in prompt.text
+        self.delay = self.pace(prompt.text, self.committing)
+        return super().generate(prompt, sampling, constraint, on_token, cancel)
 
 
 @contextmanager

@@ -85,7 +85,7 @@ def paste_schema(page, text: str) -> None:
 def test_run_fills_the_three_columns_then_an_invalid_schema_shows_its_location(page):
     expect = pytest.importorskip("playwright.sync_api").expect
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.wait_for_selector("#model-banner .ev-status-ok", timeout=300_000)
+    page.wait_for_selector("#model-banner .ev-status-info", timeout=300_000)
 
     paste_schema(page, _one_tool())
     status = page.locator("#schema-status")
@@ -133,7 +133,7 @@ def test_run_fills_the_three_columns_then_an_invalid_schema_shows_its_location(p
 
 
 def test_stop_cancels_a_running_episode_promptly(page):
-    page.wait_for_selector("#model-banner .ev-status-ok", timeout=300_000)
+    page.wait_for_selector("#model-banner .ev-status-info", timeout=300_000)
     page.get_by_role("radio", name="files").check()  # a fresh example: schema, environment, message
     page.locator("#schema-status .ev-schema-ok").wait_for(timeout=30_000)
     page.click("#run-button")
@@ -152,7 +152,7 @@ def test_stop_cancels_a_running_episode_promptly(page):
 def test_fine_tune_draws_per_role_curves_live_then_applies_the_adapter(page):
     """A two-step run on the bank drills: curves appear while the run is still going,
     one line per role; then the before/after table, the download and Apply."""
-    page.wait_for_selector("#model-banner .ev-status-ok", timeout=300_000)
+    page.wait_for_selector("#model-banner .ev-status-info", timeout=300_000)
     page.get_by_role("tab", name="Fine-tune").click()
     steps = page.locator("#train-steps input[type=number]")
     steps.fill("2")
@@ -189,7 +189,7 @@ def test_fine_tune_draws_per_role_curves_live_then_applies_the_adapter(page):
 def test_manual_environment_waits_for_the_typed_response(page):
     """Environment "manual": the committed call waits; the box shows it with the rehearsed
     response; what is typed and sent becomes the step's real response."""
-    page.wait_for_selector("#model-banner .ev-status-ok", timeout=300_000)
+    page.wait_for_selector("#model-banner .ev-status-info", timeout=300_000)
     page.get_by_role("tab", name="Playground").click()
     page.get_by_role("radio", name="bank").check()  # the bank's tools and request
     page.locator("#schema-status .ev-schema-ok").wait_for(timeout=30_000)
@@ -254,7 +254,7 @@ def test_a_first_visit_shows_the_showcase_then_the_default_run_ends_within_its_b
     page.screenshot(path=str(ARTIFACTS / "browser-first-look.png"), full_page=True)
 
     # The header names the model that runs, not the 8B model the method was trained as.
-    page.wait_for_selector("#model-banner .ev-status-ok", timeout=300_000)
+    page.wait_for_selector("#model-banner .ev-status-info", timeout=300_000)
     header = page.locator("#header-model")
     expect(header).to_contain_text("embedded (SmolLM2-135M-Instruct)", timeout=30_000)
     assert "no adapter" in header.inner_text() and "EnvACE-Qwen3-8B" not in header.inner_text()

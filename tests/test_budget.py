@@ -7,6 +7,7 @@ import pytest
 from envace_demo import budget
 from envace_demo.budget import Speed
 from envace_demo.errors import ConfigError
+from envace_demo.models.base import Backend, Generation, ModelInfo
 from envace_demo.settings import Settings
 
 SLOW_CPU = Speed(decode=25.0, prefill=1000.0)  # the embedded model on two idle cores
@@ -115,3 +116,114 @@ def test_a_busier_machine_than_measured_slows_the_next_estimate():
     assert halfway.decode == pytest.approx(20.0 * (0.5 + 0.5 * 0.25))
     assert budget.estimate_seconds(halfway, "parallel", 2, 2, 160) > budget.estimate_seconds(speed, "parallel", 2, 2, 160)
     assert budget.observed(speed, []) == speed and budget.observed(speed, [(10, 0, 0.0)]) == speed
+
+
+# ---- a speed fit that survives a busy machine ------------------------------------------------------
+
+EMBEDDED_MB = 513.1  # the embedded model's fp32 footprint
+
+
+class Clocked(Backend):
+    """A model on a fake clock (``timer``): prefill at ``prefill`` tokens/s, decode at
+    ``decode``; the calls in ``slow_calls`` and the tokens in ``slow_tokens`` (by index)
+    take ``burst`` times longer, as when other work takes the cores for a moment."""
+
+    supports_constraints = False
+
+    def __init__(self, decode, prefill, memory_mb=EMBEDDED_MB, slow_calls=(), slow_tokens=(), burst=10.0,
+                 stream=True):
+        self.decode, self.prefill, self.memory_mb = decode, prefill, memory_mb
+        self.slow_calls, self.slow_tokens, self.burst, self.stream = set(slow_calls), set(slow_tokens), burst, stream
+        self.now, self.calls = 0.0, 0
+
+    def timer(self) -> float:
+        return self.now
+
+    @property
+    def info(self) -> ModelInfo:
+        return ModelInfo(model_id="clocked", device="cpu", dtype="float32", memory_mb=self.memory_mb)
+
+    def render(self, messages, tools=None, enable_thinking=True) -> str:
+        return messages[-1]["content"]
+
+    def generate(self, prompt, sampling, constraint=None, on_token=None, cancel=None):
+        self.calls += 1
+        prompt_tokens = 1500
+        slow = self.burst if self.calls in self.slow_calls else 1.0
+        self.now += prompt_tokens / self.prefill * slow
+        text = ""
+        for i in range(sampling.max_new_tokens):
+            self.now += (self.burst if i in self.slow_tokens else 1.0) * slow / self.decode
+            text += "x"
+            if on_token is not None and self.stream:
+                on_token(0, text)
+        return Generation(text, sampling.max_new_tokens, prompt_tokens, 0.0)
+
+
+def test_a_burst_of_other_work_during_the_timing_does_not_move_the_measured_speed():
+    # The second prefill timing and three of the decoded tokens ran while something else
+    # had the cores, ten times slower.
+    quiet = Clocked(decode=25.0, prefill=1000.0)
+    calm = budget.measure_speed(quiet, timer=quiet.timer)
+    assert calm.decode == pytest.approx(25.0) and calm.prefill == pytest.approx(1000.0, rel=0.05)
+    backend = Clocked(decode=25.0, prefill=1000.0, slow_calls={3}, slow_tokens={3, 10, 20})
+    burst = budget.measure_speed(backend, timer=backend.timer)
+    assert burst.decode == pytest.approx(calm.decode) and burst.prefill == pytest.approx(calm.prefill)
+    # One timing of each kind, as before, would have believed the burst.
+    single = Clocked(decode=25.0, prefill=1000.0, slow_calls={2}, stream=False)
+    assert budget.measure_speed(single, repeats=1, timer=single.timer).prefill < calm.prefill / 4
+
+
+def test_a_backend_that_does_not_stream_is_timed_by_the_whole_call():
+    backend = Clocked(decode=25.0, prefill=1000.0, stream=False)
+    speed = budget.measure_speed(backend, timer=backend.timer)
+    assert speed.decode == pytest.approx(25.0, rel=0.05) and speed.prefill == pytest.approx(1000.0, rel=0.05)
+
+
+def test_an_implausibly_slow_measurement_is_held_to_what_the_model_size_allows():
+    # Timed while another job held the machine throughout: 1 token/s, as once seen.
+    crawl = Clocked(decode=1.0, prefill=60.0)
+    speed = budget.measure_speed(crawl, timer=crawl.timer)
+    bounds = budget.plausible_for(crawl)
+    assert speed == Speed(decode=bounds.decode[0], prefill=bounds.prefill[0])
+    held, believed = budget.fit(speed), budget.fit(Speed(decode=1.0, prefill=60.0))
+    assert held.n == 1 and held.max_steps == budget.MIN_STEPS
+    # A plausible budget: the limit a few minutes at most, where believing the crawl set
+    # about twenty.
+    assert held.episode_seconds < 4 * budget.TARGET_SECONDS < 15 * 60 < believed.episode_seconds
+
+
+def test_plausible_speeds_follow_the_model_size_and_hold_the_measured_ones():
+    small = budget.plausible(EMBEDDED_MB * 2**20, 4.0)
+    for measured in (Speed(decode=25.0, prefill=1000.0), Speed(decode=60.0, prefill=20_000.0)):
+        assert small.bound(measured) == measured  # idle two cores, and one GPU
+    large = budget.plausible(16e9, 2.0)  # an 8B model in bfloat16
+    assert large.decode[1] < small.decode[1] and large.prefill[0] < small.prefill[0]
+    assert budget.plausible_for(Clocked(1.0, 1.0, memory_mb=None)) is None  # a server reports no footprint
+    with pytest.raises(ConfigError, match="model size"):
+        budget.plausible(0)
+
+
+def test_the_live_speed_moves_the_fit_but_stays_plausible():
+    bounds = budget.plausible(EMBEDDED_MB * 2**20, 4.0)
+    speed = Speed(decode=25.0, prefill=1000.0)
+    # Runs then took a hundred times longer than predicted: the speed falls to the floor, no lower.
+    slower = budget.observed(speed, [(1500, 40, 300.0)], weight=1.0, bounds=bounds)
+    assert slower == Speed(decode=bounds.decode[0], prefill=bounds.prefill[0])
+    assert budget.fit(slower).estimate_seconds > budget.fit(speed).estimate_seconds
+
+
+def test_a_median_rate_needs_enough_tokens():
+    assert budget.median_rate([0.0, 0.1, 0.2, 5.0, 5.1, 5.2]) == pytest.approx(10.0)
+    assert budget.median_rate([0.0, 0.1, 0.2]) is None
+    assert budget.median_rate([1.0] * 6) is None
+
+
+def test_a_refit_follows_the_speed_and_keeps_the_defaults_shown():
+    fitted = budget.fit(SLOW_CPU)
+    slower = budget.refit(fitted, Speed(decode=5.0, prefill=200.0))
+    assert (slower.n, slower.max_steps, slower.max_new_tokens, slower.think_chars) == (
+        fitted.n, fitted.max_steps, fitted.max_new_tokens, fitted.think_chars)
+    assert slower.estimate_seconds > fitted.estimate_seconds and slower.episode_seconds > fitted.episode_seconds
+    assert budget.refit(fitted, SLOW_CPU) == fitted
+    assert budget.refit(fitted, Speed(decode=5.0, prefill=200.0), target_seconds=0) == fitted

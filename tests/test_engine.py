@@ -16,6 +16,7 @@ from envace_demo.envs.registry import create
 from envace_demo.errors import ConfigError
 from envace_demo.events import EpisodeFinished, EpisodeStarted, Generating, MemoryReady, RehearsalFinished, TurnUpdated
 from envace_demo.models.base import Sampling
+from envace_demo.prompts import CURRENT_TOOL
 from envace_demo.record import Trajectory, call_steps
 from envace_demo.schemas import load_tools
 from envace_demo.tasks import Task, find_task
@@ -182,6 +183,119 @@ def test_record_round_trips_through_json(scripted):
     assert "action" not in data["turns"][0]["calls"][0]  # a call does not repeat its turn
     again = Trajectory.from_dict(data)
     assert again.to_dict() == data
+
+
+# ---- the time budget: rehearsals have a share, the committed run a reserve -----------------------
+
+PREDICTED = result_text({"account_id": "ACC-1003", "owner": "Ben Okafor", "balance": 300.0})
+
+
+def _committed_actor(text):
+    """Calls get_account, then answers once a real result is in the conversation."""
+    return ANSWER if '"role": "tool"' in text and "Rehearsal memory" in text else BALANCE
+
+
+def test_a_run_whose_rehearsals_exceed_their_share_still_commits():
+    from helpers import PacedBackend
+
+    # Rehearsals never answer and each of their generations is slow: without a share they
+    # would spend the whole limit (50 steps) and the run would commit nothing.
+    backend = PacedBackend(actor=[_committed_actor] * 200, rehearser=[PREDICTED] * 200,
+                           pace=lambda text, committing: 0.0 if committing else 0.25)
+    config = EpisodeConfig(mode="parallel", n=2, max_steps=50, episode_seconds=4.0, rehearsal_share=0.5)
+    events = list(Episode(backend, _task(), config, create("bank")).run())
+    traj = events[-1].trajectory
+    assert [r.ended for r in traj.rehearsals] == ["rehearsal_time"] * 2 and all(r.cut for r in traj.rehearsals)
+    assert all(r.turns for r in traj.rehearsals)  # they got somewhere before the cut
+    memory = [e.memory for e in events if isinstance(e, MemoryReady)][0]
+    assert "cut short: the rehearsal time ran out" in memory["text"] and "get_account" in memory["text"]
+    assert all(a["cut"] for a in memory["attempts"])
+    # The committed run had its reserve: it called for real, then answered.
+    assert traj.totals()["real_calls"] == 1 and traj.turns[0].calls[0].real["balance"] == 310.25
+    assert traj.ended == "answer" and traj.success is True
+
+
+def test_a_call_cut_by_the_rehearsal_time_says_so_in_the_memory():
+    from helpers import PacedBackend
+
+    slow_rehearser = PacedBackend(actor=[BALANCE] * 50 + [ANSWER] * 5, rehearser=[PREDICTED] * 50,
+                                  pace=lambda text, committing: 0.6 if CURRENT_TOOL in text and not committing else 0.0)
+    config = EpisodeConfig(mode="parallel", n=1, max_steps=50, episode_seconds=2.0, rehearsal_share=0.25)
+    traj = run_episode(slow_rehearser, _task(), config, create("bank"))
+    (rehearsal,) = traj.rehearsals
+    last = rehearsal.turns[-1].calls[-1]
+    assert rehearsal.cut and last.rehearsal_cut and last.rehearsed is None
+    assert "not rehearsed (the time ran out)" in traj.memory["text"]
+    assert "error: the rehearsal time ran out" not in traj.memory["text"]  # said once, on its line
+
+
+def test_a_committed_call_whose_rehearsal_runs_long_is_still_made_for_real():
+    from helpers import PacedBackend
+
+    # The rehearsal phase answers at once; the committed call's rehearsal would take 60 s.
+    backend = PacedBackend(actor=[ANSWER, BALANCE, ANSWER], rehearser=[PREDICTED],
+                           pace=lambda text, committing: 60.0 if committing and CURRENT_TOOL in text else 0.0)
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1, episode_seconds=3.0), create("bank"))
+    (step,) = traj.turns[0].calls
+    assert step.rehearsal_cut and step.rehearsed is None and step.fidelity is None
+    assert step.real["balance"] == 310.25 and step.error is None
+    assert traj.ended == "answer" and traj.success is True
+
+
+def test_sequential_attempts_that_cannot_start_in_the_share_are_not_begun():
+    from helpers import PacedBackend
+
+    def actor(text):  # each attempt, and the committed run: look up, then answer
+        return ANSWER if '"role": "tool"' in text else BALANCE
+
+    backend = PacedBackend(actor=[actor] * 20, rehearser=[PREDICTED] * 20,
+                           pace=lambda text, committing: 0.3 if CURRENT_TOOL in text else 0.0)
+    config = EpisodeConfig(mode="sequential", n=8, episode_seconds=3.0, rehearsal_share=0.3)
+    traj = run_episode(backend, _task(), config, create("bank"))
+    assert 1 <= len(traj.rehearsals) < 8
+    assert traj.totals()["real_calls"] == 1 and traj.ended == "answer"
+
+
+def test_imagine_mode_has_no_rehearsal_share_to_keep():
+    from helpers import PacedBackend
+
+    backend = PacedBackend(actor=[BALANCE, BALANCE, ANSWER], rehearser=[PREDICTED] * 2,
+                           pace=lambda text, committing: 0.3)
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="imagine", n=1, episode_seconds=3.0, rehearsal_share=0.1),
+                       create("bank"))
+    assert traj.rehearsals[0].ended == "answer" and not traj.rehearsals[0].cut
+
+
+def test_rehearsal_share_must_leave_time_to_both_phases():
+    with pytest.raises(ConfigError, match="rehearsal_share"):
+        EpisodeConfig(rehearsal_share=1.0)
+
+
+# ---- writes: a real call that changes state, and one the request did not ask for ------------------
+
+
+def test_a_real_write_is_marked_and_an_unrequested_one_flagged(scripted):
+    deposit = call_text("deposit", {"account_id": "ACC-1003", "amount": 100.0})
+    backend = scripted(actor=[BALANCE, deposit, ANSWER])
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="none"), create("bank"))  # asks only to read
+    read, write = call_steps(traj.turns)
+    assert (read.write, read.unrequested_write) == (False, False)
+    assert (write.write, write.unrequested_write) == (True, True)
+    asked = find_task("bank", "deposit-cash")
+    traj = run_episode(scripted(actor=[call_text("deposit", {"account_id": "ACC-1001", "amount": 250.0}), ANSWER]),
+                       asked, EpisodeConfig(mode="none"), create("bank"))
+    (step,) = call_steps(traj.turns)
+    assert step.write is True and step.unrequested_write is False  # the request asked for it
+
+
+def test_writes_are_unknown_without_a_check_or_a_declaring_environment(scripted):
+    deposit = call_text("deposit", {"account_id": "ACC-1003", "amount": 100.0})
+    typed = Task("typed", "what is my balance?", create("bank").tools())  # a typed request: no check
+    traj = run_episode(scripted(actor=[deposit, ANSWER]), typed, EpisodeConfig(mode="none"), create("bank"))
+    (step,) = call_steps(traj.turns)
+    assert step.write is True and step.unrequested_write is False
+    traj = run_episode(scripted(actor=[deposit]), _task(), EpisodeConfig(mode="none"))  # no environment
+    assert call_steps(traj.turns)[0].write is None
 
 
 # ---- the real embedded model, every mode ---------------------------------------------------------

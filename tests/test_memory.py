@@ -43,3 +43,22 @@ def test_a_call_repeated_in_a_row_is_written_once_with_its_count():
     text = summarize([_rehearsal(0, [same, same, same, ("get_account", {"account_id": "ACC-1"}, {"balance": 1})])])["text"]
     assert text.count("called list_transactions") == 1 and "(3 times in a row)" in text
     assert text.count("called get_account") == 1
+
+
+def test_a_rehearsal_cut_by_its_time_still_feeds_the_memory_marked_cut():
+    done = _rehearsal(0, [("get_account", {"account_id": "ACC-1"}, {"balance": 10})])
+    cut = Rehearsal(index=1, ended="rehearsal_time", cut=True, turns=[
+        Turn(index=0, action=Action(text="t"), calls=[CallStep(ToolCall("get_account", {"account_id": "ACC-1"}),
+                                                              rehearsed={"balance": 10}, valid=True)]),
+        Turn(index=1, action=Action(text="t"), calls=[CallStep(
+            ToolCall("list_transactions", {"account_id": "ACC-1"}), valid=True, rehearsal_cut=True,
+            error="the rehearsal time ran out before the rehearsal")]),
+    ])
+    mem = summarize([done, cut])
+    first, second = mem["attempts"]
+    assert not first["cut"] and second["cut"] and second["calls"][1]["cut"]
+    assert second["errors"] == []  # said on the call's line and in the heading, once each
+    text = mem["text"]
+    assert "Attempt 2 (cut short: the rehearsal time ran out):" in text
+    assert 'called list_transactions {"account_id": "ACC-1"} -> not rehearsed (the time ran out)' in text
+    assert 'called get_account {"account_id": "ACC-1"} -> {"balance": 10}' in text.split("Attempt 2")[1]

@@ -186,3 +186,86 @@ def test_a_larger_cpu_batch_is_decoded_together(tiny, monkeypatch):
     monkeypatch.setattr(tiny.model, "generate", lambda *a, **k: calls.append(a[0].shape[0]) or real(*a, **k))
     tiny.generate_many([_prompt(tiny, "Say something about accounts.")] * (CPU_ROWS + 1), SAMPLED)
     assert calls == [CPU_ROWS + 1]  # beyond CPU_ROWS one batched pass beats rows one by one
+
+
+# ---- a value is closed, not cut, when the budget runs short -------------------------------------
+
+LISTING = {
+    "type": "object",
+    "properties": {"entries": {"type": "array", "items": {"type": "string", "maxLength": 32}, "maxItems": 3},
+                   "note": {"type": "string", "maxLength": 32}},
+    "required": ["entries", "note"],
+    "additionalProperties": False,
+}
+
+
+def _cut_and_closed(tiny, constraint, tokens, seeds=range(4)):
+    """(outputs with closing off, outputs with closing on) under a budget too small for the value."""
+    outputs = {}
+    for closing in (False, True):
+        if not closing:
+            tiny._closing_ids = []  # no closers: the budget cuts where it falls
+        else:
+            tiny._closing_ids = None  # found again
+        prompt = _prompt(tiny, "Answer.")
+        outputs[closing] = [
+            tiny.generate(prompt, Sampling(temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=tokens, seed=s), constraint)
+            for s in seeds
+        ]
+    return outputs[False], outputs[True]
+
+
+def test_a_result_the_budget_would_cut_is_closed_and_parses(tiny):
+    constraint = Constraint(role="rehearser", response_schema=LISTING, think_chars=0)
+    cut, closed = _cut_and_closed(tiny, constraint, tokens=40)
+    assert any(parse_execution_result(g.text)[1] for g in cut)  # the random model runs past 40 tokens
+    for gen in closed:
+        value, error = parse_execution_result(gen.text)
+        assert error is None, gen.text
+        assert set(value) == {"entries", "note"} and gen.new_tokens <= 40
+
+
+def test_a_call_the_budget_would_cut_is_closed_and_parses(tiny):
+    from envace_demo.calls import parse_action
+    from envace_demo.schemas import load_tools
+
+    (tool,) = load_tools([{"name": "tag", "parameters": {"type": "object", "properties": {
+        "labels": {"type": "array", "items": {"type": "string"}}}, "required": ["labels"]}}])
+    constraint = Constraint(role="actor", tools=(tool,), require_call=True, think_chars=0)
+    cut, closed = _cut_and_closed(tiny, constraint, tokens=48)
+    assert any(parse_action(g.text, {"tag"}, require_call=True).error for g in cut)
+    for gen in closed:
+        action = parse_action(gen.text, {"tag"}, require_call=True, cut=gen.finish_reason == "length")
+        assert action.error is None, gen.text
+        assert action.calls[0].name == "tag" and isinstance(action.calls[0].arguments["labels"], list)
+
+
+def test_closers_are_the_closing_characters_and_the_stop_token(tokenizer):
+    from envace_demo.models.row_decoder import closable, closing_ids, in_string, value_open
+
+    inside, outside = closing_ids(tokenizer, [tokenizer.eos_token_id], ())
+    eos = tokenizer.eos_token_id
+    quoted = {tokenizer.decode([i]) for i in inside if i != eos}
+    bare = {tokenizer.decode([i]) for i in outside if i != eos}
+    assert '"' in quoted and all(t.startswith('"') and set(t) <= set('"]}') for t in quoted)
+    assert {"]", "}"} <= bare and all(set(t) <= set("]}") for t in bare)
+    assert eos in inside and eos in outside
+    assert value_open('<think>\n</think>\n\n<execution_result>\n{"a": [') and not value_open("<think>\nplan")
+    assert closable('<tool_call>\n{"name": "x", "arguments": {}}\n</tool_call>') and not closable("<think>\nplan")
+    assert in_string('<tool_call>\n{"name": "x", "arguments": {"q": "a \\" b') and not in_string('<tool_call>\n{"a": "b"')
+
+
+def test_rows_decoded_together_close_their_values_too(tiny):
+    constraint = Constraint(role="rehearser", response_schema=LISTING, think_chars=0)
+    prompts = [_prompt(tiny, "Answer."), _prompt(tiny, "Answer, please.")]
+    tiny.row_decoder = False  # model.generate with a grammar per row
+    try:
+        for seed in range(2):
+            # No forced tokens ride along here: the tags alone take 30 tokens.
+            sampling = Sampling(temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=72, seed=seed)
+            for gen in tiny.generate_many(prompts, sampling, [constraint, constraint]):
+                value, error = parse_execution_result(gen.text)
+                assert error is None, gen.text
+                assert set(value) == {"entries", "note"}
+    finally:
+        tiny.row_decoder = True

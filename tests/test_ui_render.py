@@ -508,8 +508,12 @@ def test_the_holder_follows_the_speed_a_finished_run_saw(scripted):
     traj = events[-1].trajectory
     for turn in traj.turns:
         turn.prompt_tokens, turn.act_tokens, turn.act_seconds = 1000, 40, 12.0  # 4x slower than timed
+    before = holder.status().budget
     holder.observe(traj)
     assert holder.status().speed.decode < 20.0
+    after = holder.status().budget  # the estimate follows; the defaults a page shows stay
+    assert after.estimate_seconds > before.estimate_seconds
+    assert (after.n, after.max_steps, after.max_new_tokens) == (before.n, before.max_steps, before.max_new_tokens)
 
 
 def test_a_response_the_engine_wrote_says_why():
@@ -521,3 +525,92 @@ def test_a_response_the_engine_wrote_says_why():
     again = CallStep(call, rehearsed={"error": {"code": "ACCOUNT_NOT_FOUND", "message": "m"}})
     assert "validation" in engine_written(invalid)
     assert "failed for real" in engine_written(again)
+
+
+# ---- what a visitor sees says what happens ---------------------------------------------------------
+
+
+def _deposit_on_a_balance_request(scripted) -> Trajectory:
+    deposit = call_text("deposit", {"account_id": "ACC-1003", "amount": 100.0})
+    backend = scripted(actor=[call_text("get_account", {"account_id": "ACC-1003"}), deposit, ANSWER])
+    from envace_demo.engine import run_episode
+
+    return run_episode(backend, find_task("bank", "check-balance"), EpisodeConfig(mode="none"), create("bank"))
+
+
+def test_a_real_write_is_marked_and_one_not_asked_for_is_flagged_on_its_step_and_in_the_outcome(scripted):
+    traj = _deposit_on_a_balance_request(scripted)
+    steps = render.steps_html(render.showcase_view(traj))
+    read, write = steps.split('data-step="1"')
+    assert "not asked for" not in read and ">write<" not in read
+    assert "write: not asked for" in write and "ev-bad" in write
+    outcome = render.outcome_html(traj)
+    assert "1 write not asked for" in outcome and "<b>1</b> real writes" in outcome
+    assert render.write_metrics(traj) == {"real_writes": 1, "unrequested_writes": 1}
+
+
+def test_compare_metrics_count_the_writes_not_asked_for(scripted):
+    from envace_demo.ui.compare import _with_difference
+
+    traj = _deposit_on_a_balance_request(scripted)
+    by_side = {"none": {**runner.metrics(traj), **render.write_metrics(traj)}, "parallel": {**runner.metrics(traj)}}
+    headers, rows = _with_difference(by_side)
+    row = next(r for r in rows if r[0] == "writes not asked for")
+    assert row[1] == 1 and row[2] == "—"
+
+
+def test_a_write_the_request_asked_for_is_marked_without_a_flag():
+    from envace_demo.record import CallStep, ToolCall
+
+    asked = CallStep(ToolCall("deposit", {}), real={"balance": 1.0}, write=True)
+    refused = CallStep(ToolCall("deposit", {}), real={"error": {"code": "X", "message": "m"}}, write=True)
+    assert "ev-warn" in render.write_badge(asked) and "not asked" not in render.write_badge(asked)
+    assert "write refused" in render.write_badge(refused)
+    assert render.write_badge(CallStep(ToolCall("get_account", {}), real={}, write=False)) == ""
+
+
+def test_rehearsals_cut_by_their_time_say_so_in_panels_memory_and_steps():
+    from envace_demo.memory import summarize
+    from envace_demo.record import Action, CallStep, Rehearsal, ToolCall, Turn
+
+    call = ToolCall("get_account", {"account_id": "ACC-1003"})
+    cut_step = CallStep(call, error="the rehearsal time ran out before the rehearsal", rehearsal_cut=True)
+    rehearsal = Rehearsal(index=0, turns=[Turn(0, Action("x", calls=[call]), calls=[cut_step])],
+                          ended="rehearsal_time", cut=True)
+    traj = _finished(True, "answer")
+    traj.rehearsals, traj.memory = [rehearsal], summarize([rehearsal])
+    view = render.showcase_view(traj)
+    titles = [m["metadata"]["title"] for m in render.rehearsal_messages(view)]
+    assert "Rehearsal 1 · 1 imagined call, ended: cut: the rehearsal time ran out" in titles
+    assert "not rehearsed (cut)" in titles
+    card = render.memory_html(traj.memory)
+    assert "cut short" in card and "not rehearsed: cut" in card and "ev-badge ev-bad" not in card
+    committed = CallStep(call, real={"balance": 1.0}, rehearsal_cut=True)
+    traj.turns = [Turn(0, Action("x", calls=[call]), calls=[committed])]
+    assert "the time left was kept for the real call" in render.steps_html(view)
+
+
+def test_green_is_for_a_passed_check_only():
+    info = {"model_id": "embedded (SmolLM2-135M-Instruct)", "device": "cpu", "dtype": "float32"}
+    ready = render.model_status_html("ready", "embedded", 2.0, None, info)
+    assert "ev-status-ok" not in ready and "ev-status-info" in ready
+
+
+def test_the_banner_names_an_untrained_model_as_such():
+    base = {"model_id": "embedded (SmolLM2-135M-Instruct)", "device": "cpu", "dtype": "float32"}
+    assert "Untrained" in render.model_status_html("ready", "embedded", 2.0, None, base)
+    tuned = {**base, "adapter": "demo-cpu"}
+    assert "Untrained" not in render.model_status_html("ready", "embedded", 2.0, None, tuned)
+    release = {**base, "model_id": "Team-ACE/EnvACE-Qwen3-8B"}
+    assert "Untrained" not in render.model_status_html("ready", "x", 2.0, None, release)
+
+
+def test_with_no_environment_the_rehearsing_modes_say_nothing_will_be_committed():
+    from envace_demo.budget import Speed
+
+    speed = Speed(25.0, 1000.0)
+    for mode in ("parallel", "sequential"):
+        assert "nothing will be committed" in render.estimate_html(speed, mode, 2, 2, 192, 120, executed=False)
+        assert "nothing will be committed" in render.estimate_html(None, mode, 2, 2, 192, 120, executed=False)
+        assert "nothing will be committed" not in render.estimate_html(speed, mode, 2, 2, 192, 120)
+    assert "nothing will be committed" not in render.estimate_html(speed, "imagine", 2, 2, 192, 120, executed=False)

@@ -98,7 +98,9 @@ class EpisodeFlags:
         EpisodeConfig, "mode", "none: act and execute; parallel, sequential: N rehearsals, then the committed "
         "run; imagine: rehearsals only"
     )
-    n: int = _like(EpisodeConfig, "n", "rehearsal budget N")
+    n: int = _like(
+        EpisodeConfig, "n", "rehearsal budget N (run: fitted to the model's speed where left at the default)"
+    )
     seed: int = _like(Sampling, "seed", default=0)  # a command line run is repeatable by default
     temperature: float = _like(Sampling, "temperature")
     top_p: float = _like(Sampling, "top_p")

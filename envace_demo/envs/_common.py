@@ -73,6 +73,11 @@ def _loaded_tools(env_name: str) -> list[Tool]:
     return load_tools(tool_specs(env_name))
 
 
+@functools.cache
+def _writers(env_name: str) -> frozenset[str]:
+    return frozenset(spec["function"]["name"] for spec in tool_specs(env_name) if spec["function"].get("x-writes"))
+
+
 def _describe(err: Any) -> str:
     where = "/".join(str(p) for p in err.absolute_path) or "arguments"
     return f"{where}: {err.message}"
@@ -86,10 +91,6 @@ class ToolEnvironment(Environment):
     API-safe and original names are the same string and one lookup serves both.
     """
 
-    # The tools whose calls change the state (the rest only read it): lets a benchmark count
-    # writes nobody asked for.
-    state_changing: frozenset[str] = frozenset()
-
     def __init__(self) -> None:
         self._state: dict[str, Any] = self.initial_state()
 
@@ -100,6 +101,15 @@ class ToolEnvironment(Environment):
     @abstractmethod
     def handlers(self) -> dict[str, Handler]:
         """Tool name -> bound method taking the validated arguments dict."""
+
+    @property
+    def state_changing(self) -> frozenset[str]:
+        """The tools whose calls change the state (the rest only read it), as tools.json
+        declares them (``"x-writes": true``)."""
+        return _writers(self.name)
+
+    def writes(self, name: str) -> bool | None:
+        return name in self.state_changing
 
     def tools(self) -> list[Tool]:
         # Normalizing costs ~20 ms; a deep copy of the cached result keeps callers apart.

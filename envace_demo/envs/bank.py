@@ -80,7 +80,6 @@ def _cents(x: float) -> float:
 
 class BankEnvironment(ToolEnvironment):
     name = "bank"
-    state_changing = frozenset({"deposit", "withdraw", "transfer", "freeze_account"})
     description = "A retail bank: look up accounts and history, move money, freeze an account."
 
     def initial_state(self) -> dict[str, Any]:

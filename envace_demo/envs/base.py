@@ -32,6 +32,11 @@ class Environment(ABC):
     def state(self) -> dict[str, Any]:
         """A JSON snapshot of the state, for success checks and display."""
 
+    def writes(self, name: str) -> bool | None:
+        """Whether a call of tool ``name`` changes the state (a write) or only reads it;
+        None where the environment does not know (the default)."""
+        return None
+
     def close(self) -> None:
         """Release what the environment holds (a server connection); nothing for in-memory ones."""
 

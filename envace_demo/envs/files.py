@@ -75,7 +75,6 @@ def _read_only(path: str) -> bool:
 
 class FilesEnvironment(ToolEnvironment):
     name = "files"
-    state_changing = frozenset({"write_file", "create_directory", "move_file", "delete_file"})
     description = "A small in-memory file system with notes and projects; /system is read-only."
 
     def initial_state(self) -> dict[str, Any]:

@@ -106,7 +106,6 @@ def _fold(text: str) -> str:
 
 class LibraryEnvironment(ToolEnvironment):
     name = "library"
-    state_changing = frozenset({"place_hold"})
     description = "A public library catalog of 41 books: search, browse by genre/year, details, holds."
 
     def initial_state(self) -> dict[str, Any]:

@@ -48,13 +48,16 @@ def row_grammars_class():
 
     class RowGrammars(LogitsProcessor):
         """A grammar per batch row (None: that row is free); one instance per ``generate``.
-        xgrammar's own HF processor takes per-row grammars too, but not free rows."""
+        xgrammar's own HF processor takes per-row grammars too, but not free rows.
+        ``closing``: (closer ids, new-token budget, prompt width, ids -> text): in the
+        budget's last tokens an open value is closed, as the row decoder does."""
 
-        def __init__(self, compiled: list):
+        def __init__(self, compiled: list, closing: tuple | None = None):
             self.matchers = [xgr.GrammarMatcher(c) if c is not None else None for c in compiled]
             vocab = next(c for c in compiled if c is not None).tokenizer_info.vocab_size
             self.bitmask = xgr.allocate_token_bitmask(len(compiled), vocab)
             self.started = False
+            self.closing, self.steps = closing, 0
 
         def __call__(self, input_ids, scores):
             live = []
@@ -70,27 +73,47 @@ def row_grammars_class():
             self.started = True
             if live:
                 xgr.apply_token_bitmask_inplace(scores, self.bitmask.to(scores.device), indices=live)
+                scores = self._close(input_ids, scores, live)
+            self.steps += 1
+            return scores
+
+        def _close(self, input_ids, scores, live: list[int]):
+            from envace_demo.models.row_decoder import CLOSING_TOKENS, close_scores
+
+            if self.closing is None:
+                return scores
+            closers, budget, width, decode = self.closing
+            if budget - self.steps > CLOSING_TOKENS:
+                return scores
+            for row in live:
+                text = decode(input_ids[row, width:].tolist())
+                scores[row : row + 1] = close_scores(scores[row : row + 1], closers, text)
             return scores
 
     return RowGrammars
 
 
 def logits_processors(
-    grammars: Callable[[], GrammarCache], sampling: Sampling, constraints: list[Constraint | None], forcing: list = ()
+    grammars: Callable[[], GrammarCache],
+    sampling: Sampling,
+    constraints: list[Constraint | None],
+    closing: tuple | None = None,
+    forcing: list = (),
 ):
     """Grammar first (it removes forbidden tokens), then ``forcing`` (the reasoning budget),
     then sampling. ``grammars`` gives the backend's grammar cache, or None when constraints
-    are off."""
+    are off; ``closing``: see ``RowGrammars`` (rows of a batch close an open value in the
+    budget's last tokens)."""
     from transformers import LogitsProcessorList
 
     processors = LogitsProcessorList()
     if any(c is not None for c in constraints):
         cache_ = grammars()
-        if cache_ is not None and len(constraints) == 1:
+        if cache_ is not None and len(constraints) == 1 and closing is None:
             processors.append(cache_.logits_processor(constraints[0]))
         elif cache_ is not None:
             compiled = [cache_.compile(c) if c is not None else None for c in constraints]
-            processors.append(row_grammars_class()(compiled))
+            processors.append(row_grammars_class()(compiled, closing))
     processors.extend(forcing)
     processors.extend(sampling_processors(sampling))
     return processors

@@ -14,6 +14,13 @@ Two savings that ``model.generate`` leaves on the table for a single row:
   the last few sequences are kept; the next prompt takes the one it shares most with,
   cut back to the shared part, and prefills only the rest.
 
+A constrained value is never cut mid-way by the token budget: in its last ``closing``
+tokens, once a call or a result is open, only tokens that close it are sampled wherever
+the grammar allows one (``closing_ids``): inside a string its closing quote, outside
+``]`` and ``}``; then the closing tag and the stop token. A call that would repeat array
+items until the limit then ends as a shorter, whole call. (Where the grammar still
+requires more, a required key, the model goes on.)
+
 Sampling is the backend's: its logits processors (temperature, top-k, top-p) run on the
 grammar-masked scores and torch's RNG draws (the caller seeds it). Training does not use
 this path: it needs the model's own tokenization of every token it learns from.
@@ -32,6 +39,16 @@ from envace_demo.errors import ModelError
 # a row here costs about half a plain row, and a batch of N plain rows about 1 + 0.26 (N - 1)
 # rows (bench/ANALYSIS.md, parallel_rehearsal_ratio 1.78 at N = 4): one by one wins up to 3.
 CPU_ROWS = 3
+# The last tokens of a constrained row's budget, in which an open value is closed: room for
+# what the value still requires (a declared response's last required keys), a nested
+# value's closers, its closing tag (several tokens where the tokenizer has no special
+# token for it) and the stop token. With 24, one rehearsal of the embedded model in eight
+# closed its value but lost its closing tag to the limit.
+CLOSING_TOKENS = 32
+# Characters that close a JSON value (whitespace is left out: inside a string it would
+# only lengthen it), and the tags an open call or result ends with.
+_CLOSERS = frozenset('"]}')
+OPEN_TAGS = {"<tool_call>": "</tool_call>", "<execution_result>": "</execution_result>"}
 
 
 @dataclass
@@ -101,13 +118,17 @@ def decode_row(
     cancel: threading.Event | None = None,
     tags: tuple[str, ...] = (),
     decode: Callable[[list[int]], str] | None = None,
+    closers=None,
+    closing: int = CLOSING_TOKENS,
 ) -> Decoded:
     """Decode one row after ``prompt_ids`` with ``model`` (a transformers causal LM).
 
     ``matcher``: an xgrammar GrammarMatcher (None: free text); ``processors``: logits
     processors run after the grammar mask (none: greedy); ``on_ids`` gets the new ids so
     far after every pass; ``tags``: texts the tokenizer has one special token for (with
-    ``decode``, ids to text). The caller holds ``torch.inference_mode`` and the seed."""
+    ``decode``, ids to text); ``closers``: the ids that close a value (``closing_ids``, a
+    tensor; with ``decode``), preferred in the last ``closing`` tokens while a call or a
+    result is open. The caller holds ``torch.inference_mode`` and the seed."""
     import torch
 
     cache, reused = prefix.take(prompt_ids) if prefix is not None else (None, 0)
@@ -132,6 +153,8 @@ def decode_row(
                 bitmask = xgr.allocate_token_bitmask(1, scores.shape[-1])
             matcher.fill_next_token_bitmask(bitmask)
             xgr.apply_token_bitmask_inplace(scores, bitmask.to(scores.device))
+            if closers is not None and decode is not None and max_new_tokens - len(out) <= closing:
+                scores = close_scores(scores, closers, decode(out))
         token = _pick(scores, processors, prompt_ids, out)
         if matcher is not None and not matcher.accept_token(token):
             raise ModelError(f"constrained decoding: sampled token {token} its grammar forbids")
@@ -155,6 +178,79 @@ def decode_row(
         seen = prompt_ids + out[: len(out) - len(pending) - (reason == "stop")]
         prefix.keep(seen[: int(cache.get_seq_length())], cache)
     return Decoded(ids=out, finish_reason=reason, forward_passes=passes, reused_tokens=reused)
+
+
+def value_open(text: str) -> bool:
+    """Whether ``text`` (an output so far) ends inside a call or a result: its last opening
+    tag has no closing tag after it."""
+    last = max(OPEN_TAGS, key=text.rfind)
+    at = text.rfind(last)
+    return at >= 0 and OPEN_TAGS[last] not in text[at:]
+
+
+def in_string(text: str) -> bool:
+    """Whether ``text`` ends inside a JSON string of the value its last opening tag began."""
+    last = max(OPEN_TAGS, key=text.rfind)
+    inside = escaped = False
+    for char in text[text.rfind(last) + len(last):]:
+        if escaped:
+            escaped = False
+        elif char == "\\" and inside:
+            escaped = True
+        elif char == '"':
+            inside = not inside
+    return inside
+
+
+def closable(text: str) -> bool:
+    """Whether the budget's last tokens should close rather than go on: a call or a result
+    is open, or one is complete (then the stop token beats a next call the budget would cut)."""
+    return value_open(text) or any(close in text for close in OPEN_TAGS.values())
+
+
+def close_scores(scores, closers, text: str):
+    """``scores`` (one row) with every token but the closers removed where ``text`` (the
+    output so far) should close and the grammar allows a closer; unchanged otherwise (the
+    value needs more first). ``closers``: (in a string, outside one), from ``closing_ids``."""
+    import torch
+
+    if not closable(text):
+        return scores
+    closers = closers[0] if in_string(text) else closers[1]
+    allowed = torch.isfinite(scores[0, closers])
+    if not bool(allowed.any()):
+        return scores
+    kept = torch.full_like(scores, float("-inf"))
+    kept[0, closers] = scores[0, closers]
+    return kept
+
+
+def closing_ids(tokenizer, stop_ids: list[int], tags: tuple[str, ...]) -> tuple[list[int], list[int]]:
+    """The tokens that close a value, (inside a string, outside one): text of ``"``, ``]``
+    and ``}`` only, starting with the quote inside a string (``]`` there would only lengthen
+    it) and without one outside (it would open a new string); both with the closing tags
+    the tokenizer has one token for, and the stop tokens."""
+    closing_tags = {t for t in tags if t in OPEN_TAGS.values()}
+    inside, outside = set(stop_ids), set(stop_ids)
+    for token, index in tokenizer.get_vocab().items():
+        if not (set(token) <= _CLOSERS or token in closing_tags):  # a byte-level token spells them as is
+            continue
+        text = tokenizer.convert_tokens_to_string([token])
+        if text in closing_tags:
+            inside.add(index)
+            outside.add(index)
+        elif text and set(text) <= _CLOSERS:
+            (inside if text.startswith('"') else outside if '"' not in text else set()).add(index)
+    return sorted(inside), sorted(outside)
+
+
+def _tensors(closers, device):
+    """The two closer lists as id tensors on ``device``; None without closers."""
+    import torch
+
+    if not closers or not closers[0]:
+        return None
+    return tuple(torch.tensor(ids, dtype=torch.long, device=device) for ids in closers)
 
 
 def _before_tags(forced: list[int], decode: Callable[[list[int]], str], tags: tuple[str, ...]) -> list[int]:
@@ -225,11 +321,12 @@ def generate_row(backend, prompt_ids: list[int], sampling, constraint, on_token=
     from envace_demo.models.decoding import RowStreamer, sampling_processors, seeded
 
     grammars = backend._grammar_cache() if constraint is not None else None
-    matcher = None
+    matcher = closers = None
     if grammars is not None:
         import xgrammar as xgr
 
         matcher = xgr.GrammarMatcher(grammars.compile(constraint))
+        closers = backend.closing_ids()
     streamed = [0]
     streamer = RowStreamer(backend.tokenizer, 1, backend.stop_ids, on_token) if on_token else None
 
@@ -254,6 +351,7 @@ def generate_row(backend, prompt_ids: list[int], sampling, constraint, on_token=
             cancel=cancel,
             tags=backend.tag_texts,
             decode=backend.tokenizer.decode,
+            closers=_tensors(closers, backend.model.device),
         )
     backend.row_stats = decoded
     return decoded.ids

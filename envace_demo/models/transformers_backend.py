@@ -216,7 +216,11 @@ class TransformersBackend(LoraAdapters, Backend):
                     cache=cache,
                     generation_config=self._generation_config(sampling),
                     logits_processor=logits_processors(
-                        self._grammar_cache, sampling, constraints, self.thinking_budget(sampling, texts)
+                        self._grammar_cache,
+                        sampling,
+                        constraints,
+                        self._closing(sampling, ids.shape[1], constraints),
+                        self.thinking_budget(sampling, texts),
                     ),
                     stopping_criteria=criteria,
                     streamer=streamer,
@@ -260,6 +264,27 @@ class TransformersBackend(LoraAdapters, Backend):
             top_p=1.0,
             top_k=50 if greedy else 0,
         )
+
+    def _closing(self, sampling: Sampling, width: int, constraints: list[Constraint | None]) -> tuple | None:
+        """What a batch's grammars need to close an open value in the budget's last tokens
+        (``decoding.RowGrammars``); None without constraints or closers."""
+        if not any(c is not None for c in constraints) or self._grammar_cache() is None:
+            return None
+        from envace_demo.models.row_decoder import _tensors
+
+        closers = _tensors(self.closing_ids(), self.model.device)
+        if closers is None:
+            return None
+        return closers, sampling.max_new_tokens, width, self.tokenizer.decode
+
+    def closing_ids(self) -> tuple[list[int], list[int]]:
+        """The ids that close a constrained value, (in a string, outside one)
+        (``row_decoder.closing_ids``), found once."""
+        if getattr(self, "_closing_ids", None) is None:
+            from envace_demo.models.row_decoder import closing_ids
+
+            self._closing_ids = closing_ids(self.tokenizer, self.stop_ids, self.tag_texts)
+        return self._closing_ids
 
     def _grammar_cache(self) -> GrammarCache | None:
         """None when constraints are off; built on the first constrained call (compiling

@@ -146,8 +146,13 @@ def stop_session(session: Session | None) -> None:
         session.stop()
 
 
-def estimate_for(ctx: AppContext, mode: str, n: float, max_steps: float, max_new_tokens: float) -> str:
-    """The estimate line for these control values on the loaded model."""
+def estimate_for(
+    ctx: AppContext, mode: str, n: float, max_steps: float, max_new_tokens: float, environment: str | None = None
+) -> str:
+    """The estimate line for these control values on the loaded model; ``environment``
+    (the picker's value, where the tab has one) "none" says that nothing will be committed."""
+    from envace_demo.ui.inputs import NO_ENVIRONMENT
+
     settings = ctx.run_settings()
     return render.estimate_html(
         ctx.holder.status().speed,
@@ -158,6 +163,7 @@ def estimate_for(ctx: AppContext, mode: str, n: float, max_steps: float, max_new
         settings.episode_seconds,
         reasoning=settings.think_chars != 0,
         think_tokens=reasoning_budget(settings.think_tokens, int(max_new_tokens)),
+        executed=environment != NO_ENVIRONMENT,
     )
 
 
@@ -171,15 +177,21 @@ def off_while_running(button: gr.Button, trigger: Callable, fn: Callable, inputs
 
 
 def fit_to_model(
-    ctx: AppContext, n: gr.Slider, sampling: SamplingControls, mode: gr.Radio, estimate: gr.HTML
+    ctx: AppContext,
+    n: gr.Slider,
+    sampling: SamplingControls,
+    mode: gr.Radio,
+    estimate: gr.HTML,
+    environment: gr.Dropdown | None = None,
 ) -> gr.Timer:
     """Wire a tab's controls to the model's budget: once the model is loaded and timed,
     N, max steps and max new tokens take the values fitted to it (a timer polls until
-    then, and stops); the estimate follows every change of the controls."""
+    then, and stops); the estimate follows every change of the controls (and of the
+    ``environment`` picker, where the tab has one)."""
     timer = gr.Timer(1.0)
     private: dict[str, Any] = {"queue": False, "show_progress": "hidden", "api_visibility": "private"}
 
-    def fit(mode_value: str) -> dict:
+    def fit(mode_value: str, environment_value: str | None = None) -> dict:
         st = ctx.holder.status()
         if st.state == "loading":
             return {timer: gr.skip()}  # an update for a declared output: nothing changes yet
@@ -197,12 +209,13 @@ def fit_to_model(
                 n: gr.Slider(value=n_value),
                 sampling.max_steps: gr.Slider(value=steps_value),
                 sampling.max_new_tokens: gr.Slider(value=tokens_value),
-                estimate: estimate_for(ctx, mode_value, n_value, steps_value, tokens_value),
+                estimate: estimate_for(ctx, mode_value, n_value, steps_value, tokens_value, environment_value),
             }
         return update
 
-    timer.tick(fit, [mode], [timer, n, sampling.max_steps, sampling.max_new_tokens, estimate, mode], **private)
-    controls = [mode, n, sampling.max_steps, sampling.max_new_tokens]
+    picked = [environment] if environment is not None else []
+    timer.tick(fit, [mode, *picked], [timer, n, sampling.max_steps, sampling.max_new_tokens, estimate, mode], **private)
+    controls = [mode, n, sampling.max_steps, sampling.max_new_tokens, *picked]
     for control in controls:
         control.change(lambda *values: estimate_for(ctx, *values), controls, [estimate], **private)
     return timer

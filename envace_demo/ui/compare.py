@@ -422,12 +422,13 @@ class CompareRun:
     def _finished(self, session: Session, modes: list[str]) -> dict:
         """The metrics table with its difference column, and both records for download."""
         ui = self.ui
-        by_side = {m: runner.metrics(t) for m, t in session.compared.items()}
+        by_side = {m: {**runner.metrics(t), **render.write_metrics(t)} for m, t in session.compared.items()}
         headers, rows = _with_difference(by_side)
         done = len(by_side) == len(modes)
         records = {"metrics": by_side, "trajectories": {m: t.to_dict() for m, t in session.compared.items()}}
         return {
-            ui.status: render.status_html("done" if done else "stopped", "ok" if done else "error"),
+            # Neutral: "done" says the runs ended, not that they passed (green is a passed check's).
+            ui.status: render.status_html("done" if done else "stopped", "info" if done else "warn"),
             ui.table: gr.Dataframe(value=rows, headers=headers),
             ui.file: gr.DownloadButton(
                 value=session.save_json("compare.json", self.ctx.options.redact(records)), interactive=True
@@ -564,7 +565,7 @@ class SuiteRun:
         return {
             ui.status: render.status_html(
                 f"{len(session.suite)} of {total} episodes" + ("" if finished else " (stopped)"),
-                "ok" if finished else "error",
+                "info" if finished else "warn",
             ),
             ui.file: gr.DownloadButton(
                 value=session.save_json(

@@ -178,11 +178,16 @@ class ModelHolder:
 
     def observe(self, trajectory) -> None:
         """Move the measured speed toward what a finished run saw (its committed actor
-        turns: one row each), so estimates follow the machine's load."""
+        turns: one row each), within what the model's size makes plausible, and fit the
+        limit to it, so estimates and the next run's limit follow the machine's load."""
         if self._speed is None:
             return
         turns = [(t.prompt_tokens, t.act_tokens, t.act_seconds) for t in trajectory.turns]
-        self._speed = budget_mod.observed(self._speed, turns)
+        backend = self._backend
+        bounds = budget_mod.plausible_for(backend) if backend is not None else None
+        self._speed = budget_mod.observed(self._speed, turns, bounds=bounds)
+        if self._budget is not None:
+            self._budget = budget_mod.refit(self._budget, self._speed, self.settings.target_seconds)
 
     def set_adapter(self, name: str | None) -> None:
         """Record the adapter applied to the loaded model (None: removed), for the header."""

@@ -432,7 +432,7 @@ def send_response(session: Session | None, text: str) -> str:
         manual.respond(text or "", call.id)
     except EnvaceError as err:  # not JSON: say so, keep the text for fixing
         return render.status_html(str(err), "error")
-    return render.status_html(f"sent: the response of {call.name}", "ok")
+    return render.status_html(f"sent: the response of {call.name}", "info")
 
 
 def show_prompts(session: Session | None, key: str | None) -> tuple[str, str]:
@@ -481,7 +481,7 @@ def _wire(ctx: AppContext, ui: Playground, state: gr.State) -> None:
     example = [s.editor, r.environment, r.task_pick, r.message, s.box]
     showcase = [p.showcase_note, p.rehearsals, p.memory, p.steps, p.outcome]  # showcase_panels' order
     s.example.input(load_example, [s.example], [*example, *showcase], queue=False, **private)
-    fit_to_model(ctx, r.n, r.sampling, r.mode, r.estimate)
+    fit_to_model(ctx, r.n, r.sampling, r.mode, r.estimate, r.environment)
     r.environment.input(environment_changed, [r.environment], [r.task_pick], queue=False, **private)
     picked = [r.environment, r.task_pick, r.message]
     r.task_pick.input(task_picked, picked, [r.message], queue=False, **private)

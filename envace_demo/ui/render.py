@@ -156,9 +156,13 @@ _BROKEN = ("time_limit", "cancelled", "environment_error", "model_error")
 _NEUTRAL = ("answer", "no_environment")
 
 
+# Codes whose plain word says more than the code.
+_ENDED_WORDS = {"rehearsal_time": "cut: the rehearsal time ran out"}
+
+
 def ended_text(ended: str | None) -> str:
-    """Why a run ended: the engine's code ("time_limit", "model_error: …")."""
-    return ended or "done"
+    """Why a run ended: the engine's code ("time_limit", "model_error: …"), or its words."""
+    return _ENDED_WORDS.get(ended or "", ended or "done")
 
 
 def outcome_kind(traj: Trajectory) -> str:
@@ -249,6 +253,26 @@ def validation_badge(step: CallStep) -> str:
     return f'<span class="ev-badge ev-bad" title="{esc(reasons)}">arguments invalid</span>'
 
 
+def write_badge(step: CallStep) -> str:
+    """A real call that changes state says so; one the request did not ask for says that
+    louder (``writes.unrequested_write``). Nothing for a read, or where nobody knows."""
+    if not step.write:
+        return ""
+    refused = is_error(step.real)
+    if step.unrequested_write:
+        what = "write attempted, refused" if refused else "write"
+        return (
+            f'<span class="ev-badge ev-bad" title="the request asks only to read, and this call went to a tool '
+            f'that changes state">{what}: not asked for</span>'
+        )
+    if refused:
+        return (
+            '<span class="ev-badge ev-muted" title="a tool that changes state refused the call: nothing changed">'
+            "write refused</span>"
+        )
+    return '<span class="ev-badge ev-warn" title="this real call changed the environment\'s state">write</span>'
+
+
 def success_badge(success: bool | None) -> str:
     if success is True:
         return '<span class="ev-badge ev-good ev-big">✓ task succeeded</span>'
@@ -281,9 +305,20 @@ def model_status_html(
     extra = f", {info['memory_mb']:.0f} MB" if info.get("memory_mb") else ""
     rate = f", {speed.decode:.0f} tokens/s" if speed is not None else ""
     text = f"model ready: {info['model_id']} on {info['device']} ({info['dtype']}{extra}{rate}), loaded in {seconds:.1f} s"
+    if not trained(info):
+        text += f". {UNTRAINED}"
     if note:
         return status_html(f"model switch failed: {note}. {text}", "warn")
-    return status_html(text, "ok")
+    return status_html(text, "info")  # green is for a passed check only
+
+
+UNTRAINED = "Untrained: a base model never trained to act, rehearse and commit; expect weak calls and rehearsals"
+
+
+def trained(info: dict) -> bool:
+    """Whether the model was trained for world rehearsal: an EnvACE release, or a base
+    model with a fine-tuned adapter applied."""
+    return bool(info.get("adapter")) or "envace" in str(info.get("model_id", "")).lower()
 
 
 def header_model_html(state: str, model: str, info: dict | None, adapter: str | None) -> str:
@@ -343,7 +378,7 @@ def rehearsal_messages(view: LiveView) -> list[dict]:
         done = bool(r.ended)
         calls = len(call_steps(r.turns))
         summary = f"{calls} imagined call{'' if calls == 1 else 's'}" + (
-            f", ended: {r.ended}" if done else ""
+            f", ended: {ended_text(r.ended)}" if done else ""
         )
         # The summary sits in the title: a finished panel shows collapsed.
         title = f"Rehearsal {k + 1} · {summary}"
@@ -382,7 +417,13 @@ def _imagined_step(i: int, turn: Turn, s: CallStep | None, rid: str) -> list[dic
     if s.rehearsed is not None:
         title = "rehearsed response (error)" if is_error(s.rehearsed) else "rehearsed response"
         out.append(_msg(fence(to_json(s.rehearsed), "json"), title, f"{sid}reh", sid))
+    elif s.rehearsal_cut:
+        out.append(_msg(esc(CUT_NOTE), "not rehearsed (cut)", f"{sid}reh", sid))
     return out
+
+
+CUT_NOTE = "cut short: the rehearsal time ran out before this call was rehearsed"
+COMMIT_CUT_NOTE = "not rehearsed: its rehearsal ran long, and the time left was kept for the real call"
 
 
 # ---- the rehearsal memory --------------------------------------------------------------------
@@ -395,18 +436,21 @@ def memory_html(memory: dict | None) -> str:
     for a in memory.get("attempts", []):
         items = []
         for c in a["calls"]:
+            call = f"<code>{esc(c['name'])}</code> <code>{esc(to_json(c['arguments'], _SHORT_JSON, None))}</code>"
+            if c.get("cut") and c["predicted"] is None:
+                items.append(f'<li>{call} → <span class="ev-badge ev-warn">not rehearsed: cut</span></li>')
+                continue
             mark = ' <span class="ev-badge ev-bad">predicted error</span>' if c["predicted_error"] else ""
-            items.append(
-                f"<li><code>{esc(c['name'])}</code> <code>{esc(to_json(c['arguments'], _SHORT_JSON, None))}</code>"
-                f" → <code>{esc(to_json(c['predicted'], _SHORT_JSON, None))}</code>{mark}</li>"
-            )
+            items.append(f"<li>{call} → <code>{esc(to_json(c['predicted'], _SHORT_JSON, None))}</code>{mark}</li>")
         if not a["calls"]:
             items.append("<li><i>no tool call</i></li>")
         items += [f'<li class="ev-err">error: {esc(e)}</li>' for e in a["errors"]]
         if a["answer"]:
             items.append(f"<li>answer: {esc(a['answer'][:300])}</li>")
+        cut = ' <span class="ev-badge ev-warn">cut short</span>' if a.get("cut") else ""
         rows.append(
-            f"<div><b>Rehearsal {a['index'] + 1}</b> <small>(ended: {esc(ended_text(a['ended']))})</small><ul>{''.join(items)}</ul></div>"
+            f"<div><b>Rehearsal {a['index'] + 1}</b>{cut} <small>(ended: {esc(ended_text(a['ended']))})</small>"
+            f"<ul>{''.join(items)}</ul></div>"
         )
     return (
         '<div class="ev-card ev-memory"><div class="ev-card-title">Rehearsal memory</div>'
@@ -469,7 +513,7 @@ def _step_html(i: int, turn: Turn, s: CallStep | None, traj: Trajectory, condens
         )
     bar = (
         f'<div class="ev-bar"><span class="ev-num">{i + 1}</span> <code>{esc(call_title(s))}</code> '
-        f"{validation_badge(s)} {fidelity_badge(s.fidelity)}"
+        f"{validation_badge(s)} {write_badge(s)} {fidelity_badge(s.fidelity)}"
         f'<span class="ev-time">act {seconds_text(turn.act_seconds if s is turn.calls[0] else 0.0)} · rehearse {seconds_text(s.rehearse_seconds)} · '
         f"real {seconds_text(s.execute_seconds)}</span></div>"
     )
@@ -482,7 +526,7 @@ def _step_html(i: int, turn: Turn, s: CallStep | None, traj: Trajectory, condens
     rehearsed = (
         _pre(to_json(s.rehearsed, limit), "ev-json ev-is-error" if is_error(s.rehearsed) else "ev-json")
         if s.rehearsed is not None
-        else f'<div class="ev-empty">{"not rehearsed (mode none)" if traj.mode == "none" else "…"}</div>'
+        else f'<div class="ev-empty">{esc(_no_rehearsal(s, traj))}</div>'
     )
     if (why := engine_written(s)) is not None:
         rehearsed += f'<div class="ev-note">{esc(why)}</div>'
@@ -503,6 +547,14 @@ def _step_html(i: int, turn: Turn, s: CallStep | None, traj: Trajectory, condens
         f'<div class="ev-col ev-act">{act}</div><div class="ev-col ev-rehearsed">{rehearsed}</div>'
         f'<div class="ev-col ev-real">{real}</div></div>{err}</div>'
     )
+
+
+def _no_rehearsal(s: CallStep, traj: Trajectory) -> str:
+    if traj.mode == "none":
+        return "not rehearsed (mode none)"
+    if s.rehearsal_cut:
+        return COMMIT_CUT_NOTE
+    return "…"
 
 
 def _live_step_html(view: LiveView, condensed: bool) -> str:
@@ -532,15 +584,22 @@ def outcome_html(traj: Trajectory | None) -> str:
         return ""
     t = traj.totals()
     reasons = "".join(f"<li>{esc(r)}</li>" for r in traj.check_reasons)
+    writes = write_metrics(traj)
     chips = [
         ("real calls", t["real_calls"]),
         ("real errors", t["real_errors"]),
+        ("real writes", writes["real_writes"]),
         ("imagined calls", t["imagined_calls"]),
         ("tokens", t["tokens"]),
         ("wall time", seconds_text(t["seconds"])),
         ("mean fidelity", fidelity_text(traj.fidelity)),
     ]
     chip_html = "".join(f'<span class="ev-chip"><b>{esc(v)}</b> {esc(k)}</span>' for k, v in chips)
+    if writes["unrequested_writes"]:
+        chip_html += (
+            f'<span class="ev-badge ev-bad">{writes["unrequested_writes"]} write'
+            f'{"" if writes["unrequested_writes"] == 1 else "s"} not asked for</span>'
+        )
     kind = outcome_kind(traj)
     level = {"ok": "ev-good", "error": "ev-bad", "warn": "ev-warn"}.get(kind, "ev-muted")
     ended = f'<span class="ev-badge {level}">ended: {esc(ended_text(traj.ended))}</span>'
@@ -561,6 +620,15 @@ def outcome_html(traj: Trajectory | None) -> str:
         + (f'<ul class="ev-reasons">{reasons}</ul>' if reasons else "")
         + f'<div class="ev-chips">{chip_html}</div></div>'
     )
+
+
+def write_metrics(traj: Trajectory) -> dict[str, int]:
+    """Committed calls to tools that change state, and those the request did not ask for."""
+    steps = call_steps(traj.turns)
+    return {
+        "real_writes": sum(1 for c in steps if c.write and c.real is not None),
+        "unrequested_writes": sum(1 for c in steps if c.unrequested_write),
+    }
 
 
 # ---- before a run: the recorded showcase, the time estimate ---------------------------------
@@ -591,13 +659,18 @@ def estimate_html(
     limit_seconds: float,
     reasoning: bool = True,
     think_tokens: int | None = None,
+    executed: bool = True,
 ) -> str:
     """The time a run with these controls should take on the loaded model, and the reasoning
-    budget within its new tokens."""
+    budget within its new tokens; ``executed`` False: no environment runs the committed
+    calls, which the line says first."""
     from envace_demo.budget import estimate_seconds
 
+    note = ""
+    if not executed and mode in ("parallel", "sequential"):
+        note = f'<div class="ev-note">{esc(NOTHING_COMMITTED)}</div>'
     if speed is None:
-        return '<div class="ev-estimate">Estimate: known once the model has loaded and been timed.</div>'
+        return f'<div class="ev-estimate">Estimate: known once the model has loaded and been timed.{note}</div>'
     seconds = estimate_seconds(speed, mode, n, max_steps, max_new_tokens, reasoning)
     over = " (longer than the limit: it will be cut)" if seconds > limit_seconds else ""
     budget = (
@@ -607,8 +680,15 @@ def estimate_html(
     )
     return (
         f'<div class="ev-estimate" data-seconds="{seconds:.0f}">Estimate: about {seconds:.0f} s at '
-        f"{speed.decode:.0f} tokens/s (time limit {limit_seconds:.0f} s){esc(over)}{esc(budget)}</div>"
+        f"{speed.decode:.0f} tokens/s (time limit {limit_seconds:.0f} s){esc(over)}{esc(budget)}{note}</div>"
     )
+
+
+NOTHING_COMMITTED = (
+    "No environment: nothing will be committed. The N rehearsals run first and take their time, then the "
+    "committed run's calls are only checked against the schema, never executed. Imagine shows the rehearsals "
+    "alone; pick an environment (or manual) to commit for real."
+)
 
 
 # ---- prompt inspector ---------------------------------------------------------------------------
@@ -660,6 +740,8 @@ METRIC_ROWS = (
     ("success", "success"),
     ("real_calls", "real tool calls"),
     ("real_errors", "real errors hit"),
+    ("real_writes", "real writes"),
+    ("unrequested_writes", "writes not asked for"),
     ("tokens", "tokens"),
     ("seconds", "wall time (s)"),
     ("fidelity", "mean fidelity"),
