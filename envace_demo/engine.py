@@ -93,6 +93,10 @@ class EpisodeConfig:
     # The declared response schema as one extra line of the rehearser's message; None: on only
     # for models EnvACE did not train (the trained ones never saw that line).
     response_schema: bool | None = None
+    # Real (call, result) pairs from this visitor's earlier episodes on the same environment
+    # (reads made before any write, so they hold in the fresh state every episode starts
+    # from): the rehearser's few-shot, before this episode's own real results.
+    known_results: tuple[tuple[ToolCall, Any], ...] = field(default=(), compare=False)
     # Turns an exception's text into what the record may show (public mode hides server paths
     # and secrets); None shows it as is.
     redact: Callable[[str], str] | None = field(default=None, repr=False, compare=False)
@@ -125,12 +129,8 @@ class Episode:
         environment: Environment | None = None,
         executor: Executor | None = None,
         cancel: threading.Event | None = None,
-        seen: list[tuple[ToolCall, Any]] | None = None,
     ):
         self.backend = backend
-        # Real (call, result) pairs this visitor saw in earlier episodes: few-shot for the
-        # rehearser, before this episode's own real results.
-        self.seen = list(seen or [])
         self.task = task
         self.config = config
         self.policy = mode_policy(config.mode, config.n)
@@ -345,7 +345,7 @@ class Episode:
             step.rehearsal_text = None
             return
         messages = rehearser_messages(
-            self.task.tools, self.seen + real_results, conversation, turn.action.text, step.call, tool,
+            self.task.tools, [*self.config.known_results, *real_results], conversation, turn.action.text, step.call, tool,
             response_schema=shows_response_schema(self.backend.info.model_id, self.config.response_schema),
         )
         prompt = rehearser_prompt(self.backend, messages)
@@ -407,6 +407,20 @@ class Episode:
 
     def _shown(self, text: str) -> str:
         return self.config.redact(text) if self.config.redact is not None else text
+
+
+def known_reads(traj: Trajectory, limit: int = 8) -> list[tuple[ToolCall, Any]]:
+    """The committed run's real (call, result) pairs made before its first write (they
+    describe the state every fresh episode of the environment starts in), without repeats:
+    few-shot for the same visitor's later episodes (``EpisodeConfig.known_results``)."""
+    out: list[tuple[ToolCall, Any]] = []
+    for step in call_steps(traj.turns):
+        if step.write is not False:  # a write, or a tool whose writing is unknown: stop here
+            break
+        if step.real is None or step.error is not None or any(c == step.call for c, _ in out):
+            continue
+        out.append((step.call, step.real))
+    return out[:limit]
 
 
 def _new_turn(turns: list[Turn], action: Action, gen: Generation, prompt: Any) -> Turn:

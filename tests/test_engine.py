@@ -472,3 +472,26 @@ def test_embedded_rehearsals_follow_the_declared_shape_and_copy_no_placeholder(e
         assert problem is None, gen.text
         assert Draft202012Validator(tool.response).is_valid(value), gen.text
         assert copies_placeholder(value, find_placeholders(prompt.text)) == [], gen.text
+
+
+def test_a_visitors_earlier_reads_are_the_rehearsers_few_shot_in_a_later_episode(scripted):
+    """Reads made before any write hold in the fresh state every episode starts from."""
+    from envace_demo.engine import known_reads
+
+    tools = create("bank").tools()
+    read = call_text("get_account", {"account_id": "ACC-1003"})
+    write = call_text("deposit", {"account_id": "ACC-1003", "amount": 5})
+    first = run_episode(scripted(actor=[read, write, read, "Done."]), Task("t", "Balance, then deposit 5", tools,
+                        env="bank"), EpisodeConfig(mode="none", max_steps=4), create("bank"))
+    known = known_reads(first)
+    assert [c.name for c, _ in known] == ["get_account"]  # the read after the write is not kept
+    assert known[0][1]["balance"] == 310.25
+
+    config = EpisodeConfig(mode="parallel", n=1, max_steps=1, known_results=tuple(known))
+    backend = scripted(actor=[read, read], rehearser=[result_text({"balance": 310.25})] * 2)
+    traj = run_episode(backend, Task("t", "Balance?", tools, env="bank"), config, create("bank"))
+    step = traj.rehearsals[0].turns[0].calls[0]
+    user = json.loads(step.rehearser_prompt)["messages"][1]["content"]
+    few_shot = user.split("Current conversation history:")[0]
+    assert 'Tool name:\nget_account\nTool arguments:\n{\n"account_id": "ACC-1003"\n}' in few_shot
+    assert '"balance": 310.25' in few_shot

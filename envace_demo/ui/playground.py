@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
 import gradio as gr
@@ -323,6 +323,8 @@ class PlaygroundRun:
         except EnvaceError as err:
             yield self._refused(err)
             return
+        if task.env in session.known:  # this visitor's earlier real reads there: few-shot
+            config = replace(config, known_results=tuple(session.known[task.env]))
         cancel = session.begin()
         view = render.LiveView()
         manual = None
@@ -399,6 +401,7 @@ class PlaygroundRun:
         assert traj is not None
         ctx.holder.observe(traj)
         session.trajectory = traj
+        session.remember(traj)
         session.manual = None
         choices = render.inspector_choices(traj)
         status = render.status_html(render.progress_text(view), render.outcome_kind(traj))

@@ -29,6 +29,20 @@ class Session:
     suite: list[dict] = field(default_factory=list)  # Compare suite rows
     folder: Path | None = None  # where this session's downloads are written
     manual: ManualEnvironment | None = None  # the Playground run's, while it waits for typed responses
+    # Environment -> real (call, result) pairs of this visitor's earlier runs: the rehearser's
+    # few-shot in its later runs there (never another visitor's).
+    known: dict[str, list] = field(default_factory=dict)
+
+    def remember(self, trajectory: Trajectory) -> None:
+        """Keep the reads of a finished run on a bundled environment (``engine.known_reads``)."""
+        from envace_demo.engine import known_reads
+
+        if trajectory.environment:
+            kept = self.known.setdefault(trajectory.environment, [])
+            for pair in known_reads(trajectory):
+                if all(call != pair[0] for call, _ in kept):
+                    kept.append(pair)
+            del kept[:-8]  # the latest eight: a rehearser prompt stays short
 
     def begin(self) -> threading.Event:
         """A fresh cancel switch for a new piece of work (Stop sets the current one)."""
