@@ -521,3 +521,14 @@ def test_a_response_the_engine_wrote_says_why():
     again = CallStep(call, rehearsed={"error": {"code": "ACCOUNT_NOT_FOUND", "message": "m"}})
     assert "validation" in engine_written(invalid)
     assert "failed for real" in engine_written(again)
+
+
+def test_the_outcome_shows_a_runs_wait_in_the_queue_apart():
+    from envace_demo.record import Trajectory
+    from envace_demo.ui.render import outcome_html
+
+    traj = Trajectory(mode="none", model={}, tools=[], prompt="p", ended="answer", seconds=83.6)
+    assert "83.6 s" in outcome_html(traj) and "queued" not in outcome_html(traj)
+    traj.queued_seconds = 192.8
+    assert "276.4 s (192.8 s queued)" in outcome_html(traj)
+    assert Trajectory.from_dict(traj.to_dict()).queued_seconds == 192.8

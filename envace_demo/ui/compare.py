@@ -42,6 +42,7 @@ from envace_demo.ui.inputs import (
     gallery,
     suite_tasks,
 )
+from envace_demo.ui.fairness import current_job, streamed_until_gone
 from envace_demo.ui.session import Session
 
 _EMPTY = '<div class="ev-empty">Press Compare: the committed steps appear here.</div>'
@@ -356,6 +357,7 @@ class CompareRun:
         *values: Any,
     ) -> Iterator[dict]:
         ui, ctx = self.ui, self.ctx
+        job = current_job()  # its wait in the queue; its client's leaving stops the run
         if session is None:
             yield {ui.status: render.status_html(NO_SESSION, "error")}
             return
@@ -372,14 +374,17 @@ class CompareRun:
         yield self._cleared(mode_name, req.n, modes)
         try:
             backend = yield from await_model(ctx.holder, ctx.options, lambda html: {ui.status: html})
-            check_prompts([t.task for t in etasks], ctx.options.input_policy, backend)
+            check_prompts([task], req.policy, backend)
             configs = {m: build_config(req, ctx.run_settings(), backend, mode=m) for m in modes}
         except EnvaceError as err:
             yield self._refused(err)
             return
         cancel = session.begin()
         session.compared = {}
-        yield from self._stream(session, runner.compare_events(task, configs, cancel), modes, mode_name)
+        events = runner.compare_events(task, configs, cancel)
+        yield from streamed_until_gone(job, cancel, self._stream(session, events, modes, mode_name))
+        for traj in session.compared.values():  # both sides waited in the queue as one job
+            traj.queued_seconds = job.queued_seconds if job is not None else None
         yield self._finished(session, modes)
 
     def _refused(self, err: EnvaceError) -> dict:
@@ -473,6 +478,7 @@ class SuiteRun:
         progress: gr.Progress = gr.Progress(),  # positional: Gradio finds it only there
     ) -> Iterator[dict]:
         ui, ctx = self.ui, self.ctx
+        job = current_job()
         if session is None:
             yield {ui.status: render.status_html(NO_SESSION, "error")}
             return
@@ -497,7 +503,8 @@ class SuiteRun:
         session.suite = []
         progress((0, len(jobs)), desc="running the suite", unit="episodes")
         yield self._started(len(jobs))
-        yield from self._stream(session, jobs, configs, cancel, int(n_value), int(max_new_tokens), progress)
+        episodes = self._stream(session, jobs, configs, cancel, int(n_value), int(max_new_tokens), progress)
+        yield from streamed_until_gone(job, cancel, episodes)
         yield self._finished(session, len(jobs), modes)
 
     def _checked(
