@@ -15,7 +15,7 @@ from envace_demo.models.base import Backend, Sampling
 from envace_demo.settings import Settings
 from envace_demo.ui import render
 from envace_demo.ui.holder import ModelHolder
-from envace_demo.ui.inputs import reasoning_budget
+from envace_demo.ui.inputs import SEED_MAX, reasoning_budget
 from envace_demo.ui.options import UIOptions
 from envace_demo.ui.session import Session
 
@@ -99,7 +99,7 @@ def sampling_controls(ctx: AppContext, open: bool = False) -> SamplingControls:
                 step=1,
                 label="max steps (actor turns)",
             )
-            seed = gr.Number(value=0, precision=0, label="seed", minimum=0)
+            seed = gr.Number(value=0, precision=0, label="seed", minimum=0, maximum=SEED_MAX)
         constrained = gr.Checkbox(
             value=True,
             label="constrained decoding (calls and responses follow the schemas; needs a model loaded with it)",

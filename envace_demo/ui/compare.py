@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterator
 import gradio as gr
 
 from envace_demo.engine import EpisodeConfig
-from envace_demo.errors import ConfigError, EnvaceError
+from envace_demo.errors import ConfigError, EnvaceError, StorageError
 from envace_demo.evaluation import Job, plan, run_jobs, summarize
 from envace_demo.evaluation.batch import estimate_seconds
 from envace_demo.evaluation.report import figures
@@ -431,12 +431,12 @@ class CompareRun:
         headers, rows = _with_difference(by_side)
         done = len(by_side) == len(modes)
         records = {"metrics": by_side, "trajectories": {m: t.to_dict() for m, t in session.compared.items()}}
+        status = render.status_html("done" if done else "stopped", "ok" if done else "error")
+        saved, status = _saved(self.ctx, session, "compare.json", records, status)
         return {
-            ui.status: render.status_html("done" if done else "stopped", "ok" if done else "error"),
+            ui.status: status,
             ui.table: gr.Dataframe(value=rows, headers=headers),
-            ui.file: gr.DownloadButton(
-                value=session.save_json("compare.json", self.ctx.options.redact(records)), interactive=True
-            ),
+            ui.file: gr.DownloadButton(value=saved, interactive=saved is not None),
         }
 
 
@@ -568,19 +568,24 @@ class SuiteRun:
         ui = self.ui
         finished = len(session.suite) == total
         summary = summarize(session.suite, modes) if session.suite else None
-        return {
-            ui.status: render.status_html(
-                f"{len(session.suite)} of {total} episodes" + ("" if finished else " (stopped)"),
-                "ok" if finished else "error",
-            ),
-            ui.file: gr.DownloadButton(
-                value=session.save_json(
-                    "suite.json", self.ctx.options.redact({"episodes": session.suite, "summary": summary})
-                )
-                if session.suite else None,
-                interactive=bool(session.suite),
-            ),
-        }
+        status = render.status_html(
+            f"{len(session.suite)} of {total} episodes" + ("" if finished else " (stopped)"),
+            "ok" if finished else "error",
+        )
+        saved = None
+        if session.suite:
+            records = {"episodes": session.suite, "summary": summary}
+            saved, status = _saved(self.ctx, session, "suite.json", records, status)
+        return {ui.status: status, ui.file: gr.DownloadButton(value=saved, interactive=saved is not None)}
+
+
+def _saved(ctx: AppContext, session: Session, name: str, records: dict, status: str) -> tuple[str | None, str]:
+    """(download path, status) of ``records`` as a visitor may see them; a disk that cannot
+    take them leaves no file and says so in the status, the panels drawn as they are."""
+    try:
+        return session.save_json(name, ctx.options.redact(records)), status
+    except StorageError as err:
+        return None, render.status_html(ctx.options.redact(str(err)), "error")
 
 
 def _wire(ctx: AppContext, compare: CompareView, suite: SuiteView, state: gr.State) -> None:

@@ -343,7 +343,12 @@ class PlaygroundRun:
             manual, config = runner.manual_environment(task, config, ctx.options.manual_seconds, cancel)
         session.manual = manual
         events = runner.episode_events(task, config, cancel, manual)
-        yield from streamed_until_gone(job, cancel, self._stream(events, view, manual))
+        try:
+            yield from streamed_until_gone(job, cancel, self._stream(events, view, manual))
+        except EnvaceError as err:  # its environment would not open (an MCP server down): say why
+            session.manual = None
+            yield self._refused(err)
+            return
         if view.trajectory is not None and job is not None:
             view.trajectory.queued_seconds = job.queued_seconds
         yield self._finished(session, view, config)
