@@ -72,7 +72,8 @@ def endpoint(ctx: AppContext, leading: list[tuple[str, Any, Any]], body: Callabl
                 # Records hold what tools and servers answered: shown as a visitor may see them.
                 return ctx.options.redact(body(dict(bound.arguments), run))
         except EnvaceError as err:
-            raise gr.Error(ctx.options.redact(str(err))) from None
+            # A refused request is the visitor's, not a fault of the server: no traceback in its log.
+            raise gr.Error(ctx.options.redact(str(err)), print_exception=False) from None
 
     call.__signature__ = signature  # type: ignore[attr-defined]
     call.__annotations__ = {p.name: p.annotation for p in params} | {"return": dict[str, Any]}
