@@ -123,3 +123,17 @@ def test_a_manual_run_waiting_for_a_person_holds_no_model_slot_and_times_out():
         assert done["success"]
         shown = str(manual.messages)
         assert "get_account: no response within 8 s" in shown
+
+
+def test_a_clients_next_job_right_after_its_answer_is_not_refused(public_app):
+    """One job per session counts jobs not yet answered: gradio tidies an answered one up a
+    moment later, and a client that sends its next request at once must not meet it."""
+    from gradio_client import Client
+
+    url, _ = public_app
+    client = Client(url, verbose=False)
+    try:
+        records = [client.predict(TOOLS, "bank", ASK, *KNOBS, api_name="/run") for _ in range(12)]
+    finally:
+        client.close()
+    assert [r["ended"] for r in records] == ["answer"] * 12

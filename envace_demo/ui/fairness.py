@@ -40,6 +40,7 @@ class Limits:
     def __init__(self, per_client: int | None, forwarded: bool, queues: tuple[str, ...] = (MODEL_QUEUE, MANUAL_QUEUE)):
         self.per_client, self.forwarded, self.queues = per_client, forwarded, queues
         self._joining: Counter = Counter()  # jobs between the check and their place in the queue
+        self._answered: set[str] = set()  # jobs whose result was sent, still among the active ones
 
     def install(self, demo: Any) -> None:
         queue = demo._queue
@@ -60,6 +61,16 @@ class Limits:
                 self._joining.subtract(keys)
 
         queue.push = fair_push
+        send = queue.send_message
+
+        def send_message(event: Any, message: Any) -> None:
+            # Answered: the client may send its next job at once, while gradio is still
+            # tidying this one up; it no longer counts.
+            if getattr(message, "msg", None) == "process_completed":
+                self._answered.add(event._id)
+            send(event, message)
+
+        queue.send_message = send_message
 
     def client_of(self, request: Any) -> str:
         headers = getattr(request, "headers", None) or {}
@@ -88,8 +99,10 @@ class Limits:
         for cid in self.queues:
             waiting = queue.event_queue_per_concurrency_id.get(cid)
             yield from (waiting.queue if waiting is not None else ())
+        active = {e._id for job in queue.active_jobs for e in job or ()}
+        self._answered &= active  # forget the ones gradio has let go
         for job in queue.active_jobs:
-            yield from (e for e in job or () if e.concurrency_id in self.queues)
+            yield from (e for e in job or () if e.concurrency_id in self.queues and e._id not in self._answered)
 
 
 @dataclass
