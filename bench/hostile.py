@@ -148,13 +148,19 @@ def measure_status(texts: dict[str, str], public: bool) -> dict[str, dict]:
     import re
     import threading
 
+    from envace_demo.errors import ModelError
     from envace_demo.settings import Settings
     from envace_demo.ui import build_app
     from envace_demo.ui.holder import ModelHolder
 
     never = threading.Event()
+
+    def never_loads(settings: Settings):
+        never.wait()
+        raise ModelError("the measurement ended before any model was needed")
+
     settings = Settings(public=public, model="unused")
-    holder = ModelHolder(settings, loader=lambda s: never.wait() or None)
+    holder = ModelHolder(settings, loader=never_loads)
     holder.start()
     demo = build_app(settings, holder=holder)
     _, url, _ = demo.launch(server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True)

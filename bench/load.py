@@ -366,7 +366,8 @@ def with_and_without_attacker(
     attack = attacked["attacker"]
     errors = without["errors"] + attacked["errors"] + attack["errors"]
     leaks = without["leaks"] + attacked["leaks"] + attack["leaks"]
-    keys = ("requests", "errors", "leaks", "p50_s", "p95_s", "max_s", "queue_wait_p95_s", "server_tracebacks")
+    keys = ("requests", "errors", "leaks", "p50_s", "p95_s", "max_s", "queue_wait_p95_s", "server_tracebacks",
+            "error_samples", "leak_samples")
     return {
         "without": {k: without[k] for k in keys},
         "with": {k: attacked[k] for k in keys},
