@@ -85,7 +85,9 @@ class Attacker:
         conn.close()
         return response.status, text
 
-    def _index(self, inputs: list | None = None, outputs: list | None = None, api_name: str | None = None) -> int:
+    def _index(
+        self, inputs: list | None = None, outputs: list | None = None, api_name: str | None = None
+    ) -> int:
         ids = {c["id"]: c.get("props", {}).get("elem_id") for c in self._config["components"]}
         for index, dep in enumerate(self._config["dependencies"]):
             if api_name is not None and dep.get("api_name") == api_name:
@@ -147,7 +149,8 @@ class Attacker:
             status = self._index(["schema-editor"], ["schema-status"])
             run = self._index(api_name="run")
             suite, estimate = self._index(api_name="run_suite"), self._index(api_name="suite_estimate")
-            self._predict(self._index(api_name="new_session"), [])  # the page's Session, as a browser's load makes it
+            # The page's Session, as a browser's load makes it.
+            self._predict(self._index(api_name="new_session"), [])
             while not self.stop.is_set():
                 self._round(status, run, suite, estimate)
                 self.report.rounds += 1

@@ -198,7 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.hostile", description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="65536,1000000", help="text sizes in characters, comma-separated")
     parser.add_argument("--families", default=",".join(FAMILIES), help="which families, comma-separated")
-    parser.add_argument("--status", action="store_true", help="through the editor's status handler of the app")
+    parser.add_argument(
+        "--status", action="store_true", help="through the editor's status handler of the app"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -213,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
                        **answers[f"{name}@{size}"]}
                 rows.append(row)
                 if not args.json:
-                    print(f"{name:24} {size:>9,} {row['policy']:8} {row['seconds']:7.2f}s  {row['answer']}", flush=True)
+                    line = f"{name:24} {size:>9,} {row['policy']:8} {row['seconds']:7.2f}s  {row['answer']}"
+                    print(line, flush=True)
         summary = {"path": "status handler", "worst_s": max(r["seconds"] for r in rows), "rows": rows}
         print(json.dumps(summary, indent=2) if args.json else f"slowest answer: {summary['worst_s']:.2f}s")
         return 0

@@ -146,7 +146,10 @@ class Settings:
     )
     manual_seconds: float = field(
         default=600.0,
-        metadata={"env": "ENVACE_MANUAL_SECONDS", "help": "app: how long a call of the manual environment waits for the typed response"},
+        metadata={
+            "env": "ENVACE_MANUAL_SECONDS",
+            "help": "app: how long a call of the manual environment waits for the typed response",
+        },
     )
     threads: int | None = field(
         default=None,

@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 TOOLS = (ROOT / "examples" / "bank" / "tools.json").read_text(encoding="utf-8")
 ASK = "What is the current balance of account ACC-1003?"
 ENDLESS = "think FOREVER about ACC-1003"
-# /run's arguments after the message: mode, n, temperature, top_p, top_k, max_new_tokens, seed, constrained, max_steps
+# /run's arguments after the message: mode, n, temperature, top_p, top_k, max_new_tokens, seed,
+# constrained, max_steps
 KNOBS = ["none", 1, 0.6, 0.95, 20, 96, 0, False, 2]
 
 
@@ -47,7 +48,8 @@ def _session() -> str:
 
 
 def _run(url: str, message: str, session: str | None = None, headers: dict | None = None) -> QueuedCall:
-    return QueuedCall(url, event_index(url, "run"), [TOOLS, "bank", message, *KNOBS], session or _session(), headers)
+    data = [TOOLS, "bank", message, *KNOBS]
+    return QueuedCall(url, event_index(url, "run"), data, session or _session(), headers)
 
 
 def _started(call: QueuedCall) -> None:
@@ -112,9 +114,10 @@ def test_a_manual_run_waiting_for_a_person_holds_no_model_slot_and_times_out():
         status, _ = call_handler(url, event_index(url, "new_session"), [], session_hash=session)
         assert status == 200
         values = [None, TOOLS, "manual", ASK, *KNOBS[:-1], 2]
-        assert QueuedCall(url, event_index(url, "on_model"), values, session).completed()["success"]  # not its queue
+        not_its_queue = QueuedCall(url, event_index(url, "on_model"), values, session)
+        assert not_its_queue.completed()["success"]
         manual = QueuedCall(url, event_index(url, "on_manual"), values, session)
-        manual.wait_for(lambda m: "waiting for your response" in str(m.get("output")), "the run asked for a response")
+        manual.wait_for(lambda m: "waiting for your response" in str(m.get("output")), "a response asked for")
         # Meanwhile (concurrency 1) another visitor's run has the model.
         other = _run(url, ASK).result()["data"][0]
         assert other["ended"] == "answer"

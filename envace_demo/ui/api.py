@@ -53,7 +53,9 @@ class Call:
         return traj
 
 
-def endpoint(ctx: AppContext, leading: list[tuple[str, Any, Any]], body: Callable[[dict, Call], dict]) -> Callable:
+def endpoint(
+    ctx: AppContext, leading: list[tuple[str, Any, Any]], body: Callable[[dict, Call], dict]
+) -> Callable:
     """``body(values)`` behind a real signature (``leading`` + the run parameters): gradio reads
     it to document the endpoint, and gradio_client callers pass arguments by name or position."""
     params = [

@@ -579,7 +579,9 @@ class SuiteRun:
         return {ui.status: status, ui.file: gr.DownloadButton(value=saved, interactive=saved is not None)}
 
 
-def _saved(ctx: AppContext, session: Session, name: str, records: dict, status: str) -> tuple[str | None, str]:
+def _saved(
+    ctx: AppContext, session: Session, name: str, records: dict, status: str
+) -> tuple[str | None, str]:
     """(download path, status) of ``records`` as a visitor may see them; a disk that cannot
     take them leaves no file and says so in the status, the panels drawn as they are."""
     try:

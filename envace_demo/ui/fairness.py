@@ -29,7 +29,10 @@ ONE_PER_SESSION = (
 
 
 def too_many_text(limit: int) -> str:
-    return f"this address already has {limit} runs waiting or running, the most one visitor may have: wait for one to end"
+    return (
+        f"this address already has {limit} runs waiting or running, the most one visitor may have: "
+        "wait for one to end"
+    )
 
 
 class Limits:
@@ -37,7 +40,9 @@ class Limits:
     client address has ``per_client`` waiting or running. ``forwarded``: the client's address
     is the first of X-Forwarded-For (a Space's proxy sets it; its own address is everyone's)."""
 
-    def __init__(self, per_client: int | None, forwarded: bool, queues: tuple[str, ...] = (MODEL_QUEUE, MANUAL_QUEUE)):
+    def __init__(
+        self, per_client: int | None, forwarded: bool, queues: tuple[str, ...] = (MODEL_QUEUE, MANUAL_QUEUE)
+    ):
         self.per_client, self.forwarded, self.queues = per_client, forwarded, queues
         self._joining: Counter = Counter()  # jobs between the check and their place in the queue
         self._answered: set[str] = set()  # jobs whose result was sent, still among the active ones
@@ -102,7 +107,9 @@ class Limits:
         active = {e._id for job in queue.active_jobs for e in job or ()}
         self._answered &= active  # forget the ones gradio has let go
         for job in queue.active_jobs:
-            yield from (e for e in job or () if e.concurrency_id in self.queues and e._id not in self._answered)
+            for event in job or ():
+                if event.concurrency_id in self.queues and event._id not in self._answered:
+                    yield event
 
 
 @dataclass
