@@ -1,12 +1,17 @@
 """Hostile schema texts: how long the loader takes to answer each family, at each size.
 
-    python -m bench.hostile [--sizes 65536,1000000] [--json]
+    python -m bench.hostile [--sizes 65536,1000000] [--status] [--json]
 
 Each family is a text a visitor could paste or send (``families``); each is fed to
 ``python -m envace_demo schema -`` (a fresh process: the loader and its checks as the CLI
 and the app run them), under the default policy and under the public one (``--public``).
 Reports, for each family, size and policy, the wall time and the first line of the
 answer: the tools loaded, or the located error.
+
+``--status``: the same texts through the schema editor's status handler instead, as any
+client can call it (plain HTTP by ``fn_index``) on the app served on 127.0.0.1, once in
+private mode (the default policy) and once in public mode. The model is never needed
+there: the app is built with one that never finishes loading.
 
 The families: deep nesting (arrays, objects), a string of escaped quotes left open after
 more brackets than the depth limit (``"[]"*33 + '"' + '\\\\"'*N``) and the same ending on a
@@ -136,15 +141,85 @@ def startup_seconds() -> float:
     return measure_cli('{"name": "t"}', public=False)["seconds"]
 
 
+def measure_status(texts: dict[str, str], public: bool) -> dict[str, dict]:
+    """Each text through the editor's status handler of the app (``public`` mode or not),
+    served on 127.0.0.1: the HTTP round trip's wall time and the answer's text."""
+    import http.client
+    import re
+    import threading
+
+    from envace_demo.errors import ModelError
+    from envace_demo.settings import Settings
+    from envace_demo.ui import build_app
+    from envace_demo.ui.holder import ModelHolder
+
+    never = threading.Event()
+
+    def never_loads(settings: Settings):
+        never.wait()
+        raise ModelError("the measurement ended before any model was needed")
+
+    settings = Settings(public=public, model="unused")
+    holder = ModelHolder(settings, loader=never_loads)
+    holder.start()
+    demo = build_app(settings, holder=holder)
+    _, url, _ = demo.launch(server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True)
+    port = int(url.rstrip("/").rsplit(":", 1)[1])
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+        conn.request("GET", "/config")
+        config = json.loads(conn.getresponse().read())
+        ids = {c["id"]: c.get("props", {}).get("elem_id") for c in config["components"]}
+        index = next(
+            i for i, dep in enumerate(config["dependencies"])
+            if [ids.get(x) for x in dep["inputs"]] == ["schema-editor"]
+            and [ids.get(x) for x in dep["outputs"]] == ["schema-status"]
+        )
+        out = {}
+        for name, text in texts.items():
+            body = json.dumps({"fn_index": index, "data": [text], "session_hash": "hostile"})
+            start = time.perf_counter()
+            conn.request("POST", "/gradio_api/run/predict", body, {"Content-Type": "application/json"})
+            response = conn.getresponse()
+            answer = response.read().decode("utf-8", errors="replace")
+            seconds = time.perf_counter() - start
+            shown = json.loads(answer).get("data", [answer])[0] if response.status == 200 else answer
+            plain = re.sub(r"<[^>]+>", " ", str(shown))
+            out[name] = {"seconds": round(seconds, 3), "http": response.status,
+                         "answer": " ".join(plain.split())[:160]}
+        conn.close()
+        return out
+    finally:
+        never.set()
+        demo.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.hostile", description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="65536,1000000", help="text sizes in characters, comma-separated")
     parser.add_argument("--families", default=",".join(FAMILIES), help="which families, comma-separated")
+    parser.add_argument(
+        "--status", action="store_true", help="through the editor's status handler of the app"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     chosen = args.families.split(",")
     rows = []
+    if args.status:
+        texts = {(name, size): families(size)[name] for size in sizes for name in chosen}
+        for public in (False, True):
+            answers = measure_status({f"{n}@{z}": t for (n, z), t in texts.items()}, public)
+            for (name, size) in texts:
+                row = {"family": name, "size": size, "policy": "public" if public else "default",
+                       **answers[f"{name}@{size}"]}
+                rows.append(row)
+                if not args.json:
+                    line = f"{name:24} {size:>9,} {row['policy']:8} {row['seconds']:7.2f}s  {row['answer']}"
+                    print(line, flush=True)
+        summary = {"path": "status handler", "worst_s": max(r["seconds"] for r in rows), "rows": rows}
+        print(json.dumps(summary, indent=2) if args.json else f"slowest answer: {summary['worst_s']:.2f}s")
+        return 0
     base = startup_seconds()
     for size in sizes:
         texts = families(size)

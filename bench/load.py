@@ -1,6 +1,6 @@
 """Load: S concurrent API sessions against the app on 127.0.0.1 for T seconds.
 
-    python -m bench.load --sessions 16 --seconds 120 [--json]
+    python -m bench.load --sessions 16 --seconds 120 [--attacker] [--json]
 
 Launches ``python app.py`` on a free loopback port with a cheap configuration (the
 embedded model on CPU, one thread, one actor turn, 96 new tokens, mode ``none``),
@@ -16,9 +16,17 @@ and no other; replaying its own committed calls on a fresh environment reproduce
 every real response and the final state exactly, so any call another session made
 on the same environment would show.
 
+The app holds a secret (its API key, ``CANARY``): a record that shows it is a leak too.
+
 Reports ``sessions``, ``requests``, ``errors``, ``leaks``, ``p50_s``/``p95_s`` (request
 latency) and ``queue_wait_p50_s``/``queue_wait_p95_s`` (submit until the server starts
 the job); exit status 1 when there was any error or leak.
+
+``--attacker``: the run twice, on a fresh app each time: without, then with one more
+visitor sending hostile inputs all along (``bench.attack``: hostile schemas to the editor's
+status handler and to ``/run``, an oversized suite upload); reports both runs, the
+attacker's own counts, and ``p95_ratio`` (with over without). Done when the ratio is at
+most 1.5 with no error and no leak.
 """
 
 from __future__ import annotations
@@ -57,6 +65,7 @@ APP_ENV = {
     "TRANSFORMERS_OFFLINE": "1",
     "GRADIO_ANALYTICS_ENABLED": "False",
 }
+CANARY = "sk-load-canary-7f3a9c21e4b8"  # the app's API key: seen in any answer, it is a leak
 REQUEST = {"mode": "none", "n": 1, "max_new_tokens": TOKENS, "max_steps": 1}
 ACCOUNTS = ("ACC-1001", "ACC-1002", "ACC-1003", "ACC-1005")
 REFERENCE = re.compile(r"S\d{2}R\d{3}")
@@ -136,6 +145,7 @@ class App:
             **os.environ,
             **APP_ENV,
             "ENVACE_QUEUE_SIZE": str(queue_size),
+            "ENVACE_API_KEY": CANARY,
             "GRADIO_SERVER_NAME": LOOPBACK,
             "GRADIO_SERVER_PORT": str(self.port),
         }
@@ -214,6 +224,8 @@ def _one_request(client, tools: str, session: int, number: int, give_up_at: floa
     if out.queue_wait is None and out.server_seconds is not None:
         out.queue_wait = max(0.0, out.seconds - out.server_seconds)  # finished between two polls
     out.leaks = leaks_in(record, message, reference)
+    if CANARY in json.dumps(record):
+        out.leaks.append(f"{reference}: the app's secret is in the record")
     return out
 
 
@@ -256,7 +268,8 @@ def percentile(values: list[float], q: float) -> float | None:
 
 
 def run_load(
-    sessions: int, seconds: float, max_requests: int | None = None, drain_seconds: float = 600.0
+    sessions: int, seconds: float, max_requests: int | None = None, drain_seconds: float = 600.0,
+    attacker: bool = False,
 ) -> dict:
     if not 1 <= sessions <= MAX_SESSIONS:
         raise SystemExit(f"--sessions: expected 1 to {MAX_SESSIONS}, got {sessions}")
@@ -277,6 +290,13 @@ def run_load(
             warm.close()
             outcomes: list[Outcome] = []
             lock = threading.Lock()
+            attack = None
+            if attacker:
+                from bench.attack import Attacker
+
+                attack = Attacker(app.url, (CANARY,), tools)
+                attack_thread = threading.Thread(target=attack.run, name="attacker", daemon=True)
+                attack_thread.start()
             began = time.monotonic()
             stop_at, give_up_at = began + seconds, began + seconds + drain_seconds
             threads = [
@@ -292,6 +312,9 @@ def run_load(
             for thread in threads:
                 thread.join(max(0.0, give_up_at - time.monotonic()) + 30)
             wall = time.monotonic() - began
+            if attack is not None:
+                attack.stop.set()
+                attack_thread.join(600)
             server_log = app.log()
         finally:
             app.stop()
@@ -320,6 +343,7 @@ def run_load(
         "error_samples": errors[:5],
         "leak_samples": leaks[:5],
         "server_tracebacks": server_log.count("Traceback"),
+        **({"attacker": attack.report.to_dict()} if attack is not None else {}),
         "config": {
             "app_env": {k: v for k, v in APP_ENV.items() if k != "ENVACE_CACHE_DIR"},
             "queue_size": max(16, sessions),
@@ -327,6 +351,30 @@ def run_load(
             "endpoint": "/run",
             "environment": "bank",
         },
+    }
+
+
+def with_and_without_attacker(
+    sessions: int, seconds: float, max_requests: int | None = None, drain_seconds: float = 600.0
+) -> dict:
+    """The load run without, then with, the attacker; ``done``: p95 within 1.5x, no error, no leak."""
+    without = run_load(sessions, seconds, max_requests, drain_seconds)
+    attacked = run_load(sessions, seconds, max_requests, drain_seconds, attacker=True)
+    ratio = (
+        round(attacked["p95_s"] / without["p95_s"], 3) if attacked["p95_s"] and without["p95_s"] else None
+    )
+    attack = attacked["attacker"]
+    errors = without["errors"] + attacked["errors"] + attack["errors"]
+    leaks = without["leaks"] + attacked["leaks"] + attack["leaks"]
+    keys = ("requests", "errors", "leaks", "p50_s", "p95_s", "max_s", "queue_wait_p95_s", "server_tracebacks",
+            "error_samples", "leak_samples")
+    return {
+        "without": {k: without[k] for k in keys},
+        "with": {k: attacked[k] for k in keys},
+        "attacker": attack,
+        "p95_ratio": ratio,
+        "done": ratio is not None and ratio <= 1.5 and errors == 0 and leaks == 0,
+        "config": without["config"] | {"sessions": sessions, "seconds": seconds},
     }
 
 
@@ -342,8 +390,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--drain-seconds", type=float, default=600.0, help="wait this long for requests in flight"
     )
+    parser.add_argument("--attacker", action="store_true", help="run without, then with, an attacker")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
+    if args.attacker:
+        report = with_and_without_attacker(args.sessions, args.seconds, args.max_requests, args.drain_seconds)
+        print(json.dumps(report, indent=2))
+        return 0 if report["done"] else 1
     report = run_load(args.sessions, args.seconds, args.max_requests, args.drain_seconds)
     if args.json:
         print(json.dumps(report, indent=2))

@@ -159,6 +159,8 @@ class Trajectory:
     ended: str = ""
     fidelity: float | None = None
     seconds: float = 0.0
+    # Before the episode: the run's wait in the app's queue (None: it did not queue).
+    queued_seconds: float | None = None
     final_state: dict[str, JSON] | None = None
 
     def committed_calls(self) -> list[ToolCall]:
@@ -178,6 +180,8 @@ class Trajectory:
     def to_dict(self) -> dict:
         data = _ADAPTER.dump_python(self, mode="json")
         data["seconds"] = round(self.seconds, 3)
+        if self.queued_seconds is not None:
+            data["queued_seconds"] = round(self.queued_seconds, 3)
         return {"version": VERSION, **data, "totals": self.totals()}
 
     @classmethod

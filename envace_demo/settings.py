@@ -136,6 +136,21 @@ class Settings:
     queue_size: int = field(
         default=16, metadata={"env": "ENVACE_QUEUE_SIZE", "help": "app: waiting requests before new ones are refused"}
     )
+    client_jobs: int | None = field(
+        default=None,
+        metadata={
+            "env": "ENVACE_CLIENT_JOBS",
+            "help": "app: model jobs one client address may have waiting or running; default 2 in public mode, "
+            "no limit otherwise (one per browser session always)",
+        },
+    )
+    manual_seconds: float = field(
+        default=600.0,
+        metadata={
+            "env": "ENVACE_MANUAL_SECONDS",
+            "help": "app: how long a call of the manual environment waits for the typed response",
+        },
+    )
     threads: int | None = field(
         default=None,
         metadata={"env": "ENVACE_THREADS", "help": "CPU threads for torch (1 is fastest on a busy CPU); default: torch's own choice"},

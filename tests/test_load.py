@@ -117,3 +117,30 @@ def test_short_load_run_has_no_error_and_no_leak():
     assert report["real_calls"] >= 1  # environments were really used, so the replay check had work
     assert report["server_tracebacks"] == 0
     assert done.returncode == 0
+
+
+@pytest.mark.slow
+def test_the_attacker_gets_answers_never_errors_or_secrets():
+    """One round of ``bench.attack`` against the real app (a scripted model: the model does
+    not matter to the hostile inputs), its secret configured: every answer came, none shows it."""
+    import threading
+
+    from helpers import RuleBackend, serve
+
+    from bench.attack import Attacker
+    from envace_demo.settings import Settings
+
+    canary = "sk-attack-canary-0c1d2e3f"
+    with serve(Settings(model="rules", api_key=canary), RuleBackend()) as url:
+        attacker = Attacker(url, (canary,), (ROOT / "examples" / "bank" / "tools.json").read_text())
+        thread = threading.Thread(target=attacker.run)
+        thread.start()
+        while attacker.report.rounds < 1 and thread.is_alive():
+            thread.join(0.5)
+        attacker.stop.set()
+        thread.join(600)
+    report = attacker.report.to_dict()
+    assert report["errors"] == 0, report["error_samples"]
+    assert report["leaks"] == 0, report["leak_samples"]
+    assert set(report["sent"]) == {"status", "run", "suite_estimate", "suite"}
+    assert report["sent"]["status"] >= 24  # every family at 64 KB and 1 MB

@@ -110,6 +110,17 @@ def test_n_tokens_and_steps_are_capped(field, at_cap, over, message):
     assert str(err.value) == message
 
 
+@pytest.mark.parametrize("seed", [-1, 2**32, 1.5, float("nan"), float("inf")])
+def test_the_seed_is_range_checked(seed):
+    from envace_demo.ui.inputs import RunRequest
+
+    values = ["[]", "none", PROMPT, "none", 1, 0.6, 0.95, 20, 64]
+    with pytest.raises(ConfigError, match=r"^seed: expected an integer"):
+        RunRequest.from_controls(*values, seed, True, 1).check(OPTIONS)
+    assert RunRequest.from_controls(*values, 2**32 - 1.0, True, 1).check(OPTIONS).seed == 2**32 - 1
+    assert RunRequest.from_controls(*values, None, True, 1).check(OPTIONS).seed is None
+
+
 def test_the_message_size_is_capped():
     _request(message="x" * 4_096).check(OPTIONS)
     with pytest.raises(ConfigError, match="user message: 4,097 bytes, at most 4,096"):
@@ -412,6 +423,7 @@ def test_the_app_enforces_every_cap_whatever_the_client_sends(public_app):
     assert "environment: expected one of" in _refused(
         public_app, BANK_TOOLS, "http://127.0.0.1:9/mcp", PROMPT, "none"
     )
+    assert "seed: expected an integer from 0 to 4294967295, got -1" in _refused(public_app, *run, "none", seed=-1)
     record = public_app.predict(*run, "none", api_name="/run")  # within the caps it runs
     assert record["ended"] == "answer" and record["success"] is True
 

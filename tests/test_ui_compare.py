@@ -88,3 +88,21 @@ def test_the_suite_shows_the_eval_table_and_charts_with_titles(scripted, monkeyp
     plots = [c for c in demo.config["components"] if str(c["props"].get("elem_id")).startswith("suite-plot")]
     assert len(plots) == 4 and all(p["props"]["show_label"] is False for p in plots)  # one title: the figure's
     demo.close()
+
+
+def test_compare_on_a_disk_that_cannot_take_the_download_says_so_and_draws_its_table(scripted, tmp_path):
+    from envace_demo.ui import build_app
+    from envace_demo.ui.session import Session
+
+    demo = build_app(Settings(), holder=_scripted_holder(scripted))
+    (run_compare,) = [f.fn for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "run_compare"]
+    session = Session(folder=tmp_path / "not-a-folder")
+    session.folder.write_text("a file where the downloads would go")  # writing there fails as a full disk does
+    updates = list(run_compare(session, "bank", "check-balance", "parallel", 1, 0.6, 0.95, 20, 64, 0, False, 3))
+    last = {getattr(k, "elem_id", None) or type(k).__name__: v for k, v in updates[-1].items()}
+    assert "compare.json" in str(updates[-1])  # the status names the file it could not write
+    assert "ev-status-error" in str(updates[-1])
+    assert last["compare-table"].value["data"]  # the table is drawn all the same
+    assert last["DownloadButton"].interactive is False
+    assert set(session.compared) == {"none", "parallel"}
+    demo.close()

@@ -50,3 +50,24 @@ def test_an_episode_runs_against_the_configured_server():
     assert traj.environment == label and any(t["function"]["name"] == "get_account" for t in traj.tools)
     assert traj.turns[0].calls[0].real["balance"] == 310.25  # executed for real on the MCP server
     assert traj.final_state is not None
+
+
+def test_a_server_that_cannot_start_is_shown_with_its_message_in_the_playground():
+    """Through the real app: the Playground's Run against a configured server that exits at
+    once says why in the status box (it showed only "Error")."""
+    import uuid
+
+    from helpers import QueuedCall, RuleBackend, call_handler, event_index, serve
+
+    broken = f"{sys.executable} -c 'import sys; sys.exit(3)'"
+    settings = Settings(model="rules", mcp_servers=(broken,), mcp_timeout=10.0)
+    with serve(settings, RuleBackend()) as url:
+        session = uuid.uuid4().hex[:10]
+        assert call_handler(url, event_index(url, "new_session"), [], session_hash=session)[0] == 200
+        values = [None, "", "mcp:server-1", "What is the balance of ACC-1003?", "none", 1, 0.6, 0.95, 20, 64, 0,
+                  False, 2]
+        run = QueuedCall(url, event_index(url, "on_model"), values, session)
+        done = run.completed()
+        assert done["success"], done
+        shown = " ".join(str(m.get("output")) for m in run.messages)
+        assert "ev-status-error" in shown and ": cannot connect (" in shown and "sys.exit(3)" in shown

@@ -614,3 +614,14 @@ def test_with_no_environment_the_rehearsing_modes_say_nothing_will_be_committed(
         assert "nothing will be committed" in render.estimate_html(None, mode, 2, 2, 192, 120, executed=False)
         assert "nothing will be committed" not in render.estimate_html(speed, mode, 2, 2, 192, 120)
     assert "nothing will be committed" not in render.estimate_html(speed, "imagine", 2, 2, 192, 120, executed=False)
+
+
+def test_the_outcome_shows_a_runs_wait_in_the_queue_apart():
+    from envace_demo.record import Trajectory
+    from envace_demo.ui.render import outcome_html
+
+    traj = Trajectory(mode="none", model={}, tools=[], prompt="p", ended="answer", seconds=83.6)
+    assert "83.6 s" in outcome_html(traj) and "queued" not in outcome_html(traj)
+    traj.queued_seconds = 192.8
+    assert "276.4 s (192.8 s queued)" in outcome_html(traj)
+    assert Trajectory.from_dict(traj.to_dict()).queued_seconds == 192.8

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -133,3 +134,32 @@ def test_progress_moves_forward_through_the_run():
         shares.append(float(html.split('value="')[1].split('"')[0]))
     assert shares == sorted(shares) and 0 < shares[0] < shares[-1] < 1
     assert "step 3/4" in progress_html(_Job(stages[3]))
+
+
+def test_the_adapter_zip_is_whole_or_absent(tmp_path, monkeypatch):
+    """A full disk while zipping leaves no half zip that would count as done."""
+    import errno
+    import shutil
+    import tempfile
+    import zipfile
+    from types import SimpleNamespace
+
+    from envace_demo.ui import train_tab
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    adapter = tmp_path / "run-1" / "adapter"
+    adapter.mkdir(parents=True)
+    (adapter / "adapter_config.json").write_text('{"r": 8}')
+    job = SimpleNamespace(result=SimpleNamespace(adapter_dir=adapter, out_dir=tmp_path / "run-1"))
+    real = shutil.make_archive
+
+    def disk_full(base, fmt, root):
+        Path(base + ".zip").write_bytes(b"PK\x03\x04 half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(shutil, "make_archive", disk_full)
+    assert train_tab.adapter_zip(job) is None
+    assert list((tmp_path / "envace-adapters").iterdir()) == []
+    monkeypatch.setattr(shutil, "make_archive", real)
+    path = train_tab.adapter_zip(job)
+    assert path is not None and zipfile.ZipFile(path).namelist() == ["adapter_config.json"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import inspect
 import json
+import threading
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import gradio as gr
@@ -12,8 +14,10 @@ import gradio as gr
 from envace_demo.envs.manual import PendingCall
 from envace_demo.errors import EnvaceError
 from envace_demo.models.base import Sampling
+from envace_demo.record import Trajectory
 from envace_demo.ui import runner
 from envace_demo.ui.common import AppContext
+from envace_demo.ui.fairness import cancelled_when_gone, current_job
 from envace_demo.ui.inputs import MANUAL, RunRequest, build_config, build_task, check_prompts, compare_modes
 
 _S = Sampling()
@@ -35,7 +39,23 @@ def run_parameters(ctx: AppContext) -> list[tuple[str, Any, Any]]:
     ]
 
 
-def endpoint(ctx: AppContext, leading: list[tuple[str, Any, Any]], body: Callable[[dict], dict]) -> Callable:
+@dataclass
+class Call:
+    """One API call: the cancel switch of its episodes (set when its client is gone) and its
+    wait in the queue, which each of its records carries."""
+
+    cancel: threading.Event
+    queued_seconds: float | None
+
+    def episode(self, task: Any, config: Any, manual: Any = None) -> Trajectory:
+        traj = runner.run_to_end(task, config, self.cancel, manual=manual)
+        traj.queued_seconds = self.queued_seconds
+        return traj
+
+
+def endpoint(
+    ctx: AppContext, leading: list[tuple[str, Any, Any]], body: Callable[[dict, Call], dict]
+) -> Callable:
     """``body(values)`` behind a real signature (``leading`` + the run parameters): gradio reads
     it to document the endpoint, and gradio_client callers pass arguments by name or position."""
     params = [
@@ -47,11 +67,15 @@ def endpoint(ctx: AppContext, leading: list[tuple[str, Any, Any]], body: Callabl
     def call(*args: Any, **kwargs: Any) -> dict[str, Any]:
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
+        job = current_job()  # queued: its wait goes into the records, its client's leaving stops it
+        run = Call(threading.Event(), job.queued_seconds if job is not None else None)
         try:
-            # Records hold what tools and servers answered: shown as a visitor may see them.
-            return ctx.options.redact(body(dict(bound.arguments)))
+            with cancelled_when_gone(job, run.cancel):
+                # Records hold what tools and servers answered: shown as a visitor may see them.
+                return ctx.options.redact(body(dict(bound.arguments), run))
         except EnvaceError as err:
-            raise gr.Error(ctx.options.redact(str(err))) from None
+            # A refused request is the visitor's, not a fault of the server: no traceback in its log.
+            raise gr.Error(ctx.options.redact(str(err)), print_exception=False) from None
 
     call.__signature__ = signature  # type: ignore[attr-defined]
     call.__annotations__ = {p.name: p.annotation for p in params} | {"return": dict[str, Any]}
@@ -69,7 +93,7 @@ def make_endpoints(ctx: AppContext) -> dict[str, Callable[..., dict]]:
         check_prompts([task], req.policy, backend)
         return task, backend
 
-    def run(values: dict) -> dict[str, Any]:
+    def run(values: dict, call: Call) -> dict[str, Any]:
         """Run one episode and return its trajectory record (the format of the JSON download).
 
         tools: tool schemas as JSON text (OpenAI, bare functions, BFCL or pydantic JSON Schema).
@@ -78,9 +102,9 @@ def make_endpoints(ctx: AppContext) -> dict[str, Callable[..., dict]]:
         """
         req = RunRequest(**values)
         task, backend = prepare(req)
-        return runner.run_to_end(task, build_config(req, ctx.run_settings(), backend)).to_dict()
+        return call.episode(task, build_config(req, ctx.run_settings(), backend)).to_dict()
 
-    def compare(values: dict) -> dict[str, Any]:
+    def compare(values: dict, call: Call) -> dict[str, Any]:
         """Run the task without rehearsal (mode none) and with it, same seed and sampling.
 
         Returns {"metrics": {mode: {success, real_calls, real_errors, tokens, seconds,
@@ -90,13 +114,13 @@ def make_endpoints(ctx: AppContext) -> dict[str, Callable[..., dict]]:
         modes = compare_modes(mode)
         req = RunRequest(**values, mode=mode)
         task, backend = prepare(req)
-        trajs = {m: runner.run_to_end(task, build_config(req, ctx.run_settings(), backend, mode=m)) for m in modes}
+        trajs = {m: call.episode(task, build_config(req, ctx.run_settings(), backend, mode=m)) for m in modes}
         return {
             "metrics": {m: runner.metrics(t) for m, t in trajs.items()},
             "trajectories": {m: t.to_dict() for m, t in trajs.items()},
         }
 
-    def run_manual(values: dict) -> dict[str, Any]:
+    def run_manual(values: dict, call: Call) -> dict[str, Any]:
         """Run one episode in the manual environment: ``responses`` (a JSON array) holds the
         real response of each committed call, in order. A call beyond the list ends the
         episode with an environment error that says so. Returns the trajectory record.
@@ -106,17 +130,17 @@ def make_endpoints(ctx: AppContext) -> dict[str, Callable[..., dict]]:
         task, backend = prepare(req)
         answers = list(typed)
 
-        def answer(call: PendingCall) -> None:
+        def answer(pending: PendingCall) -> None:
             if answers:
                 value = answers.pop(0)  # a bare value is the tool's result, as typed in the UI
-                manual.respond(value if isinstance(value, (dict, list)) else {"result": value}, call.id)
+                manual.respond(value if isinstance(value, (dict, list)) else {"result": value}, pending.id)
             else:
-                manual.abort(f"no response given for call {call.id} ({len(typed)} in the request)")
+                manual.abort(f"no response given for call {pending.id} ({len(typed)} in the request)")
 
         manual, config = runner.manual_environment(
             task, build_config(req, ctx.run_settings(), backend), timeout=5.0, on_request=answer
         )
-        return runner.run_to_end(task, config, manual=manual).to_dict()
+        return call.episode(task, config, manual=manual).to_dict()
 
     request = [("tools", str, _REQUIRED), ("environment", str, _REQUIRED), ("message", str, _REQUIRED)]
     endpoints = {

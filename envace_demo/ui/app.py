@@ -11,6 +11,7 @@ from envace_demo.ui import render, runner
 from envace_demo.ui.api import make_endpoints
 from envace_demo.ui.common import AppContext
 from envace_demo.ui.compare import build_compare
+from envace_demo.ui.fairness import Limits
 from envace_demo.ui.holder import ModelHolder
 from envace_demo.ui.model_tab import build_model_tab, model_info
 from envace_demo.ui.options import UIOptions
@@ -81,6 +82,8 @@ def build_app(
         for name, fn in {**make_endpoints(ctx), **rehearse_endpoints(ctx)}.items():
             gr.api(fn, api_name=name, **ctx.model_event())
     demo.queue(max_size=options.queue_size, default_concurrency_limit=options.concurrency)
+    # Fair shares: one model job per page at a time, a few per client address (ui/fairness.py).
+    Limits(options.client_jobs, forwarded=options.public).install(demo)
     if options.public:
         for block in demo.blocks.values():
             if isinstance(block, (gr.File, gr.UploadButton)):

@@ -15,12 +15,16 @@ from envace_demo.models.base import Backend, Sampling
 from envace_demo.settings import Settings
 from envace_demo.ui import render
 from envace_demo.ui.holder import ModelHolder
-from envace_demo.ui.inputs import reasoning_budget
+from envace_demo.ui.inputs import SEED_MAX, reasoning_budget
 from envace_demo.ui.options import UIOptions
 from envace_demo.ui.session import Session
 
 NO_SESSION = "this page's session is not ready yet: reload the page"
 MODEL_QUEUE = "model"  # concurrency_id of every event that runs the model
+# A manual-environment run waits on a person between generations: it holds no model slot
+# (the backend's own lock orders its generations with everybody else's), only one of these.
+MANUAL_QUEUE = "manual"
+MANUAL_RUNS = 4
 _DEFAULT = Sampling()
 
 
@@ -33,6 +37,11 @@ class AppContext:
     def model_event(self) -> dict[str, Any]:
         """Keyword arguments for an event that runs the model: one shared queue."""
         return {"concurrency_id": MODEL_QUEUE, "concurrency_limit": self.options.concurrency}
+
+    def manual_event(self) -> dict[str, Any]:
+        """A UI event that runs the manual environment: its own queue, not the model's."""
+        return {"concurrency_id": MANUAL_QUEUE, "concurrency_limit": MANUAL_RUNS, "show_progress": "hidden",
+                "api_visibility": "private"}
 
     def streamed_event(self) -> dict[str, Any]:
         """A UI event that runs the model and draws its own progress (no overlay on every output)."""
@@ -90,7 +99,7 @@ def sampling_controls(ctx: AppContext, open: bool = False) -> SamplingControls:
                 step=1,
                 label="max steps (actor turns)",
             )
-            seed = gr.Number(value=0, precision=0, label="seed", minimum=0)
+            seed = gr.Number(value=0, precision=0, label="seed", minimum=0, maximum=SEED_MAX)
         constrained = gr.Checkbox(
             value=True,
             label="constrained decoding (calls and responses follow the schemas; needs a model loaded with it)",
@@ -167,12 +176,18 @@ def estimate_for(
     )
 
 
-def off_while_running(button: gr.Button, trigger: Callable, fn: Callable, inputs: list, outputs: list, **event: Any):
+def off_while_running(
+    button: gr.Button, trigger: Callable, fn: Callable, inputs: list, outputs: list,
+    then: tuple[Callable, dict[str, Any]] | None = None, **event: Any,
+):
     """Run ``fn`` on ``trigger`` with ``button`` off meanwhile: disabled first, outside the
-    queue, then enabled again after the job ends however it ends (.then runs after an error too)."""
+    queue, then enabled again after the job ends however it ends (.then runs after an error too).
+    ``then``: a second handler (and its event options) on the same inputs and outputs, after ``fn``."""
     private: dict[str, Any] = {"api_visibility": "private"}
     started = trigger(lambda: gr.Button(interactive=False), None, [button], queue=False, **private)
     ran = started.then(fn, inputs, outputs, **event)
+    if then is not None:
+        ran = ran.then(then[0], inputs, outputs, **then[1])
     ran.then(lambda: gr.Button(interactive=True), None, [button], queue=False, **private)
 
 

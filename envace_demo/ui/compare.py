@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterator
 import gradio as gr
 
 from envace_demo.engine import EpisodeConfig
-from envace_demo.errors import ConfigError, EnvaceError
+from envace_demo.errors import ConfigError, EnvaceError, StorageError
 from envace_demo.evaluation import Job, plan, run_jobs, summarize
 from envace_demo.evaluation.batch import estimate_seconds
 from envace_demo.evaluation.report import figures
@@ -42,6 +42,7 @@ from envace_demo.ui.inputs import (
     gallery,
     suite_tasks,
 )
+from envace_demo.ui.fairness import current_job, streamed_until_gone
 from envace_demo.ui.session import Session
 
 _EMPTY = '<div class="ev-empty">Press Compare: the committed steps appear here.</div>'
@@ -356,6 +357,7 @@ class CompareRun:
         *values: Any,
     ) -> Iterator[dict]:
         ui, ctx = self.ui, self.ctx
+        job = current_job()  # its wait in the queue; its client's leaving stops the run
         if session is None:
             yield {ui.status: render.status_html(NO_SESSION, "error")}
             return
@@ -372,14 +374,17 @@ class CompareRun:
         yield self._cleared(mode_name, req.n, modes)
         try:
             backend = yield from await_model(ctx.holder, ctx.options, lambda html: {ui.status: html})
-            check_prompts([t.task for t in etasks], ctx.options.input_policy, backend)
+            check_prompts([task], req.policy, backend)
             configs = {m: build_config(req, ctx.run_settings(), backend, mode=m) for m in modes}
         except EnvaceError as err:
             yield self._refused(err)
             return
         cancel = session.begin()
         session.compared = {}
-        yield from self._stream(session, runner.compare_events(task, configs, cancel), modes, mode_name)
+        events = runner.compare_events(task, configs, cancel)
+        yield from streamed_until_gone(job, cancel, self._stream(session, events, modes, mode_name))
+        for traj in session.compared.values():  # both sides waited in the queue as one job
+            traj.queued_seconds = job.queued_seconds if job is not None else None
         yield self._finished(session, modes)
 
     def _refused(self, err: EnvaceError) -> dict:
@@ -426,13 +431,13 @@ class CompareRun:
         headers, rows = _with_difference(by_side)
         done = len(by_side) == len(modes)
         records = {"metrics": by_side, "trajectories": {m: t.to_dict() for m, t in session.compared.items()}}
+        # Neutral: "done" says the runs ended, not that they passed (green is a passed check's).
+        status = render.status_html("done" if done else "stopped", "info" if done else "warn")
+        saved, status = _saved(self.ctx, session, "compare.json", records, status)
         return {
-            # Neutral: "done" says the runs ended, not that they passed (green is a passed check's).
-            ui.status: render.status_html("done" if done else "stopped", "info" if done else "warn"),
+            ui.status: status,
             ui.table: gr.Dataframe(value=rows, headers=headers),
-            ui.file: gr.DownloadButton(
-                value=session.save_json("compare.json", self.ctx.options.redact(records)), interactive=True
-            ),
+            ui.file: gr.DownloadButton(value=saved, interactive=saved is not None),
         }
 
 
@@ -474,6 +479,7 @@ class SuiteRun:
         progress: gr.Progress = gr.Progress(),  # positional: Gradio finds it only there
     ) -> Iterator[dict]:
         ui, ctx = self.ui, self.ctx
+        job = current_job()
         if session is None:
             yield {ui.status: render.status_html(NO_SESSION, "error")}
             return
@@ -498,7 +504,8 @@ class SuiteRun:
         session.suite = []
         progress((0, len(jobs)), desc="running the suite", unit="episodes")
         yield self._started(len(jobs))
-        yield from self._stream(session, jobs, configs, cancel, int(n_value), int(max_new_tokens), progress)
+        episodes = self._stream(session, jobs, configs, cancel, int(n_value), int(max_new_tokens), progress)
+        yield from streamed_until_gone(job, cancel, episodes)
         yield self._finished(session, len(jobs), modes)
 
     def _checked(
@@ -562,19 +569,26 @@ class SuiteRun:
         ui = self.ui
         finished = len(session.suite) == total
         summary = summarize(session.suite, modes) if session.suite else None
-        return {
-            ui.status: render.status_html(
-                f"{len(session.suite)} of {total} episodes" + ("" if finished else " (stopped)"),
-                "info" if finished else "warn",
-            ),
-            ui.file: gr.DownloadButton(
-                value=session.save_json(
-                    "suite.json", self.ctx.options.redact({"episodes": session.suite, "summary": summary})
-                )
-                if session.suite else None,
-                interactive=bool(session.suite),
-            ),
-        }
+        status = render.status_html(
+            f"{len(session.suite)} of {total} episodes" + ("" if finished else " (stopped)"),
+            "info" if finished else "warn",
+        )
+        saved = None
+        if session.suite:
+            records = {"episodes": session.suite, "summary": summary}
+            saved, status = _saved(self.ctx, session, "suite.json", records, status)
+        return {ui.status: status, ui.file: gr.DownloadButton(value=saved, interactive=saved is not None)}
+
+
+def _saved(
+    ctx: AppContext, session: Session, name: str, records: dict, status: str
+) -> tuple[str | None, str]:
+    """(download path, status) of ``records`` as a visitor may see them; a disk that cannot
+    take them leaves no file and says so in the status, the panels drawn as they are."""
+    try:
+        return session.save_json(name, ctx.options.redact(records)), status
+    except StorageError as err:
+        return None, render.status_html(ctx.options.redact(str(err)), "error")
 
 
 def _wire(ctx: AppContext, compare: CompareView, suite: SuiteView, state: gr.State) -> None:

@@ -32,6 +32,7 @@ REHEARSAL_MODES = ("parallel", "sequential")  # what Compare may put beside it
 # visitor waits for it), long enough for a call with reasoning.
 APP_MAX_NEW_TOKENS = 384
 MANUAL = "manual"  # the picker's "you type each real response" (not in public mode)
+SEED_MAX = 2**32 - 1  # what every sampler takes (numpy's bound; torch takes more)
 
 
 def environment_choices(options: UIOptions | None = None) -> list[tuple[str, str]]:
@@ -128,7 +129,7 @@ class RunRequest:
             top_p=float(top_p),
             top_k=int(top_k),
             max_new_tokens=int(max_new_tokens),
-            seed=None if seed is None else int(seed),
+            seed=None if seed is None else _whole("seed", seed),
             constrained=bool(constrained),
             max_steps=int(max_steps),
         )
@@ -144,6 +145,8 @@ class RunRequest:
         _in_range("max_new_tokens", self.max_new_tokens, 16, options.max_new_tokens)
         _in_range("max_steps", self.max_steps, 1, options.max_steps)
         _in_range("top_k", self.top_k, 0, 1000)
+        if self.seed is not None:
+            _in_range("seed", self.seed, 0, SEED_MAX)
         if not 0.0 <= self.temperature <= 2.0:
             raise ConfigError(f"temperature: expected 0 to 2, got {self.temperature}")
         if not 0.0 < self.top_p <= 1.0:
@@ -157,6 +160,14 @@ class RunRequest:
         self.policy = options.input_policy
         self.redact = options.redact if options.public else None
         return self
+
+
+def _whole(name: str, value: float) -> int | float:
+    """A number box's value as an integer; one that is not a whole number is left for the range check."""
+    try:
+        return int(value) if float(value).is_integer() else value
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError(f"{name}: expected an integer, got {value!r}") from None
 
 
 def _in_range(name: str, value: int, low: int, high: int) -> None:

@@ -14,6 +14,7 @@ from envace_demo.redaction import SECRET, Redactor
 from envace_demo.settings import PROJECT_ROOT, Settings, default_of
 
 SERVER_PATH = "<server path>"
+PUBLIC_CLIENT_JOBS = 2  # a Space's visitor: one running, one waiting
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,7 @@ class UIOptions:
 
     concurrency: int = default_of(Settings, "concurrency")  # model work at once: run, compare and suite share it
     queue_size: int = default_of(Settings, "queue_size")  # waiting requests before new ones are refused
+    client_jobs: int | None = None  # model jobs one client address may have waiting or running
     max_n: int = 16
     max_new_tokens: int = 2048
     max_steps: int = 12
@@ -42,7 +44,7 @@ class UIOptions:
     allow_training: bool = True
     # A person typing a real response holds the one model queue meanwhile: not for a shared Space.
     allow_manual: bool = True
-    manual_seconds: float = 600.0  # how long a committed call waits for its typed response
+    manual_seconds: float = default_of(Settings, "manual_seconds")  # how long a committed call waits for its typed response
     public: bool = False
     # The operator's MCP servers (label -> command or URL); visitors pick among these only.
     mcp_servers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
@@ -64,6 +66,7 @@ class UIOptions:
                 (f"server-{i + 1}", command) for i, command in enumerate(configured_servers(settings.mcp_servers).values())
             ),
             "mcp_timeout": settings.mcp_timeout,
+            "manual_seconds": settings.manual_seconds,
         }
         if settings.public:
             return cls(
@@ -72,6 +75,7 @@ class UIOptions:
                 max_new_tokens=settings.max_new_tokens,
                 max_steps=settings.max_steps,
                 max_suite_tasks=8,
+                client_jobs=settings.client_jobs or PUBLIC_CLIENT_JOBS,
                 allow_model_switch=False,
                 max_input_bytes=settings.max_input_bytes,
                 max_tools=settings.max_tools,
@@ -88,6 +92,7 @@ class UIOptions:
         # Private: the caps above, raised to the operator's own settings where those are higher.
         return cls(
             **shared,
+            client_jobs=settings.client_jobs,
             max_new_tokens=max(default_of(cls, "max_new_tokens"), settings.max_new_tokens),
             max_steps=max(default_of(cls, "max_steps"), settings.max_steps),
         )

@@ -43,6 +43,7 @@ from envace_demo.ui.inputs import (
     find_example,
     gallery,
 )
+from envace_demo.ui.fairness import current_job, streamed_until_gone
 from envace_demo.ui.session import Session
 
 log = logging.getLogger(__name__)
@@ -295,8 +296,20 @@ class PlaygroundRun:
     def __init__(self, ctx: AppContext, ui: Playground):
         self.ctx, self.ui = ctx, ui
 
+    def on_model(self, session: Session | None, *values: Any) -> Iterator[dict]:
+        """Run's handler in the model queue: every environment but the manual one."""
+        if values[1] != MANUAL:
+            yield from self.run_episode(session, *values)
+
+    def on_manual(self, session: Session | None, *values: Any) -> Iterator[dict]:
+        """Run's handler for the manual environment: in a queue of its own, since it waits on
+        a person between generations (the backend's lock orders those with everybody's)."""
+        if values[1] == MANUAL:
+            yield from self.run_episode(session, *values)
+
     def run_episode(self, session: Session | None, *values: Any) -> Iterator[dict]:
         p, ctx = self.ui.panels, self.ctx
+        job = current_job()  # its wait in the queue; its client's leaving stops the run
         if session is None:
             yield {p.status: render.status_html(NO_SESSION, "error")}
             return
@@ -331,7 +344,15 @@ class PlaygroundRun:
         if task.env == MANUAL:
             manual, config = runner.manual_environment(task, config, ctx.options.manual_seconds, cancel)
         session.manual = manual
-        yield from self._stream(runner.episode_events(task, config, cancel, manual), view, manual)
+        events = runner.episode_events(task, config, cancel, manual)
+        try:
+            yield from streamed_until_gone(job, cancel, self._stream(events, view, manual))
+        except EnvaceError as err:  # its environment would not open (an MCP server down): say why
+            session.manual = None
+            yield self._refused(err)
+            return
+        if view.trajectory is not None and job is not None:
+            view.trajectory.queued_seconds = job.queued_seconds
         yield self._finished(session, view, config)
 
     def _refused(self, err: EnvaceError) -> dict:
@@ -468,12 +489,13 @@ def task_picked(env: str, name: str | None, current: str) -> str:
 def _wire(ctx: AppContext, ui: Playground, state: gr.State) -> None:
     s, r, p, m, i = ui.schema, ui.request, ui.panels, ui.manual, ui.inspector
     private: dict[str, Any] = {"api_visibility": "private"}
-    run_episode = PlaygroundRun(ctx, ui).run_episode
+    run = PlaygroundRun(ctx, ui)
     inputs, outputs = ui.run_inputs(state), ui.run_outputs()
+    manual = (run.on_manual, ctx.manual_event()) if ctx.options.allow_manual else None
     for trigger in (r.run.click, r.message.submit):
-        off_while_running(r.run, trigger, run_episode, inputs, outputs, **ctx.streamed_event())
+        off_while_running(r.run, trigger, run.on_model, inputs, outputs, then=manual, **ctx.streamed_event())
     r.stop.click(stop_session, [state], None, queue=False, **private)
-    # Outside the model queue: the run that waits for this response holds it.
+    # Outside the queues: the run that waits for this response holds a slot of its own.
     m.send.click(send_response, [state, m.text], [m.status], queue=False, **private)
     policy = ctx.options.input_policy
 

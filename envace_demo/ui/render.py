@@ -594,6 +594,9 @@ def outcome_html(traj: Trajectory | None) -> str:
         ("wall time", seconds_text(t["seconds"])),
         ("mean fidelity", fidelity_text(traj.fidelity)),
     ]
+    if traj.queued_seconds:  # the visitor waited that too: the wall time they saw, the wait apart
+        total = seconds_text(t["seconds"] + traj.queued_seconds)
+        chips[4] = ("wall time", f"{total} ({seconds_text(traj.queued_seconds)} queued)")
     chip_html = "".join(f'<span class="ev-chip"><b>{esc(v)}</b> {esc(k)}</span>' for k, v in chips)
     if writes["unrequested_writes"]:
         chip_html += (

@@ -9,8 +9,11 @@ the job runs, for every page that has the tab open. Off in public mode.
 from __future__ import annotations
 
 import json
+import logging
+import os
 import shutil
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +32,8 @@ from envace_demo.ui import render
 from envace_demo.ui.common import AppContext
 from envace_demo.ui.inputs import example_tools, gallery
 from envace_demo.ui.train_charts import training_curves
+
+log = logging.getLogger(__name__)
 
 OWN = "own"
 LORA_RANKS = [4, 8, 16, 32]
@@ -164,8 +169,14 @@ def adapter_zip(job: TrainingJob) -> str | None:
     folder.mkdir(exist_ok=True)
     base = folder / f"{result.out_dir.name}-adapter"
     path = base.with_suffix(".zip")
-    if not path.exists():
-        shutil.make_archive(str(base), "zip", result.adapter_dir)
+    if not path.exists():  # whole or not at all: a full disk leaves no half zip that counts as done
+        partial = folder / f".{base.name}-{os.getpid()}-{threading.get_ident()}"
+        try:
+            os.replace(shutil.make_archive(str(partial), "zip", result.adapter_dir), path)
+        except OSError as err:
+            partial.with_suffix(".zip").unlink(missing_ok=True)
+            log.warning("adapter zip not written: %s", err)
+            return None
     return str(path)
 
 
