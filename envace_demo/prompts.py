@@ -15,7 +15,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from envace_demo.calls import format_call
 from envace_demo.models.base import Prompt
 from envace_demo.record import ToolCall, Turn
 from envace_demo.schemas import Tool

@@ -124,7 +124,11 @@ def test_episode_flags_default_to_the_sampling_and_episode_definitions():
     run = build_parser().parse_args(["run", "--env", "bank"])
     sampling, config = Sampling(), EpisodeConfig()
     assert (run.temperature, run.top_p, run.top_k) == (sampling.temperature, sampling.top_p, sampling.top_k)
-    assert (run.mode, run.n, run.seed, run.first_call) == (config.mode, config.n, 0, "auto")
+    assert (run.mode, run.n, run.seed, run.first_call) == (config.mode, None, 0, "auto")
+    from envace_demo.cli.flags import episode_n
+
+    assert episode_n(run) == config.n  # not given: the definition's N (run fits it instead)
+    assert build_parser().parse_args(["run", "--env", "bank", "--n", str(config.n)]).n == config.n  # given: kept
     assert build_parser().parse_args(["eval", "--tasks", "a.jsonl"]).mode == "none"  # the baseline
 
 

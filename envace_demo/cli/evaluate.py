@@ -85,7 +85,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     base = flags.episode_config(args, settings, backend)
     meta = {
         "model": backend.info.model_id,
-        **{k: getattr(args, k) for k in ("n", "temperature", "top_p", "top_k")},
+        "n": base.n,
+        **{k: getattr(args, k) for k in ("temperature", "top_p", "top_k")},
         "max_new_tokens": settings.max_new_tokens,
         "max_steps": settings.max_steps,
         "constrained": base.constrained,

@@ -13,7 +13,7 @@ from transformers import HfArgumentParser
 
 from envace_demo.engine import MODES, EpisodeConfig
 from envace_demo.models.base import Sampling
-from envace_demo.settings import Settings
+from envace_demo.settings import Settings, default_of
 
 
 class Switch(argparse.BooleanOptionalAction):
@@ -98,8 +98,11 @@ class EpisodeFlags:
         EpisodeConfig, "mode", "none: act and execute; parallel, sequential: N rehearsals, then the committed "
         "run; imagine: rehearsals only"
     )
-    n: int = _like(
-        EpisodeConfig, "n", "rehearsal budget N (run: fitted to the model's speed where left at the default)"
+    # None: not given (run fits it to the model's speed; elsewhere EpisodeConfig's default), so an
+    # explicit --n equal to that default is still kept.
+    n: int | None = _like(
+        EpisodeConfig, "n", f"rehearsal budget N; default: run fits it to the model's speed, else "
+        f"{default_of(EpisodeConfig, 'n')}", default=None,
     )
     seed: int = _like(Sampling, "seed", default=0)  # a command line run is repeatable by default
     temperature: float = _like(Sampling, "temperature")
@@ -131,13 +134,18 @@ def episode_config(args: argparse.Namespace, settings: Settings, backend: Any) -
         constrained=settings.constrained is not False,
         require_first_call=None if args.first_call == "auto" else args.first_call == "required",
         mode=args.mode,
-        n=args.n,
+        n=episode_n(args),
         sampling=Sampling.taken_from(args, max_new_tokens=settings.max_new_tokens, think_tokens=settings.think_tokens),
         max_steps=settings.max_steps,
         episode_seconds=settings.episode_seconds,
         think_chars=settings.think_chars,
         response_schema=settings.response_schema,
     )
+
+
+def episode_n(args: argparse.Namespace) -> int:
+    """The rehearsal budget N the flags ask for (EpisodeConfig's default when not given)."""
+    return args.n if args.n is not None else default_of(EpisodeConfig, "n")
 
 
 # The flag sets of the commands that load a model.

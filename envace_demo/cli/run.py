@@ -9,11 +9,9 @@ import sys
 from envace_demo import budget
 from envace_demo.cli import flags
 from envace_demo.cli.episodes import _manual_environment, _mcp_environment, _run_task
-from envace_demo.engine import EpisodeConfig
 from envace_demo.errors import TaskError
 from envace_demo.policy import read_user_file
 from envace_demo.schemas import load_tools
-from envace_demo.settings import default_of
 from envace_demo.tasks import Task, env_tasks, find_task
 
 
@@ -60,7 +58,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         settings, fitted, speed = budget.fitted_settings(backend, settings)
         if fitted is not None:
             print(budget.describe(fitted, speed), file=sys.stderr)
-            if args.n == default_of(EpisodeConfig, "n"):  # N too, where left at its default (as budget.apply)
+            if args.n is None:  # N too, where not given (as budget.apply)
                 args.n = fitted.n
         config = flags.episode_config(args, settings, backend)
         if args.manual:  # a person answers: give them the manual environment's own, longer limit
