@@ -91,6 +91,7 @@ class Trainer:
         copy_model: bool = True,
         stop: threading.Event | None = None,
         scorer: Callable[[Task, Rehearsal], Score] = score_rehearsal,
+        continue_adapter: bool = False,
     ):
         from envace_demo.models.transformers_backend import TransformersBackend
 
@@ -111,6 +112,7 @@ class Trainer:
         self.copy_model = copy_model
         self.stop = stop or threading.Event()
         self.scorer = scorer
+        self.continue_adapter = continue_adapter
 
     # ------------------------------------------------------------------ setup
 
@@ -119,14 +121,18 @@ class Trainer:
         from accelerate import Accelerator
         from peft import LoraConfig, PeftModel, get_peft_model
 
-        from envace_demo.train.policy import PolicyBackend
-
         cfg = self.config
         base = self.backend.model  # type: ignore[attr-defined]
         self.accelerator = Accelerator(cpu=base.device.type == "cpu")
         torch.manual_seed(cfg.seed)
         if self.copy_model:
             base = copy.deepcopy(base)
+        if isinstance(base, PeftModel) and self.continue_adapter:
+            # Keep training the adapter it has (a warm start's): the saved adapter holds both.
+            for name, param in base.named_parameters():
+                param.requires_grad = "lora_" in name
+            self._setup_model(base.eval())
+            return
         if isinstance(base, PeftModel):  # an adapter is applied: train on top of it
             base = base.merge_and_unload()
         if self.accelerator.num_processes > 1:
@@ -141,7 +147,13 @@ class Trainer:
             bias="none",
         )
         # No dropout anywhere: eval mode keeps the log-probs of training equal to those sampled.
-        self.model = get_peft_model(base, lora).eval()
+        self._setup_model(get_peft_model(base, lora).eval())
+
+    def _setup_model(self, model) -> None:
+        from envace_demo.train.policy import PolicyBackend
+
+        cfg = self.config
+        self.model = model
         if not self.copy_model:  # trained in place: the served backend's kept caches are stale
             self.backend.row_prefixes.clear()  # type: ignore[attr-defined]
         tokenizer = self.backend.tokenizer  # type: ignore[attr-defined]
