@@ -48,6 +48,7 @@ class DemoRecipe:
     lora_rank: int = 8
     lora_layers: int | None = 8  # LoRA on the last 8 of 30 layers: backward stops there
     grpo: TrainConfig = field(default_factory=_grpo)
+    probe_rows: int = 2  # greedy rehearsals checked after the warm start (logged)
     seed: int = 0
 
     def to_dict(self) -> dict:
@@ -57,7 +58,9 @@ class DemoRecipe:
 def smoke_recipe() -> DemoRecipe:
     """Two steps of each stage on a handful of tasks (the CI run)."""
     grpo = replace(_grpo(), steps=2, group_size=2, max_new_tokens=24, max_turns=1)
-    return DemoRecipe(tasks_per_env=1, sft_epochs=1, sft_micro_batch=4, memory_every=0, grpo=grpo, envs=("bank",))
+    return DemoRecipe(
+        tasks_per_env=1, sft_epochs=1, sft_micro_batch=4, memory_every=0, grpo=grpo, envs=("bank",), probe_rows=0
+    )
 
 
 def recipe_tasks(recipe: DemoRecipe) -> list[ScriptedTask]:
@@ -79,7 +82,8 @@ def estimate(backend, sft_batches, recipe: DemoRecipe) -> dict:
     about three times (forward and backward), a GRPO step G episodes of decoding."""
     import torch
 
-    ids = torch.randint(0, 1000, (1, 512))
+    vocab = backend.model.config.get_text_config().vocab_size
+    ids = torch.randint(0, min(1000, vocab), (1, 512))
     with torch.no_grad():
         backend.model(input_ids=ids[:, :64])  # warm-up
         t0 = time.monotonic()
@@ -168,7 +172,7 @@ def run_recipe(backend, recipe: DemoRecipe, out_dir: Path, say, stop=None) -> di
             say(f"warm start {step.step}/{step.total} (epoch {step.epoch}): {step.role} loss {step.loss:.3f}, "
                 f"{step.tokens} target tokens, {step.seconds:.1f}s")
     backend.row_prefixes.clear()
-    probe = probe_rehearser(backend, rows, 2) if recipe.grpo.steps and rows else None
+    probe = probe_rehearser(backend, rows, recipe.probe_rows) if recipe.probe_rows else None
     if probe:
         say(f"after the warm start, greedy rehearsals of {probe['rows']} training calls: "
             f"{probe['parsed']} wrote a result, {probe['exact']} the real one")

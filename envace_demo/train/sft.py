@@ -59,7 +59,7 @@ def attach_lora(model, rank: int, layers: int | None = None, targets: list[str] 
         lora_alpha=2 * rank,
         lora_dropout=0.0,
         target_modules=targets or LORA_TARGETS_SFT,
-        layers_to_transform=list(range(n - layers, n)) if layers else None,
+        layers_to_transform=list(range(max(0, n - layers), n)) if layers else None,
         bias="none",
     )
     return get_peft_model(model, lora).eval()
