@@ -71,7 +71,9 @@ LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj"]
 class Trainer:
     """One fine-tuning run. ``run()`` yields ``TrainEvent``s; the last is ``TrainFinished``.
 
-    ``backend`` must be a local ``TransformersBackend``. With ``copy_model`` (the
+    ``backend`` must be a local ``TransformersBackend``; a LoRA adapter it serves is
+    trained further with ``continue_adapter`` (the saved adapter then holds both), else
+    training starts from the base weights. With ``copy_model`` (the
     default) the LoRA adapter goes on a copy of its weights, so the model served
     to others is untouched until the adapter is applied (``adapter.apply_adapter``);
     the CLI, which owns its model, passes False. ``stop`` ends the run early: the
@@ -133,8 +135,9 @@ class Trainer:
                 param.requires_grad = "lora_" in name
             self._setup_model(base.eval())
             return
-        if isinstance(base, PeftModel):  # an adapter is applied: train on top of it
-            base = base.merge_and_unload()
+        if isinstance(base, PeftModel):
+            # From the base weights: the saved adapter then applies where any adapter does.
+            base = base.unload()
         if self.accelerator.num_processes > 1:
             base = base.to(self.accelerator.device)
         layers = base.config.get_text_config().num_hidden_layers
