@@ -79,3 +79,25 @@ def test_recipe_smoke_on_the_embedded_model(tmp_path, cache_dir):
     assert summary["model"].startswith("embedded (SmolLM2-135M-Instruct)")
     first, last = summary["warm_start"]["first_loss"], summary["warm_start"]["last_loss"]
     assert first and last
+
+
+def test_a_time_boxed_warm_start_starts_no_step_after_its_time():
+    from envace_demo.train.sft import SftBatch, train_sft
+
+    batch = SftBatch("actor", [[1, 2, 3]], [[4, 5]])
+    steps = list(train_sft(torch.nn.Linear(2, 2), [batch], epochs=3, lr=1e-3, pad_id=0, seconds=0.0))
+    assert steps == []
+
+
+def test_warm_start_batches_keep_one_role_and_one_system_turn():
+    from envace_demo.train.sft import batches
+    from envace_demo.train.warmstart import SftRow
+
+    rows = [SftRow(role, "t", f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{i}", "x")
+            for role in ("actor", "rehearser") for system in ("A", "B") for i in range(3)]
+    out = batches(rows, lambda text: [ord(c) for c in text], 0, 2, seed=0)
+    assert sum(len(b.prompt_ids) for b in out) == len(rows)
+    for b in out:
+        systems = {bytes(p).split(b"<|im_start|>user")[0] for p in b.prompt_ids}
+        assert len(systems) == 1
+        assert all(c[-1] == 0 for c in b.completion_ids)  # the end-of-turn token closes each target

@@ -70,6 +70,7 @@ def register(sub) -> argparse.ArgumentParser:
         "recipe (generated tasks on bank, files and library, warm start, then GRPO; no --env)",
     )
     p.add_argument("--sft-epochs", type=int, help="demo-cpu: warm-start epochs (default: 2)")
+    p.add_argument("--sft-minutes", type=float, help="demo-cpu: time box of the warm start (default: none)")
     p.add_argument("--tasks-per-env", type=int, help="demo-cpu: at most this many generated tasks per environment")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     return p
@@ -110,6 +111,8 @@ def recipe_from(args: argparse.Namespace):
     changes: dict = {"grpo": replace(recipe.grpo, **given)}
     if args.sft_epochs is not None:
         changes["sft_epochs"] = args.sft_epochs
+    if args.sft_minutes is not None:
+        changes["sft_minutes"] = args.sft_minutes
     if args.tasks_per_env is not None:
         changes["tasks_per_env"] = args.tasks_per_env
     return replace(recipe, **changes)

@@ -42,6 +42,7 @@ class DemoRecipe:
     envs: tuple[str, ...] = GENERATED_ENVS
     tasks_per_env: int | None = None  # None: all generated tasks
     sft_epochs: int = 2
+    sft_minutes: float | None = None  # time box of the warm start (None: all its epochs)
     sft_lr: float = 1e-3
     sft_micro_batch: int = 8
     memory_every: int = 3  # the actor's rows with a rehearsal memory for every 3rd task
@@ -164,7 +165,8 @@ def run_recipe(backend, recipe: DemoRecipe, out_dir: Path, say, stop=None) -> di
     sft_rows = []
     with (out_dir / SFT_METRICS_FILE).open("w", encoding="utf-8") as fh:
         for step in train_sft(model, sft_batches, epochs=recipe.sft_epochs, lr=recipe.sft_lr,
-                              pad_id=backend.pad_id, seed=recipe.seed, stop=stop):
+                              pad_id=backend.pad_id, seed=recipe.seed, stop=stop,
+                              seconds=None if recipe.sft_minutes is None else 60 * recipe.sft_minutes):
             row = {**step.to_dict(), "elapsed": round(time.monotonic() - started, 1)}
             sft_rows.append(row)
             fh.write(json.dumps(row) + "\n")

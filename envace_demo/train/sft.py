@@ -101,9 +101,10 @@ def train_sft(
     max_grad_norm: float = 1.0,
     seed: int = 0,
     stop: threading.Event | None = None,
+    seconds: float | None = None,
 ) -> Iterator[SftStep]:
     """Train the trainable (LoRA) weights of ``model`` on ``batches_``; one ``SftStep`` per
-    optimizer step."""
+    optimizer step. ``seconds``: no step starts after that long (a time-boxed warm start)."""
     import torch
 
     params = [p for p in model.parameters() if p.requires_grad]
@@ -111,9 +112,10 @@ def train_sft(
     total = epochs * len(batches_)
     order = random.Random(seed)
     step = 0
+    deadline = None if seconds is None else time.monotonic() + seconds
     for epoch in range(1, epochs + 1):
         for batch in order.sample(batches_, len(batches_)):
-            if stop is not None and stop.is_set():
+            if (stop is not None and stop.is_set()) or (deadline is not None and time.monotonic() > deadline):
                 return
             t0 = time.monotonic()
             optimizer.zero_grad(set_to_none=True)
