@@ -4,6 +4,7 @@ real embedded model writes."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,9 @@ def test_the_package_ships_the_demo_cpu_adapter_with_its_card():
     card = (folder / "README.md").read_text(encoding="utf-8")
     for needed in ("SmolLM2-135M-Instruct", "train --recipe demo-cpu", "held-out"):
         assert needed in card
+    config = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
+    assert config["base_model_name_or_path"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert config["peft_type"] == "LORA" and config["r"] == 8
 
 
 def test_which_adapter_a_model_gets(tmp_path):

@@ -28,6 +28,7 @@ def _check_run(out, summary, recipe):
     assert tasks and all(t["split"] == "train" and t["check"] for t in tasks)
     config = json.loads((out / "adapter" / "adapter_config.json").read_text())
     assert config["r"] == recipe.lora_rank and "up_proj" in config["target_modules"]
+    assert config["base_model_name_or_path"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
     assert json.loads((out / "summary.json").read_text())["grpo"]["steps"] == recipe.grpo.steps
 
 

@@ -207,6 +207,19 @@ def run_recipe(backend, recipe: DemoRecipe, out_dir: Path, say, stop=None) -> di
         result_dir = out_dir / "adapter"
         model.save_pretrained(result_dir)
         summary["adapter"] = str(result_dir)
+    if summary["adapter"]:
+        _name_base(Path(summary["adapter"]))
     (out_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2), encoding="utf-8")
     say(f"adapter: {summary['adapter']}; {summary['seconds'] / 60:.1f} min")
     return summary
+
+
+BASE_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+
+def _name_base(adapter_dir: Path) -> None:
+    """The adapter's config names its base model, not the local folder it was loaded from."""
+    path = adapter_dir / "adapter_config.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    config["base_model_name_or_path"] = BASE_MODEL
+    path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
