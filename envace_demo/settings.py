@@ -42,6 +42,14 @@ class Settings:
             "default: the 8B model on a GPU, else 'embedded'",
         },
     )
+    adapter: str | None = field(
+        default=None,
+        metadata={
+            "env": "ENVACE_ADAPTER",
+            "help": "a LoRA adapter folder to serve the model with, or 'none'; default: the adapter shipped for "
+            "the embedded model (envace_demo/adapters/demo-cpu), none for other models",
+        },
+    )
     # "none" is accepted as input and stored as None.
     quantization: Quantization | None = field(
         default=None, metadata={"env": "ENVACE_QUANTIZATION", "help": "bitsandbytes quantization (GPU only)"}

@@ -1,10 +1,13 @@
 """``python -m envace_demo train``: role-wise GRPO fine-tuning from the command line.
 
+    python -m envace_demo train --recipe demo-cpu --out runs/demo-cpu
     python -m envace_demo train --env bank --drills --steps 4 --group-size 4 --out runs/bank
     python -m envace_demo train --tools tools.json --tasks tasks.jsonl --steps 8 --group-size 4 --out runs/x
     accelerate launch --num_processes 4 -m envace_demo train --env bank --drills ... --out runs/bank
 
-Tasks: ``--env NAME`` alone uses the environment's example tasks, ``--drills``
+``--recipe demo-cpu`` runs ``envace_demo.train.recipe``: generated tasks on the three
+example environments, a supervised warm start on real transitions, then role-wise
+GRPO; it needs no ``--env``. Otherwise tasks: ``--env NAME`` alone uses the environment's example tasks, ``--drills``
 its drill set, ``--tasks FILE`` a JSONL of your own (over ``--env`` or
 ``--tools``). Writes ``DIR/metrics.jsonl`` (one row per step), ``DIR/adapter/``
 (the LoRA adapter) and ``DIR/summary.json`` (held-out success before and after).
@@ -48,7 +51,7 @@ def register(sub) -> argparse.ArgumentParser:
         sub, "train", cmd_train, [TrainFlags, flags.FirstCallFlags, flags.LocalModelFlags],
         help="fine-tune the model on a tool schema with role-wise GRPO (LoRA)",
     )
-    src = p.add_mutually_exclusive_group(required=True)
+    src = p.add_mutually_exclusive_group()
     src.add_argument("--env", help="a built-in environment (its example tasks, or --tasks)")
     src.add_argument("--tools", help="a tool schema file; needs --tasks")
     p.add_argument("--tasks", help="JSONL tasks with checks; 'split': 'heldout' marks the evaluation ones")
@@ -60,11 +63,15 @@ def register(sub) -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output folder: metrics.jsonl, adapter/, summary.json")
     p.add_argument(
         "--recipe",
-        choices=["default", "cpu"],
+        choices=["default", "cpu", "demo-cpu"],
         default="default",
         help="starting values of the training flags; 'cpu': TrainConfig.cpu_recipe(), measured on the "
-        "embedded model and the bank drills (flags given still win)",
+        "embedded model and the bank drills (flags given still win); 'demo-cpu': the shipped adapter's "
+        "recipe (generated tasks on bank, files and library, warm start, then GRPO; no --env)",
     )
+    p.add_argument("--sft-epochs", type=int, help="demo-cpu: warm-start epochs (default: 2)")
+    p.add_argument("--sft-minutes", type=float, help="demo-cpu: time box of the warm start (default: none)")
+    p.add_argument("--tasks-per-env", type=int, help="demo-cpu: at most this many generated tasks per environment")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     return p
 
@@ -95,18 +102,72 @@ def _pct(value) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
+def recipe_from(args: argparse.Namespace):
+    """The demo-cpu recipe with the flags given (GRPO flags set its GRPO stage)."""
+    from envace_demo.train.recipe import DemoRecipe
+
+    recipe = DemoRecipe()
+    given = {f.name: getattr(args, f.name) for f in fields(TrainFlags) if getattr(args, f.name) is not None}
+    changes: dict = {"grpo": replace(recipe.grpo, **given)}
+    if args.sft_epochs is not None:
+        changes["sft_epochs"] = args.sft_epochs
+    if args.sft_minutes is not None:
+        changes["sft_minutes"] = args.sft_minutes
+    if args.tasks_per_env is not None:
+        changes["tasks_per_env"] = args.tasks_per_env
+    return replace(recipe, **changes)
+
+
+def cmd_recipe(args: argparse.Namespace) -> int:
+    from envace_demo.train.recipe import run_recipe
+
+    if args.env or args.tools or args.tasks or args.drills:
+        raise TaskError("--recipe demo-cpu brings its own tasks: drop --env, --tools, --tasks and --drills")
+    recipe = recipe_from(args)
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    settings = flags.settings_from(args)
+    # The recipe trains the embedded model from its base weights.
+    if settings.adapter not in (None, "none"):
+        raise TaskError("--recipe demo-cpu trains from the base weights: drop --adapter (or pass --adapter none)")
+    settings = replace(settings, model=settings.model or "embedded", adapter="none")
+    backend = flags.load_model(settings)
+    log = (out_dir / "train.log").open("w", encoding="utf-8")
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+        log.write(line + "\n")
+        log.flush()
+
+    try:
+        summary = run_recipe(backend, recipe, out_dir, say)
+    finally:
+        log.close()
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    return 0
+
+
 def cmd_train(args: argparse.Namespace) -> int:
+    if getattr(args, "recipe", "default") == "demo-cpu":
+        return cmd_recipe(args)
+    if not args.env and not args.tools:
+        raise TaskError("train needs --env NAME or --tools FILE (or --recipe demo-cpu)")
     from envace_demo.train.events import Evaluated, StepFinished, TrainFinished, TrainStarted
     from envace_demo.train.trainer import Trainer
 
     config = config_from(args)
     train_tasks, heldout = split_tasks(load_tasks(args))
-    backend = flags.load_model(flags.settings_from(args))
+    settings = flags.settings_from(args)
+    # From the base weights unless --adapter names one to keep training (then the saved
+    # adapter holds both).
+    start = settings.adapter not in (None, "none")
+    backend = flags.load_model(replace(settings, adapter=settings.adapter if start else "none"))
     if args.constrained is None and not backend.supports_constraints:
         config = replace(config, constrained=False)
     if args.first_call == "auto":
         config = replace(config, require_first_call=backend.requires_first_call)
-    trainer = Trainer(backend, train_tasks, heldout, config, Path(args.out), copy_model=False)
+    trainer = Trainer(backend, train_tasks, heldout, config, Path(args.out), copy_model=False, continue_adapter=start)
     out = sys.stdout
     result = None
     for event in trainer.run():

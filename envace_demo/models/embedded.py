@@ -30,6 +30,15 @@ FOLDER = "smollm2-135m-instruct"
 # 2: the chat template is Qwen3's own (was trl's variant of it).
 FORMAT_VERSION = 2
 MARKER = "envace_embedded.json"
+# The LoRA adapter trained for this model by ``train --recipe demo-cpu`` (its README.md is
+# the card), served with it by default.
+SHIPPED_ADAPTER = Path(__file__).resolve().parents[1] / "adapters" / "demo-cpu"
+ADAPTER_NAME = "demo-cpu"
+
+
+def shipped_adapter() -> Path | None:
+    """The shipped adapter's folder, or None where the package has none."""
+    return SHIPPED_ADAPTER if (SHIPPED_ADAPTER / "adapter_config.json").is_file() else None
 
 
 def gguf_dir() -> Path:

@@ -39,9 +39,12 @@ def load_backend(
     cache_dir: Path,
     small_model: str = SMALL_MODEL,
     device_map: str = "auto",
+    adapter: str | Path | None = None,
 ) -> Backend:
     """``model``: None (see :func:`default_model`), ``"embedded"``, a hub id or a
-    local folder. ``constrained`` defaults to on for the small SmolLM2 model, embedded or
+    local folder. ``adapter``: a LoRA adapter folder to serve it with, or ``"none"``;
+    None: the shipped adapter with the embedded model (see :func:`adapter_for`), none
+    for others. ``constrained`` defaults to on for the small SmolLM2 model, embedded or
     ``small_model`` from the hub (unaided it answers in prose instead of calling tools),
     and off for others (the EnvACE model writes the contract's format itself)."""
     from envace_demo.models.transformers_backend import TransformersBackend
@@ -71,7 +74,7 @@ def load_backend(
             max_calls=EMBEDDED_MAX_CALLS,
         )
         backend.requires_first_call = True
-        return backend
+        return _with_adapter(backend, adapter_for(model, adapter))
     note = None
     if constrained and trained_on_contract(model):
         constrained, note = False, CONTRACT_MODEL_UNCONSTRAINED
@@ -85,7 +88,43 @@ def load_backend(
         device_map=device_map,
     )
     backend.constraint_note = note
+    return _with_adapter(backend, adapter_for(model, adapter))
+
+
+def adapter_for(model: str, adapter: str | Path | None) -> Path | None:
+    """The adapter folder to apply: ``adapter`` itself, none for ``"none"``, and by default
+    the shipped one for the embedded model (where the package has it)."""
+    if adapter is not None:
+        return None if str(adapter).strip().lower() == "none" else Path(adapter).expanduser()
+    if model == EMBEDDED:
+        from envace_demo.models.embedded import shipped_adapter
+
+        return shipped_adapter()
+    return None
+
+
+def _with_adapter(backend, adapter: Path | None):
+    """``backend`` serving ``adapter``; its name then says base and adapter."""
+    if adapter is None:
+        return backend
+    backend.apply_adapter(adapter)
+    name_after_adapter(backend)
     return backend
+
+
+def name_after_adapter(backend) -> None:
+    """Name ``backend`` after its base model and the adapter it serves now (the header and
+    every record show ``model_id``): "embedded (SmolLM2-135M-Instruct) + demo-cpu adapter"."""
+    from envace_demo.models.embedded import ADAPTER_NAME, SHIPPED_ADAPTER
+
+    base = getattr(backend, "base_model_id", None) or backend.model_id
+    backend.base_model_id = base
+    adapter = getattr(backend, "adapter", None)
+    if adapter is None:
+        backend.model_id = base
+        return
+    name = ADAPTER_NAME if Path(adapter).resolve() == SHIPPED_ADAPTER else Path(adapter).name
+    backend.model_id = f"{base} + {name} adapter"
 
 
 # Why an EnvACE model never decodes under the grammar, shown where constraints were asked for.
@@ -123,4 +162,5 @@ def load_configured(settings: Settings) -> Backend:
         cache_dir=settings.cache_dir,
         small_model=settings.small_model,
         device_map="cuda" if settings.zero_gpu else "auto",
+        adapter=settings.adapter,
     )

@@ -25,9 +25,15 @@ def has_adapter(backend: Backend) -> bool:
 
 def apply_adapter(backend: Backend, adapter_dir: Path) -> None:
     """Serve ``backend`` with the adapter saved in ``adapter_dir`` (replacing any other)."""
+    from envace_demo.models.loader import name_after_adapter
+
     _adaptable(backend).apply_adapter(Path(adapter_dir))  # type: ignore[attr-defined]
+    name_after_adapter(backend)
 
 
 def remove_adapter(backend: Backend) -> None:
     """Back to the base weights (a no-op without an adapter)."""
+    from envace_demo.models.loader import name_after_adapter
+
     _adaptable(backend).remove_adapter()  # type: ignore[attr-defined]
+    name_after_adapter(backend)

@@ -47,11 +47,13 @@ class TrainingJob:
         config: TrainConfig,
         out_dir: Path,
         on_event: Callable[[TrainEvent], None] | None = None,
+        continue_adapter: bool = False,
     ):
         self._stop = threading.Event()
         # Built here, so a bad configuration fails in the caller's thread.
         self._trainer = Trainer(
-            backend, train_tasks, heldout_tasks, config, out_dir, copy_model=True, stop=self._stop
+            backend, train_tasks, heldout_tasks, config, out_dir, copy_model=True, stop=self._stop,
+            continue_adapter=continue_adapter,
         )
         self._on_event = on_event
         self._thread = threading.Thread(target=self._work, name="envace-train", daemon=True)
@@ -120,9 +122,12 @@ class TrainingSlot:
         config: TrainConfig,
         out_dir: Path,
         on_event: Callable[[TrainEvent], None] | None = None,
+        continue_adapter: bool = False,
     ) -> TrainingJob:
         with self._lock:
             if self.job is not None and self.job.running:
                 raise ConfigError("a training job is already running; stop it or wait for it to finish")
-            self.job = TrainingJob(backend, train_tasks, heldout_tasks, config, out_dir, on_event).start()
+            self.job = TrainingJob(
+                backend, train_tasks, heldout_tasks, config, out_dir, on_event, continue_adapter
+            ).start()
             return self.job

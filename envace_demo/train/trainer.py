@@ -72,11 +72,13 @@ LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj"]
 class Trainer:
     """One fine-tuning run. ``run()`` yields ``TrainEvent``s; the last is ``TrainFinished``.
 
-    ``backend`` must be a local ``TransformersBackend``. With ``copy_model`` (the
-    default) the LoRA adapter goes on a copy of its modules over the same weight tensors
-    (``train.shared``: no second copy of the weights), so the model served to others is
-    untouched until the adapter is applied (``adapter.apply_adapter``); the KL term's
-    reference is the adapter switched off;
+    ``backend`` must be a local ``TransformersBackend``; a LoRA adapter it serves is
+    trained further with ``continue_adapter`` (the saved adapter then holds both), else
+    training starts from the base weights. With ``copy_model`` (the default) the LoRA
+    adapter goes on a copy of its modules over the same weight tensors (``train.shared``:
+    no second copy of the weights; a served adapter is copied whole), so the model served to
+    others is untouched until the adapter is applied (``adapter.apply_adapter``); the KL
+    term's reference is the adapter switched off;
     the CLI, which owns its model, passes False. ``stop`` ends the run early: the
     current step is dropped, the adapter of the steps done is still saved.
     ``scorer`` scores one imagined rollout (default: the task's checklist; a judge
@@ -94,6 +96,7 @@ class Trainer:
         copy_model: bool = True,
         stop: threading.Event | None = None,
         scorer: Callable[[Task, Rehearsal], Score] = score_rehearsal,
+        continue_adapter: bool = False,
     ):
         from envace_demo.models.transformers_backend import TransformersBackend
 
@@ -114,6 +117,7 @@ class Trainer:
         self.copy_model = copy_model
         self.stop = stop or threading.Event()
         self.scorer = scorer
+        self.continue_adapter = continue_adapter
 
     # ------------------------------------------------------------------ setup
 
@@ -122,15 +126,20 @@ class Trainer:
         from accelerate import Accelerator
         from peft import LoraConfig, PeftModel, get_peft_model
 
-        from envace_demo.train.policy import PolicyBackend
-
         cfg = self.config
         base = self.backend.model  # type: ignore[attr-defined]
         self.accelerator = Accelerator(cpu=base.device.type == "cpu")
         torch.manual_seed(cfg.seed)
-        if isinstance(base, PeftModel):  # an adapter is applied: train on top of it
-            # Merging writes into the weights: a copy of its own when the served model keeps them.
-            base = (copy.deepcopy(base) if self.copy_model else base).merge_and_unload()
+        if isinstance(base, PeftModel):  # an adapter is served
+            base = copy.deepcopy(base) if self.copy_model else base
+            if self.continue_adapter:
+                # Keep training the adapter it has (a warm start's): the saved adapter holds both.
+                for name, param in base.named_parameters():
+                    param.requires_grad = "lora_" in name
+                self._setup_model(base.eval())
+                return
+            # From the base weights: the saved adapter then applies where any adapter does.
+            base = base.unload()
         elif self.copy_model:  # the served model's modules stay as they are; the weights are shared
             base = sharing_weights(base)
         if self.accelerator.num_processes > 1:
@@ -145,7 +154,13 @@ class Trainer:
             bias="none",
         )
         # No dropout anywhere: eval mode keeps the log-probs of training equal to those sampled.
-        self.model = get_peft_model(base, lora).eval()
+        self._setup_model(get_peft_model(base, lora).eval())
+
+    def _setup_model(self, model) -> None:
+        from envace_demo.train.policy import PolicyBackend
+
+        cfg = self.config
+        self.model = model
         if not self.copy_model:  # trained in place: the served backend's kept caches are stale
             self.backend.row_prefixes.clear()  # type: ignore[attr-defined]
         tokenizer = self.backend.tokenizer  # type: ignore[attr-defined]

@@ -49,6 +49,15 @@ _STAGES = {
 OFF_IN_PUBLIC = "Fine-tuning is off in public mode: it would hold this shared machine for minutes."
 
 
+START_BASE, START_ADAPTER = "base", "adapter"
+START_CHOICES = [("base weights", START_BASE), ("the served adapter", START_ADAPTER)]
+
+
+def continues(start_from: str, backend: Any) -> bool:
+    """Whether training continues the adapter ``backend`` serves (none served: from base)."""
+    return start_from == START_ADAPTER and getattr(backend, "adapter", None) is not None
+
+
 def source_choices() -> list[tuple[str, str]]:
     drills = sorted(p.name.removesuffix("_drills.jsonl") for p in DATA_DIR.glob("*_drills.jsonl"))
     choices = [(f"{env}: drills (single-call tasks, 6 held out)", f"drills:{env}") for env in drills]
@@ -188,6 +197,7 @@ class TrainControls:
     own_box: gr.Accordion
     own_tools: gr.Code
     own_tasks: gr.File
+    start_from: gr.Radio
     steps: gr.Slider
     group: gr.Slider
     lr: gr.Number
@@ -202,7 +212,7 @@ class TrainControls:
     def inputs(self) -> list[gr.components.Component]:
         """In ``TrainHandlers.start``'s order: the source, then ``config_for``'s values."""
         return [
-            self.source, self.own_tools, self.own_tasks,
+            self.source, self.own_tools, self.own_tasks, self.start_from,
             self.steps, self.group, self.lr, self.rank, self.seed, self.with_rehearsal,
         ]
 
@@ -252,6 +262,11 @@ def _train_controls(allowed: bool) -> TrainControls:
     choices = source_choices()
     source = gr.Dropdown(choices, value=choices[0][1], label="tasks", elem_id="train-source")
     own_box, own_tools, own_tasks = _own_source()
+    start_from = gr.Radio(
+        START_CHOICES, value=START_ADAPTER, label="start from", elem_id="train-start-from",
+        info="the served adapter (the shipped demo-cpu one by default) is trained further and the saved "
+        "adapter holds both; base: a new adapter on the untrained weights",
+    )
     with gr.Row():
         steps = gr.Slider(1, MAX_STEPS, value=_RECIPE.steps, step=1, label="steps", elem_id="train-steps")
         group = gr.Slider(2, 16, value=_RECIPE.group_size, step=1, label="group size", elem_id="train-group")
@@ -274,7 +289,7 @@ def _train_controls(allowed: bool) -> TrainControls:
     status = gr.HTML(elem_id="train-status")
     progress = gr.HTML(elem_id="train-progress")
     return TrainControls(
-        source, own_box, own_tools, own_tasks, steps, group, lr, rank, seed, with_rehearsal,
+        source, own_box, own_tools, own_tasks, start_from, steps, group, lr, rank, seed, with_rehearsal,
         train, stop, status, progress,
     )
 
@@ -321,7 +336,7 @@ class TrainHandlers:
         self.ctx, self.tab, self.slot = ctx, tab, slot
         self.allowed = ctx.options.allow_training
 
-    def start(self, src: str, tools_text: str, tasks_file: str | None, *values: Any) -> dict:
+    def start(self, src: str, tools_text: str, tasks_file: str | None, start_from: str, *values: Any) -> dict:
         ctx, c, r = self.ctx, self.tab.controls, self.tab.results
         if not ctx.options.allow_training:
             return {c.status: render.status_html(OFF_IN_PUBLIC, "error")}
@@ -337,7 +352,9 @@ class TrainHandlers:
             train_tasks, heldout = load_source(src, tools_text, tasks_file, ctx.options.input_policy)
             config = config_for(backend.info.device, *values).fitted_to(backend)
             out_dir = Path(ctx.settings.cache_dir) / "runs" / time.strftime("run-%Y%m%d-%H%M%S")
-            self.slot.start(backend, train_tasks, heldout, config, out_dir)
+            self.slot.start(
+                backend, train_tasks, heldout, config, out_dir, continue_adapter=continues(start_from, backend)
+            )
         except EnvaceError as err:
             return {c.status: render.status_html(ctx.options.redact(str(err)), "error")}
         return {

@@ -1,0 +1,415 @@
+"""Generated training tasks over the example environments' own entities, each with a
+scripted solution run against the real environment.
+
+For ``bank``, ``files`` and ``library`` the functions below write requests about the
+environment's accounts and amounts, paths and contents, books and patrons. Each task is
+solved by a short script of real calls (one per actor turn, as the embedded model acts)
+and an answer written from the real results; its check (the task format of
+``envace_demo.tasks``) is read from the final state and the results, and holds for the
+script by construction (``tests/test_train_generate.py`` runs every one). The example
+tasks marked ``"split": "heldout"`` stay apart: no generated task repeats a held-out
+task's request or the calls its check asks for (``overlaps_heldout``).
+
+``ScriptedTask`` keeps what the warm start needs: the task, and per turn the thought,
+the call and its real response, then the final thought and answer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from envace_demo.envs.registry import create
+from envace_demo.record import ToolCall
+from envace_demo.tasks import Task, env_tasks, task_from_record
+
+GENERATED_ENVS = ("bank", "files", "library")
+
+
+@dataclass
+class ScriptedStep:
+    thought: str
+    call: ToolCall
+    result: Any
+
+
+@dataclass
+class ScriptedTask:
+    task: Task
+    steps: list[ScriptedStep]
+    answer: str
+    answer_thought: str
+    reads_only: bool  # the request asks for no change of state
+
+    @property
+    def calls(self) -> list[ToolCall]:
+        return [s.call for s in self.steps]
+
+
+@dataclass
+class _Script:
+    """One task being written: calls run against ``env`` as they are added."""
+
+    env_name: str
+    env: Any
+    name: str
+    prompt: str
+    steps: list[ScriptedStep] = field(default_factory=list)
+    answer: str = ""
+    answer_thought: str = "I have what the user asked for."
+    check: dict = field(default_factory=dict)
+
+    def call(self, tool: str, arguments: dict, thought: str) -> Any:
+        result = self.env.execute(tool, arguments)
+        self.steps.append(ScriptedStep(thought, ToolCall(tool, arguments), result))
+        return result
+
+    def state(self, *path: str) -> Any:
+        node = self.env.state()
+        for key in path:
+            node = node[key]
+        return node
+
+    def check_state(self, *path: str, exists: bool | None = None) -> None:
+        cond: dict[str, Any] = {"path": list(path)}
+        if exists is None:
+            cond["equals"] = self.state(*path)
+        else:
+            cond["exists"] = exists
+        self.check.setdefault("state", []).append(cond)
+
+    def check_call(self, tool: str, arguments: dict) -> None:
+        """The committed calls must include this one (each argument's one accepted value)."""
+        self.check.setdefault("includes_calls", []).append({tool: {k: [v] for k, v in arguments.items()}})
+
+    def check_answer(self, *needles: str) -> None:
+        self.check.setdefault("answer_contains", []).extend(needles)
+
+
+def _error(result: Any) -> dict | None:
+    err = result.get("error") if isinstance(result, dict) else None
+    return err if isinstance(err, dict) else None
+
+
+def _money(x: float) -> str:
+    return f"{x:.2f}"
+
+
+# ---- bank ---------------------------------------------------------------------------
+
+_ACCOUNTS = ("ACC-1001", "ACC-1002", "ACC-1003", "ACC-1004", "ACC-1005")
+
+
+def _bank(add: Callable[[str, str], _Script]) -> None:
+    balance_asks = (
+        "What is the balance of account {a}?",
+        "How much money is in account {a} right now?",
+        "Check the balance on my account {a}, please.",
+    )
+    for i, a in enumerate(_ACCOUNTS):
+        for j, ask in enumerate(balance_asks[: 2 if i % 2 else 3]):
+            s = add(f"balance-{a[-4:]}-{j}", ask.format(a=a))
+            r = s.call("get_account", {"account_id": a}, f"The user wants the balance of {a}; I look the account up.")
+            s.answer = f"Account {a} ({r['owner']}, {r['type']}) has a balance of {_money(r['balance'])} USD."
+            s.check_call("get_account", {"account_id": a})
+            s.check_answer(_money(r["balance"]))
+    for a in ("ACC-1003", "ACC-1004", "ACC-1005"):
+        s = add(f"status-{a[-4:]}", f"Is account {a} active or frozen?")
+        r = s.call("get_account", {"account_id": a}, f"I look up account {a} to see its status.")
+        s.answer = f"Account {a} is {r['status']}."
+        s.check_call("get_account", {"account_id": a})
+        s.check_answer(r["status"])
+    for a, n in (("ACC-1001", 1), ("ACC-1001", 2), ("ACC-1001", 5), ("ACC-1003", 2), ("ACC-1003", 1),
+                 ("ACC-1002", 3), ("ACC-1002", 1), ("ACC-1005", 3)):
+        s = add(f"history-{a[-4:]}-{n}", f"Show the last {n} transaction{'s' if n > 1 else ''} of account {a}.")
+        r = s.call("list_transactions", {"account_id": a, "limit": n},
+                   f"The user wants the {n} most recent transactions of {a}.")
+        txs = r["transactions"]
+        if txs:
+            listed = "; ".join(f"{t['date']} {t['description']} {_money(t['amount'])} USD" for t in txs)
+            s.answer = f"The last transactions of {a}: {listed}."
+            s.check_answer(txs[0]["description"])
+        else:
+            s.answer = f"Account {a} has no transactions on record."
+            s.check_answer("no transactions")
+        s.check_call("list_transactions", {"account_id": a, "limit": n})
+    for a, amount in (("ACC-1001", 250.0), ("ACC-1002", 40.0), ("ACC-1005", 100.0), ("ACC-1001", 75.5),
+                      ("ACC-1004", 60.0), ("ACC-1005", 12.25)):
+        s = add(f"deposit-{a[-4:]}-{amount:g}", f"Deposit ${amount:g} into account {a}.")
+        r = s.call("deposit", {"account_id": a, "amount": amount}, f"I deposit {amount:g} USD into {a}.")
+        err = _error(r)
+        if err:
+            s.answer = f"The deposit failed: account {a} is frozen, so no money can move in or out."
+            s.check_answer("frozen")
+        else:
+            s.answer = f"Deposited {_money(amount)} USD into {a}; the new balance is {_money(r['new_balance'])} USD."
+        s.check_state("accounts", a, "balance")
+    for a, amount in (("ACC-1001", 100.0), ("ACC-1002", 500.0), ("ACC-1003", 50.0), ("ACC-1003", 900.0),
+                      ("ACC-1005", 20.0), ("ACC-1004", 30.0)):
+        s = add(f"withdraw-{a[-4:]}-{amount:g}", f"Withdraw ${amount:g} from account {a}.")
+        r = s.call("withdraw", {"account_id": a, "amount": amount}, f"I withdraw {amount:g} USD from {a}.")
+        err = _error(r)
+        if err and err["code"] == "INSUFFICIENT_FUNDS":
+            s.answer = f"I could not withdraw it: {err['message']} (insufficient funds)."
+            s.check_answer("insufficient")
+        elif err:
+            s.answer = f"I could not withdraw it: {err['message']}."
+            s.check_answer("frozen")
+        else:
+            s.answer = f"Withdrew {_money(amount)} USD from {a}; the new balance is {_money(r['new_balance'])} USD."
+        s.check_state("accounts", a, "balance")
+        s.check_call("withdraw", {"account_id": a, "amount": amount})
+    for src, dst, amount in (("ACC-1001", "ACC-1003", 100.0), ("ACC-1002", "ACC-1005", 300.0),
+                             ("ACC-1003", "ACC-1001", 60.0), ("ACC-1001", "ACC-1004", 50.0),
+                             ("ACC-1005", "ACC-1002", 200.0)):
+        s = add(f"transfer-{src[-4:]}-{dst[-4:]}-{amount:g}", f"Transfer ${amount:g} from {src} to {dst}.")
+        r = s.call("transfer", {"from_account_id": src, "to_account_id": dst, "amount": amount},
+                   f"I move {amount:g} USD from {src} to {dst}.")
+        err = _error(r)
+        if err:
+            word = {"INSUFFICIENT_FUNDS": "insufficient", "ACCOUNT_FROZEN": "frozen"}.get(err["code"], "limit")
+            s.answer = f"The transfer did not go through ({word}): {err['message']}."
+            s.check_answer(word)
+        else:
+            s.answer = (f"Transferred {_money(amount)} USD from {src} to {dst}. {src} now has "
+                        f"{_money(r['from_balance'])} USD and {dst} has {_money(r['to_balance'])} USD.")
+        s.check_state("accounts", src, "balance")
+        s.check_state("accounts", dst, "balance")
+    # Over the daily limit, then the most allowed (ACC-1002 is the one account whose limit
+    # binds before its balance does).
+    for dst, amount in (("ACC-1003", 1200.0), ("ACC-1005", 2500.0)):
+        s = add(f"transfer-limit-1002-{dst[-4:]}",
+                f"Send ${amount:g} from savings ACC-1002 to {dst}. If that is over the daily limit, "
+                "send the most the bank allows today instead.")
+        r = s.call("transfer", {"from_account_id": "ACC-1002", "to_account_id": dst, "amount": amount},
+                   f"I try the full {amount:g} USD first.")
+        allowed = 1000.0
+        if _error(r):
+            r = s.call("transfer", {"from_account_id": "ACC-1002", "to_account_id": dst, "amount": allowed},
+                       f"Over the daily limit; {allowed:g} USD is what can still move today.")
+        s.answer = (f"The full amount was over the daily limit, so I transferred {_money(allowed)} USD; "
+                    f"ACC-1002 now has {_money(r['from_balance'])} USD.")
+        s.check_state("accounts", "ACC-1002", "balance")
+        s.check_state("accounts", dst, "balance")
+    for a, reason, ask in (("ACC-1001", "stolen_card", "My card was stolen, freeze account {a} now."),
+                           ("ACC-1002", "customer_request", "Please freeze my account {a}, I am travelling."),
+                           ("ACC-1005", "lost_card", "I lost my card; freeze account {a}."),
+                           ("ACC-1004", "lost_card", "I lost my card, freeze {a} please.")):
+        s = add(f"freeze-{a[-4:]}", ask.format(a=a))
+        r = s.call("freeze_account", {"account_id": a, "reason": reason}, f"I freeze {a} with reason {reason}.")
+        err = _error(r)
+        s.answer = f"Account {a} was already frozen." if err else f"Account {a} is now frozen ({reason})."
+        s.check_state("accounts", a, "status")
+        s.check_answer("frozen")
+
+
+# ---- files --------------------------------------------------------------------------
+
+
+def _files(add: Callable[[str, str], _Script]) -> None:
+    reads = (("/notes/todo.txt", "What does /notes/todo.txt say?", "milk"),
+             ("/notes/meeting-2025-03-10.md", "Read /notes/meeting-2025-03-10.md for me.", "Friday"),
+             ("/projects/budget.csv", "What are the numbers in /projects/budget.csv?", "1200"),
+             ("/projects/website/index.html", "Show me the content of /projects/website/index.html.", "Hello"),
+             ("/system/readme.txt", "What is in /system/readme.txt?", "Read-only"),
+             ("/system/config.ini", "What proxy is set in /system/config.ini?", "proxy = none"),
+             ("/projects/website/style.css", "Which font does /projects/website/style.css use?", "sans-serif"),
+             ("/notes/missing.txt", "Open /notes/missing.txt and tell me what it says.", "no such file"))
+    for i, (path, ask, needle) in enumerate(reads):
+        s = add(f"read-{i}", ask)
+        r = s.call("read_file", {"path": path}, f"I read {path}.")
+        err = _error(r)
+        s.answer = f"I could not read it: {err['message']}." if err else f"{path} contains: {r['content'].strip()}"
+        s.check_call("read_file", {"path": path})
+        s.check_answer(needle)
+    for i, path in enumerate(("/notes", "/projects", "/system", "/archive", "/")):
+        s = add(f"list-{i}", f"What is in the {path} directory?")
+        r = s.call("list_directory", {"path": path}, f"I list {path}.")
+        names = [e["name"] for e in r["entries"]]
+        s.answer = f"{path} contains: {', '.join(names)}." if names else f"{path} is empty."
+        s.check_call("list_directory", {"path": path})
+        s.check_answer(*(names[:2] or ["empty"]))
+    writes = (("/notes/ideas.txt", "paint the fence"), ("/archive/old.txt", "nothing to keep"),
+              ("/projects/plan.md", "# Plan\nship v3"), ("/notes/call.txt", "call Raj at 5"),
+              ("/projects/website/about.html", "<p>About Mei</p>"))
+    for i, (path, content) in enumerate(writes):
+        s = add(f"write-{i}", f"Create {path} with the text: {content}")
+        s.call("write_file", {"path": path, "content": content}, f"I write the new file {path}.")
+        s.answer = f"Created {path}."
+        s.check_state("files", path)
+    for i, (path, content) in enumerate((("/system/readme.txt", "hello"), ("/system/hosts", "127.0.0.1 box"))):
+        s = add(f"write-readonly-{i}", f"Write '{content}' into {path}.")
+        r = s.call("write_file", {"path": path, "content": content, "overwrite": True}, f"I write {path}.")
+        s.answer = f"I could not write {path}: {_error(r)['message']}."
+        s.check_call("write_file", {"path": path, "content": content, "overwrite": True})
+        s.check_state("files", path, exists=path in s.state("files"))
+        s.check_answer("read-only")
+    for i, path in enumerate(("/projects/reports", "/archive/2024", "/notes/travel")):
+        s = add(f"mkdir-{i}", f"Create a directory {path}.")
+        s.call("create_directory", {"path": path}, f"I create the directory {path}.")
+        s.answer = f"Created the directory {path}."
+        s.check_state("directories", path)
+    for i, path in enumerate(("/notes/todo.txt", "/projects/budget.csv", "/system/config.ini")):
+        s = add(f"delete-{i}", f"Delete {path}.")
+        r = s.call("delete_file", {"path": path}, f"I delete {path}.")
+        err = _error(r)
+        s.answer = f"I could not delete it, {path} is read-only: {err['message']}." if err else f"Deleted {path}."
+        s.check_state("files", path, exists=bool(err))
+        if err:
+            s.check_call("delete_file", {"path": path})
+            s.check_answer("read-only")
+    for i, (src, dst) in enumerate((("/notes/todo.txt", "/archive"), ("/projects/budget.csv", "/archive/budget.csv"),
+                                    ("/projects/website/style.css", "/projects/style.css"))):
+        s = add(f"move-{i}", f"Move {src} to {dst}.")
+        r = s.call("move_file", {"source": src, "destination": dst}, f"I move {src} to {dst}.")
+        s.answer = f"Moved {src} to {r['destination']}."
+        s.check_state("files", r["destination"], exists=True)
+        s.check_state("files", src, exists=False)
+    for i, (src, dst) in enumerate((("/notes/todo.txt", "/archive/todo-copy.txt"),
+                                    ("/system/readme.txt", "/notes/readme-copy.txt"),
+                                    ("/projects/website/index.html", "/archive/index.html"))):
+        s = add(f"copy-{i}", f"Copy {src} to {dst}, keeping the original.")
+        r = s.call("read_file", {"path": src}, f"To copy {src} I read it first.")
+        s.call("write_file", {"path": dst, "content": r["content"]}, f"Now I write its content to {dst}.")
+        s.answer = f"Copied {src} to {dst}."
+        s.check_state("files", dst)
+        s.check_state("files", src, exists=True)
+
+
+# ---- library ------------------------------------------------------------------------
+
+
+def _library(add: Callable[[str, str], _Script]) -> None:
+    env_books = create("library").state()["books"]
+    for book_id in ("BK-001", "BK-005", "BK-010", "BK-014", "BK-020", "BK-027", "BK-033", "BK-040"):
+        book = env_books[book_id]
+        s = add(f"book-{book_id}", f"Where is book {book_id} shelved, and can I borrow a copy today?")
+        r = s.call("get_book", {"book_id": book_id}, f"I look up {book_id}.")
+        avail = f"{r['available']} of {r['copies']} copies are available" if r["available"] else "no copy is available now"
+        s.answer = f"{r['title']} by {r['author']} is on shelf {r['shelf']}; {avail}."
+        s.check_call("get_book", {"book_id": book_id})
+        s.check_answer(book["shelf"])
+    for title in ("Dune", "Emma", "Dracula", "Cosmos", "The Hobbit", "Frankenstein", "Neuromancer"):
+        s = add(f"who-wrote-{title.lower().replace(' ', '-')}", f"Who wrote {title}?")
+        r = s.call("search_catalog", {"query": title}, f"I search the catalog for {title}.")
+        hit = next(h for h in r["results"] if h["title"] == title)
+        s.answer = f"{title} was written by {hit['author']} ({hit['year']})."
+        s.check_answer(hit["author"].split()[-1])
+    for author in ("Jane Austen", "George Orwell", "Agatha Christie", "Ursula K. Le Guin"):
+        s = add(f"author-{author.split()[-1].lower()}", f"Which books by {author} does the library have?")
+        r = s.call("list_books", {"author": author.split()[-1]}, f"I list the books by {author}.")
+        titles = [b["title"] for b in r["books"]]
+        s.answer = f"The library has {len(titles)} book(s) by {author}: {', '.join(titles)}."
+        s.check_answer(*titles[:2])
+    for genre, extra, ask in (("fantasy", {"available_only": True}, "List the fantasy books with a copy available now."),
+                              ("horror", {}, "Which horror books are in the catalog?"),
+                              ("science", {"year_from": 1970}, "Which science books came out in 1970 or later?"),
+                              ("classic", {"year_to": 1830}, "Which classics were published before 1831?"),
+                              ("memoir", {}, "What memoirs does the library have?"),
+                              ("science-fiction", {"year_from": 1960}, "Which science-fiction books are from 1960 or later?")):
+        s = add(f"genre-{genre}-{len(extra)}", ask)
+        r = s.call("list_books", {"genre": genre, **extra}, f"I list the {genre} books with the filters asked for.")
+        titles = [b["title"] for b in r["books"]]
+        s.answer = f"{', '.join(titles)}." if titles else "None found."
+        s.check_call("list_books", {"genre": genre, **extra})
+        s.check_answer(*titles[:2])
+    for book_id, patron in (("BK-004", "P-1042"), ("BK-012", "P-1100"), ("BK-030", "P-1042"), ("BK-005", "P-1100")):
+        s = add(f"hold-{book_id}-{patron}", f"Place a hold on book {book_id} for library card {patron}.")
+        r = s.call("place_hold", {"book_id": book_id, "patron_id": patron}, f"I place the hold on {book_id} for {patron}.")
+        err = _error(r)
+        s.answer = (f"{patron} already has a hold on {book_id}." if err else
+                    f"Hold placed on {r['title']} for {patron}; queue position {r['queue_position']}.")
+        s.check_state("patrons", patron, "holds")
+        if err:
+            s.check_call("place_hold", {"book_id": book_id, "patron_id": patron})
+            s.check_answer("already")
+    for book_id in ("BK-002", "BK-016"):
+        s = add(f"hold-limit-{book_id}", f"Put a hold on book {book_id} for patron P-1077.")
+        r = s.call("place_hold", {"book_id": book_id, "patron_id": "P-1077"}, f"I place the hold on {book_id} for P-1077.")
+        s.answer = f"I could not place the hold, P-1077 is at the hold limit: {_error(r)['message']}."
+        s.check_state("patrons", "P-1077", "holds")
+        s.check_call("place_hold", {"book_id": book_id, "patron_id": "P-1077"})
+        s.check_answer("limit")
+    for title, patron in (("Foundation", "P-1042"), ("Emma", "P-1100"), ("Dracula", "P-1042")):
+        s = add(f"hold-title-{title.lower()}-{patron}", f"My card is {patron}. Please put a hold on {title} for me.")
+        r = s.call("search_catalog", {"query": title}, f"I need the id of {title} first.")
+        book_id = next(h["book_id"] for h in r["results"] if h["title"] == title)
+        s.call("place_hold", {"book_id": book_id, "patron_id": patron}, f"{title} is {book_id}; I place the hold.")
+        s.answer = f"Hold placed on {title} ({book_id}) for {patron}."
+        s.check_state("patrons", patron, "holds")
+
+
+_WRITERS = {"bank": _bank, "files": _files, "library": _library}
+_READ_TOOLS = {
+    "bank": {"get_account", "list_transactions"},
+    "files": {"read_file", "list_directory"},
+    "library": {"search_catalog", "list_books", "get_book"},
+}
+
+
+def generated_tasks(env: str) -> list[ScriptedTask]:
+    """The generated tasks of ``env`` with their scripts (split ``train``), each run on a
+    fresh environment."""
+    if env not in _WRITERS:
+        raise ValueError(f"no generated tasks for environment {env!r}; available: {', '.join(GENERATED_ENVS)}")
+    tools = {env: create(env).tools()}
+    scripts: list[_Script] = []
+
+    def add(name: str, prompt: str) -> _Script:
+        script = _Script(env, create(env), f"gen-{env}-{name}", prompt)
+        scripts.append(script)
+        return script
+
+    _WRITERS[env](add)
+    out = []
+    for s in scripts:
+        record = {"name": s.name, "prompt": s.prompt, "env": env, "check": s.check, "split": "train"}
+        task = task_from_record(record, f"generated:{s.name}", tools)
+        reads_only = all(step.call.name in _READ_TOOLS[env] for step in s.steps)
+        out.append(ScriptedTask(task, s.steps, s.answer, s.answer_thought, reads_only))
+    return out
+
+
+def heldout_tasks(env: str) -> list[Task]:
+    return [t for t in env_tasks(env) if t.split == "heldout"]
+
+
+def _signature(calls: list[tuple[str, dict]]) -> str:
+    return json.dumps(sorted((n, sorted(a.items())) for n, a in calls), default=str)
+
+
+def _check_calls(task: Task) -> list[tuple[str, dict]]:
+    """The calls a check asks for, each argument at its first accepted value."""
+    out = []
+    for expected in (task.check or {}).get("includes_calls", []):
+        ((name, args),) = expected.items()
+        out.append((name, {k: v[0] for k, v in args.items() if v and v[0] != ""}))
+    return out
+
+
+def overlaps_heldout(scripted: ScriptedTask, heldout: list[Task]) -> str | None:
+    """Why ``scripted`` is too close to a held-out task (same request, the same calls its
+    check asks for, or the same state check), or None."""
+    mine = _signature([(c.name, c.arguments) for c in scripted.calls])
+    prompt = " ".join(scripted.task.prompt.lower().split())
+    for task in heldout:
+        if " ".join(task.prompt.lower().split()) == prompt:
+            return f"same request as held-out task {task.name}"
+        wanted = _check_calls(task)
+        if wanted and _signature(wanted) == mine:
+            return f"same calls as held-out task {task.name}"
+        state = (task.check or {}).get("state")
+        if state and state == (scripted.task.check or {}).get("state"):
+            return f"same state check as held-out task {task.name}"
+    return None
+
+
+def training_tasks(envs: tuple[str, ...] = GENERATED_ENVS) -> list[ScriptedTask]:
+    """Every generated task of ``envs`` that stays apart from the held-out ones."""
+    out = []
+    for env in envs:
+        held = heldout_tasks(env)
+        out.extend(t for t in generated_tasks(env) if overlaps_heldout(t, held) is None)
+    return out

@@ -1,0 +1,225 @@
+"""The ``demo-cpu`` recipe: the embedded model trained to act and rehearse on the three
+example environments, on two CPU cores.
+
+    python -m envace_demo train --recipe demo-cpu --out DIR
+
+Stages, each writing its curves into ``DIR``:
+  1. tasks: generated requests over each environment's own entities with their checks
+     (``generate.py``), apart from the example tasks held out; ``DIR/tasks.jsonl``;
+  2. warm start: supervised LoRA on real transitions in the exact prompts
+     (``warmstart.py``, ``sft.py``); ``DIR/sft_metrics.jsonl``, one row per step with the
+     role's loss;
+  3. role-wise GRPO on the same tasks, continuing the same adapter (``trainer.py``);
+     ``DIR/metrics.jsonl`` (per-role rewards and losses);
+then ``DIR/adapter/`` (the LoRA adapter of both stages) and ``DIR/summary.json``.
+
+Before it starts, ``estimate`` times a forward pass on this machine now and prints what
+the whole recipe should take at that speed.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from envace_demo.train.config import TrainConfig
+from envace_demo.train.generate import GENERATED_ENVS, ScriptedTask, training_tasks
+
+TASKS_FILE = "tasks.jsonl"
+SFT_METRICS_FILE = "sft_metrics.jsonl"
+RECIPE_FILE = "recipe.json"
+
+
+def _grpo() -> TrainConfig:
+    # Rehearsals write the real JSON now: 64 new tokens would cut most of them.
+    return TrainConfig.cpu_recipe(steps=8, max_new_tokens=160, lora_rank=8, eval_rehearsals=0)
+
+
+@dataclass(frozen=True)
+class DemoRecipe:
+    envs: tuple[str, ...] = GENERATED_ENVS
+    tasks_per_env: int | None = None  # None: all generated tasks
+    sft_epochs: int = 2
+    sft_minutes: float | None = None  # time box of the warm start (None: all its epochs)
+    sft_lr: float = 1e-3
+    sft_micro_batch: int = 8
+    memory_every: int = 3  # the actor's rows with a rehearsal memory for every 3rd task
+    lora_rank: int = 8
+    lora_layers: int | None = 8  # LoRA on the last 8 of 30 layers: backward stops there
+    grpo: TrainConfig = field(default_factory=_grpo)
+    probe_rows: int = 2  # greedy rehearsals checked after the warm start (logged)
+    seed: int = 0
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "grpo": self.grpo.to_dict()}
+
+
+def smoke_recipe() -> DemoRecipe:
+    """Two steps of each stage on a handful of tasks (the CI run)."""
+    grpo = replace(_grpo(), steps=2, group_size=2, max_new_tokens=24, max_turns=1)
+    return DemoRecipe(
+        tasks_per_env=1, sft_epochs=1, sft_micro_batch=4, memory_every=0, grpo=grpo, envs=("bank",), probe_rows=0
+    )
+
+
+def recipe_tasks(recipe: DemoRecipe) -> list[ScriptedTask]:
+    """The recipe's tasks; with ``tasks_per_env``, that many per environment, evenly spread
+    over its list (so every family of requests keeps some)."""
+    out = []
+    for env in recipe.envs:
+        mine = training_tasks((env,))
+        n = recipe.tasks_per_env
+        if n is not None and n < len(mine):
+            mine = [mine[i * len(mine) // n] for i in range(n)]
+        out.extend(mine)
+    return out
+
+
+def estimate(backend, sft_batches, recipe: DemoRecipe) -> dict:
+    """Seconds the recipe should take at this machine's speed now: a timed forward pass of
+    512 tokens gives tokens/s; a warm-start step costs its prompt prefix once and the rest
+    about three times (forward and backward), a GRPO step G episodes of decoding."""
+    import torch
+
+    vocab = backend.model.config.get_text_config().vocab_size
+    ids = torch.randint(0, min(1000, vocab), (1, 512))
+    with torch.no_grad():
+        backend.model(input_ids=ids[:, :64])  # warm-up
+        t0 = time.monotonic()
+        backend.model(input_ids=ids)
+        tps = 512 / max(time.monotonic() - t0, 1e-6)
+    from envace_demo.train.logprobs import common_prefix
+
+    sft_tokens = 0.0
+    for b in sft_batches:
+        shared = common_prefix(b.prompt_ids)
+        rest = sum(len(p) - shared + len(c) for p, c in zip(b.prompt_ids, b.completion_ids))
+        sft_tokens += shared + 3 * rest
+    sft_s = recipe.sft_epochs * sft_tokens / tps
+    g = recipe.grpo
+    # Decoding runs about 40x below the forward pass's tokens/s on CPU (one token a step,
+    # grammar masks); two generations (act, rehearse) per turn; then the update.
+    decode_s = g.max_turns * 2 * g.max_new_tokens / (tps / 40)
+    grpo_s = g.steps * g.prompts_per_step * (decode_s + g.group_size * 3 * 1500 / tps)
+    return {"tokens_per_s": round(tps), "sft_s": round(sft_s), "grpo_s": round(grpo_s), "total_s": round(sft_s + grpo_s)}
+
+
+def write_tasks(scripted: list[ScriptedTask], path: Path) -> None:
+    with path.open("w", encoding="utf-8") as fh:
+        for s in scripted:
+            t = s.task
+            fh.write(json.dumps({"name": t.name, "prompt": t.prompt, "env": t.env, "check": t.check,
+                                 "split": t.split, "calls": [c.to_dict() for c in s.calls]}) + "\n")
+
+
+def probe_rehearser(backend, rows, count: int) -> dict:
+    """Greedy rehearsals of ``count`` warm-start rehearser rows (unconstrained): how many
+    write a result and how many write the real one."""
+    from envace_demo.calls import parse_execution_result
+    from envace_demo.models.base import Sampling
+
+    picked = [r for r in rows if r.role == "rehearser"][:count]
+    parsed = exact = 0
+    for row in picked:
+        gen = backend.generate(row.request, Sampling(temperature=0.0, max_new_tokens=200))
+        result, problem = parse_execution_result(gen.text)
+        expected, _ = parse_execution_result(row.completion)
+        parsed += problem is None
+        exact += problem is None and result == expected
+    return {"rows": len(picked), "parsed": parsed, "exact": exact}
+
+
+def run_recipe(backend, recipe: DemoRecipe, out_dir: Path, say, stop=None) -> dict:
+    """Run the recipe on ``backend`` (the embedded model, trained in place); ``say`` gets
+    each log line. Returns the summary written to ``DIR/summary.json``."""
+    from envace_demo.train.events import StepFinished, TrainFinished
+    from envace_demo.train.sft import attach_lora, batches, train_sft
+    from envace_demo.train.trainer import SUMMARY_FILE, Trainer
+    from envace_demo.train.warmstart import warm_rows
+
+    started = time.monotonic()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / RECIPE_FILE).write_text(json.dumps(recipe.to_dict(), indent=2), encoding="utf-8")
+    scripted = recipe_tasks(recipe)
+    write_tasks(scripted, out_dir / TASKS_FILE)
+    rows = warm_rows(backend, scripted, memory_every=recipe.memory_every)
+    tokenizer = backend.tokenizer
+    stop_id = tokenizer.get_added_vocab().get("<|im_end|>", backend.stop_ids[0])
+    tokenize = lambda text: tokenizer(text, add_special_tokens=False).input_ids  # noqa: E731
+    sft_batches = batches(rows, tokenize, stop_id, recipe.sft_micro_batch, recipe.seed)
+    roles = {r: sum(row.role == r for row in rows) for r in ("actor", "rehearser")}
+    say(f"tasks: {len(scripted)} generated over {', '.join(recipe.envs)} (held-out example tasks apart); "
+        f"warm-start rows: {roles['actor']} actor, {roles['rehearser']} rehearser, {len(sft_batches)} batches")
+    est = estimate(backend, sft_batches, recipe)
+    say(f"estimate at this machine's speed now ({est['tokens_per_s']} tokens/s forward): warm start "
+        f"~{est['sft_s'] / 60:.0f} min, GRPO ~{est['grpo_s'] / 60:.0f} min, total ~{est['total_s'] / 60:.0f} min")
+
+    import torch
+
+    torch.manual_seed(recipe.seed)
+    model = attach_lora(backend.model, recipe.lora_rank, recipe.lora_layers)
+    backend.model = model
+    backend.row_prefixes.clear()
+    sft_rows = []
+    with (out_dir / SFT_METRICS_FILE).open("w", encoding="utf-8") as fh:
+        for step in train_sft(model, sft_batches, epochs=recipe.sft_epochs, lr=recipe.sft_lr,
+                              pad_id=backend.pad_id, seed=recipe.seed, stop=stop,
+                              seconds=None if recipe.sft_minutes is None else 60 * recipe.sft_minutes):
+            row = {**step.to_dict(), "elapsed": round(time.monotonic() - started, 1)}
+            sft_rows.append(row)
+            fh.write(json.dumps(row) + "\n")
+            fh.flush()
+            say(f"warm start {step.step}/{step.total} (epoch {step.epoch}): {step.role} loss {step.loss:.3f}, "
+                f"{step.tokens} target tokens, {step.seconds:.1f}s")
+    backend.row_prefixes.clear()
+    probe = probe_rehearser(backend, rows, recipe.probe_rows) if recipe.probe_rows else None
+    if probe:
+        say(f"after the warm start, greedy rehearsals of {probe['rows']} training calls: "
+            f"{probe['parsed']} wrote a result, {probe['exact']} the real one")
+    sft_s = time.monotonic() - started
+
+    trainer = Trainer(backend, [s.task for s in scripted], [], recipe.grpo, out_dir,
+                      copy_model=False, stop=stop, continue_adapter=True)
+    result = None
+    for event in trainer.run():
+        if isinstance(event, StepFinished):
+            m = event.metrics
+            say(f"GRPO step {event.step}/{event.total}: reward actor {m['reward/actor']} rehearser "
+                f"{m['reward/rehearser']}, success {m['success']}, {m['seconds']}s")
+        elif isinstance(event, TrainFinished):
+            result = event.result
+    assert result is not None
+    summary = {
+        "recipe": "demo-cpu",
+        "model": backend.info.model_id,
+        "tasks": len(scripted),
+        "warm_start": {"rows": roles, "steps": len(sft_rows), "seconds": round(sft_s, 1),
+                       "first_loss": sft_rows[0] if sft_rows else None, "last_loss": sft_rows[-1] if sft_rows else None,
+                       "rehearser_probe": probe},
+        "grpo": {"steps": result.steps_done, "seconds": round(result.seconds, 1)},
+        "estimate": est,
+        "adapter": str(result.adapter_dir) if result.adapter_dir else None,
+        "seconds": round(time.monotonic() - started, 1),
+    }
+    if result.adapter_dir is None and sft_rows:  # no GRPO step: the warm start's adapter
+        result_dir = out_dir / "adapter"
+        model.save_pretrained(result_dir)
+        summary["adapter"] = str(result_dir)
+    if summary["adapter"]:
+        _name_base(Path(summary["adapter"]))
+    (out_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    say(f"adapter: {summary['adapter']}; {summary['seconds'] / 60:.1f} min")
+    return summary
+
+
+BASE_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+
+def _name_base(adapter_dir: Path) -> None:
+    """The adapter's config names its base model, not the local folder it was loaded from."""
+    path = adapter_dir / "adapter_config.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    config["base_model_name_or_path"] = BASE_MODEL
+    path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")

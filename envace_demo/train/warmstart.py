@@ -1,0 +1,117 @@
+"""Warm-start rows from real transitions: the two roles' prompts exactly as the engine
+builds them, with what a correct policy writes as the target.
+
+Rehearser rows: for each call of a scripted task (``generate.py``), run against the real
+environment, the prompt ``rehearser_messages`` builds (the real few-shot and history
+the engine would show at that point) and the target
+``<think>\\n…\\n</think>\\n\\n<execution_result>\\n{real JSON}\\n</execution_result>``.
+A call after the first gets two rows: as in a rehearsal (no real result known yet) and
+as in the committed run of a rehearsing mode (the earlier calls' real results as
+few-shot).
+
+Actor rows: each turn of the scripted trajectory (one call a turn, then the answer) in
+the actor's prompt (``actor_prompt``: the Qwen3 template with tools), without and, where
+``with_memory``, with the rehearsal memory of a rehearsal that went as the real run did
+(the committed actor's prompt in parallel mode).
+
+Every prompt is rendered by the backend that will be trained (``backend.prompt``), so
+the rows are the demo's prompts byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from envace_demo import memory as memory_mod
+from envace_demo.calls import format_call, parse_action
+from envace_demo.prompts import (
+    Conversation,
+    actor_prompt,
+    rehearser_messages,
+    rehearser_prompt,
+    shows_response_schema,
+)
+from envace_demo.record import CallStep, Rehearsal, ToolCall, Turn
+from envace_demo.schemas import find_tool
+from envace_demo.train.generate import ScriptedTask
+
+REHEARSER_THOUGHT = "The call is well formed, {name} is a candidate tool and its arguments fit the schema."
+
+
+@dataclass
+class SftRow:
+    role: str  # "actor" or "rehearser"
+    task: str
+    prompt: str  # the rendered prompt
+    completion: str  # the target, without the end-of-turn token
+    request: Any = None  # the backend's Prompt (to generate from it)
+
+
+def think(thought: str) -> str:
+    return f"<think>\n{thought}\n</think>\n\n"
+
+
+def rehearser_target(call: ToolCall, result: Any) -> str:
+    body = json.dumps(result, ensure_ascii=False)
+    return f"{think(REHEARSER_THOUGHT.format(name=call.name))}<execution_result>\n{body}\n</execution_result>"
+
+
+def _turns(scripted: ScriptedTask, tool_names: set[str]) -> list[Turn]:
+    """The scripted trajectory as the record holds it: one call a turn, each with its real
+    response (also as the rehearsed one: a rehearsal that was right), then the answer."""
+    turns = []
+    for i, step in enumerate(scripted.steps):
+        text = think(step.thought) + format_call(step.call)
+        action = parse_action(text, tool_names)
+        assert not action.error and len(action.calls) == 1, action.error_message
+        step_record = CallStep(action.calls[0], valid=True, rehearsed=step.result, real=step.result)
+        turns.append(Turn(i, action, [step_record]))
+    text = think(scripted.answer_thought) + scripted.answer
+    turns.append(Turn(len(turns), parse_action(text, tool_names)))
+    return turns
+
+
+def task_rows(
+    backend, scripted: ScriptedTask, *, with_memory: bool = True, response_schema: bool | None = None
+) -> list[SftRow]:
+    """The actor and rehearser rows of one scripted task."""
+    task = scripted.task
+    tools = task.tools
+    turns = _turns(scripted, {t.name for t in tools})
+    show_schema = shows_response_schema(backend.info.model_id, response_schema)
+    rows: list[SftRow] = []
+    memories: list[str | None] = [None]
+    if with_memory:
+        rehearsal = Rehearsal(index=0, turns=turns, final_answer=scripted.answer, ended="answer")
+        memories.append(memory_mod.summarize([rehearsal])["text"] or None)
+    for memory in memories:
+        for k, turn in enumerate(turns):
+            conversation = Conversation(task.prompt, turns[:k], memory=memory, executed=True)
+            prompt = actor_prompt(backend, conversation, tools)
+            rows.append(SftRow("actor", task.name, prompt.shown(), turn.action.text, prompt))
+    for k, turn in enumerate(turns[:-1]):
+        step = turn.calls[0]
+        earlier = [(t.calls[0].call, t.calls[0].real) for t in turns[:k]]
+        for known in ([[]] + [earlier]) if earlier else [[]]:
+            conversation = Conversation(task.prompt, turns[:k], executed=bool(known))
+            messages = rehearser_messages(
+                tools, known, conversation, turn.action.text, step.call,
+                find_tool(tools, step.call.name), response_schema=show_schema,
+            )
+            prompt = rehearser_prompt(backend, messages)
+            rows.append(
+                SftRow("rehearser", task.name, prompt.shown(), rehearser_target(step.call, step.real), prompt)
+            )
+    return rows
+
+
+def warm_rows(backend, scripted: list[ScriptedTask], memory_every: int = 1, **kwargs) -> list[SftRow]:
+    """The rows of every task; the actor's rows with a rehearsal memory for every
+    ``memory_every``-th task (0: none)."""
+    return [
+        row
+        for i, s in enumerate(scripted)
+        for row in task_rows(backend, s, with_memory=bool(memory_every) and i % memory_every == 0, **kwargs)
+    ]

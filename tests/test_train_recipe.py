@@ -1,0 +1,104 @@
+"""The demo-cpu recipe: tasks, warm start and GRPO end to end. The fast test runs its
+mechanics on a TINY RANDOM model (no quality); the slow one is the CI smoke run, two
+steps of each stage on the real embedded model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from envace_demo.cli import build_parser
+from envace_demo.cli import train as train_cli
+from envace_demo.errors import TaskError
+from envace_demo.train.recipe import DemoRecipe, recipe_tasks, run_recipe, smoke_recipe
+from helpers import tiny_random_backend
+
+
+def _check_run(out, summary, recipe):
+    sft = [json.loads(line) for line in (out / "sft_metrics.jsonl").read_text().splitlines()]
+    assert len(sft) == summary["warm_start"]["steps"] >= 2
+    assert {row["role"] for row in sft} == {"actor", "rehearser"}
+    assert all(f"loss/{row['role']}" in row for row in sft)
+    grpo = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert len(grpo) == recipe.grpo.steps
+    assert {"reward/actor", "reward/rehearser", "loss/rehearser"} <= set(grpo[0])
+    tasks = [json.loads(line) for line in (out / "tasks.jsonl").read_text().splitlines()]
+    assert tasks and all(t["split"] == "train" and t["check"] for t in tasks)
+    config = json.loads((out / "adapter" / "adapter_config.json").read_text())
+    assert config["r"] == recipe.lora_rank and "up_proj" in config["target_modules"]
+    assert config["base_model_name_or_path"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert json.loads((out / "summary.json").read_text())["grpo"]["steps"] == recipe.grpo.steps
+
+
+@pytest.mark.slow
+def test_recipe_mechanics_on_a_tiny_random_model(tmp_path):
+    torch.set_num_threads(1)
+    backend = tiny_random_backend()
+    recipe = smoke_recipe()
+    lines = []
+    summary = run_recipe(backend, recipe, tmp_path, lines.append)
+    _check_run(tmp_path, summary, recipe)
+    assert lines[0].startswith("tasks: 1 generated over bank") and "estimate" in lines[1]
+    assert any(line.startswith("warm start 2/") for line in lines)
+    # The adapter trained both stages: it applies to the base weights it came from.
+    fresh = tiny_random_backend()
+    fresh.apply_adapter(tmp_path / "adapter")
+    assert fresh.adapter == tmp_path / "adapter"
+
+
+def test_tasks_per_env_keeps_every_family_spread():
+    few = recipe_tasks(DemoRecipe(tasks_per_env=6, envs=("bank",)))
+    assert len(few) == 6
+    kinds = {t.task.name.split("-")[2] for t in few}
+    assert len(kinds) >= 4
+
+
+def test_recipe_flags_and_refusals():
+    args = build_parser().parse_args(["train", "--recipe", "demo-cpu", "--out", "x", "--steps", "3",
+                                      "--sft-epochs", "1", "--tasks-per-env", "5"])
+    recipe = train_cli.recipe_from(args)
+    assert (recipe.grpo.steps, recipe.sft_epochs, recipe.tasks_per_env) == (3, 1, 5)
+    assert recipe.grpo.max_new_tokens == DemoRecipe().grpo.max_new_tokens
+    args = build_parser().parse_args(["train", "--recipe", "demo-cpu", "--env", "bank", "--out", "x"])
+    with pytest.raises(TaskError, match="brings its own tasks"):
+        args.handler(args)
+    args = build_parser().parse_args(["train", "--out", "x"])
+    with pytest.raises(TaskError, match="--env NAME or --tools"):
+        args.handler(args)
+
+
+@pytest.mark.slow
+def test_recipe_smoke_on_the_embedded_model(tmp_path, cache_dir):
+    from envace_demo.models.loader import load_backend
+
+    backend = load_backend("embedded", cache_dir=cache_dir, device="cpu", adapter="none")
+    recipe = smoke_recipe()
+    summary = run_recipe(backend, recipe, tmp_path, lambda line: None)
+    _check_run(tmp_path, summary, recipe)
+    assert summary["model"].startswith("embedded (SmolLM2-135M-Instruct)")
+    first, last = summary["warm_start"]["first_loss"], summary["warm_start"]["last_loss"]
+    assert first and last
+
+
+def test_a_time_boxed_warm_start_starts_no_step_after_its_time():
+    from envace_demo.train.sft import SftBatch, train_sft
+
+    batch = SftBatch("actor", [[1, 2, 3]], [[4, 5]])
+    steps = list(train_sft(torch.nn.Linear(2, 2), [batch], epochs=3, lr=1e-3, pad_id=0, seconds=0.0))
+    assert steps == []
+
+
+def test_warm_start_batches_keep_one_role_and_one_system_turn():
+    from envace_demo.train.sft import batches
+    from envace_demo.train.warmstart import SftRow
+
+    rows = [SftRow(role, "t", f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{i}", "x")
+            for role in ("actor", "rehearser") for system in ("A", "B") for i in range(3)]
+    out = batches(rows, lambda text: [ord(c) for c in text], 0, 2, seed=0)
+    assert sum(len(b.prompt_ids) for b in out) == len(rows)
+    for b in out:
+        systems = {bytes(p).split(b"<|im_start|>user")[0] for p in b.prompt_ids}
+        assert len(systems) == 1
+        assert all(c[-1] == 0 for c in b.completion_ids)  # the end-of-turn token closes each target

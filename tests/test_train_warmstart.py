@@ -1,0 +1,79 @@
+"""Warm-start rows: the prompts are the engine's own, byte for byte, and the targets are
+what a correct policy writes (the real responses, the scripted calls and answer)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from envace_demo.calls import parse_action, parse_execution_result
+from envace_demo.engine import Episode, EpisodeConfig
+from envace_demo.envs.registry import create
+from envace_demo.events import EpisodeFinished
+from envace_demo.models.base import Sampling
+from envace_demo.prompts import NO_PREVIOUS_CALLS
+from envace_demo.train.generate import generated_tasks
+from envace_demo.train.warmstart import task_rows
+
+
+def _pick(env: str, name: str):
+    return next(s for s in generated_tasks(env) if s.task.name == name)
+
+
+def _replay(scripted_cls, rows, mode: str, n: int, env: str, task):
+    """Run the engine with a backend that writes the rows' targets; the engine's prompts."""
+    actor = [r.completion for r in rows if r.role == "actor"]
+    turns = actor[: len(actor) // 2] if any("Rehearsal memory" in r.prompt for r in rows) else actor
+    rehearser = [r.completion for r in rows if r.role == "rehearser"]
+    # Rehearsal: the turns and their rehearsals; commit: the same again.
+    calls = len(turns) - 1
+    rehearse_first = rehearser[:calls] if calls else []
+    backend = scripted_cls(
+        actor=(turns * (n + 1)) if mode == "parallel" else turns,
+        rehearser=(rehearse_first + [rehearser[0]] + rehearser[calls:]) if mode == "parallel" else [],
+    )
+    config = EpisodeConfig(mode=mode, n=n, sampling=Sampling(max_new_tokens=64), max_steps=4,
+                           constrained=False, require_first_call=False)
+    traj = None
+    for event in Episode(backend, task, config, environment=create(env)).run():
+        if isinstance(event, EpisodeFinished):
+            traj = event.trajectory
+    return backend, traj
+
+
+@pytest.mark.parametrize("env,name", [("bank", "gen-bank-balance-1003-0"), ("files", "gen-files-copy-0"),
+                                      ("library", "gen-library-hold-title-foundation-P-1042")])
+def test_rows_are_the_engine_prompts_and_a_replay_of_the_targets_succeeds(scripted, env, name):
+    s = _pick(env, name)
+    backend = scripted()
+    rows = task_rows(backend, s, with_memory=True)
+    prompts = {r.prompt for r in rows}
+    for mode, n in (("none", 0), ("parallel", 1)):
+        replay, traj = _replay(scripted, rows, mode, n, env, s.task)
+        assert traj.success, (mode, traj.ended, traj.check_reasons)
+        assert replay.prompts, mode
+        for prompt in replay.prompts:
+            assert prompt in prompts, (mode, prompt[-400:])
+        if mode == "parallel":  # the model's own rehearsals were the real responses
+            assert traj.fidelity == 1.0
+
+
+def test_targets_hold_the_real_response_and_the_scripted_turns(scripted):
+    s = _pick("files", "gen-files-copy-0")
+    rows = task_rows(scripted(), s, with_memory=False)
+    rehearser = [r for r in rows if r.role == "rehearser"]
+    # The second call: once as in a rehearsal, once as in the commit (the first real result known).
+    assert len(rehearser) == 3
+    assert NO_PREVIOUS_CALLS in rehearser[1].prompt and NO_PREVIOUS_CALLS not in rehearser[2].prompt
+    for row, step in zip(rehearser, [s.steps[0], s.steps[1], s.steps[1]]):
+        result, problem = parse_execution_result(row.completion)
+        assert problem is None and result == step.result
+        assert row.completion.startswith("<think>\n") and row.completion.endswith("\n</execution_result>")
+        assert json.dumps(step.result, ensure_ascii=False) in row.completion
+    actor = [r for r in rows if r.role == "actor"]
+    assert len(actor) == 3
+    names = {t.name for t in s.task.tools}
+    assert [parse_action(r.completion, names).calls for r in actor[:2]] == [[c] for c in s.calls]
+    last = parse_action(actor[2].completion, names)
+    assert not last.calls and last.content == s.answer
