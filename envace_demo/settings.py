@@ -46,8 +46,9 @@ class Settings:
         default=None,
         metadata={
             "env": "ENVACE_ADAPTER",
-            "help": "a LoRA adapter folder to serve the model with, or 'none'; default: the adapter shipped for "
-            "the embedded model (envace_demo/adapters/demo-cpu), none for other models",
+            "help": "a LoRA adapter folder to serve the model with, 'demo-cpu' for the one shipped for the "
+            "embedded model (envace_demo/adapters/demo-cpu; partly trained, not yet better than the base), "
+            "or 'none' (the default)",
         },
     )
     # "none" is accepted as input and stored as None.
