@@ -9,7 +9,7 @@ import gradio as gr
 from envace_demo.settings import Settings
 from envace_demo.ui import render, runner
 from envace_demo.ui.api import make_endpoints
-from envace_demo.ui.common import AppContext
+from envace_demo.ui.common import MODEL_QUEUE, AppContext
 from envace_demo.ui.compare import build_compare
 from envace_demo.ui.fairness import Limits
 from envace_demo.ui.holder import ModelHolder
@@ -83,7 +83,9 @@ def build_app(
             gr.api(fn, api_name=name, **ctx.model_event())
     demo.queue(max_size=options.queue_size, default_concurrency_limit=options.concurrency)
     # Fair shares: one model job per page at a time, a few per client address (ui/fairness.py).
-    Limits(options.client_jobs, forwarded=options.public).install(demo)
+    # The manual queue has its own limit: its job follows the model job of the same Run at once,
+    # and must not be refused as that page's second job.
+    Limits(options.client_jobs, forwarded=options.public, queues=(MODEL_QUEUE,)).install(demo)
     if options.public:
         for block in demo.blocks.values():
             if isinstance(block, (gr.File, gr.UploadButton)):

@@ -296,16 +296,24 @@ class PlaygroundRun:
     def __init__(self, ctx: AppContext, ui: Playground):
         self.ctx, self.ui = ctx, ui
 
+    # Both handlers run on every Run, one after the other; the one whose environment it is not
+    # yields one update that changes nothing (a generator that yields nothing left the page's
+    # finished run wiped, and an empty dict is an error for gradio).
+
     def on_model(self, session: Session | None, *values: Any) -> Iterator[dict]:
         """Run's handler in the model queue: every environment but the manual one."""
         if values[1] != MANUAL:
             yield from self.run_episode(session, *values)
+        else:
+            yield {self.ui.panels.status: gr.skip()}
 
     def on_manual(self, session: Session | None, *values: Any) -> Iterator[dict]:
         """Run's handler for the manual environment: in a queue of its own, since it waits on
         a person between generations (the backend's lock orders those with everybody's)."""
         if values[1] == MANUAL:
             yield from self.run_episode(session, *values)
+        else:
+            yield {self.ui.panels.status: gr.skip()}
 
     def run_episode(self, session: Session | None, *values: Any) -> Iterator[dict]:
         p, ctx = self.ui.panels, self.ctx
