@@ -285,7 +285,7 @@ def test_training_on_zerogpu_is_off_with_the_reason(monkeypatch, scripted):
         status = object()
         tab = SimpleNamespace(controls=SimpleNamespace(status=status), results=None)
         ctx = SimpleNamespace(options=UIOptions.from_settings(settings), holder=holder)
-        out = TrainHandlers(ctx, tab, None).start("builtin", "", None)
+        out = TrainHandlers(ctx, tab, None).start("builtin", "", None, "base")
         assert "cannot train here" in out[status] and "ZeroGPU" in out[status]
     finally:
         gpu.configure(Settings())

@@ -72,16 +72,15 @@ class ModelPlan:
         followed plan's budget (new tokens, the reasoning budget, steps) fills what was not set."""
         budget = {}
         if self.plan is not None and self.plan.fits:
-            for name in ("max_new_tokens", "max_steps"):
-                if getattr(settings, name) == default_of(Settings, name):
-                    budget[name] = getattr(self.plan, name)
-            if settings.think_tokens is None and self.plan.think_tokens:
-                budget["think_tokens"] = self.plan.think_tokens
+            budget = {
+                name: getattr(self.plan, name)
+                for name in ("max_new_tokens", "max_steps")
+                if getattr(settings, name) == default_of(Settings, name)
+            }
             tokens = budget.get("max_new_tokens", settings.max_new_tokens)
-            if budget.get("think_tokens", settings.think_tokens) is not None and tokens <= budget.get(
-                "think_tokens", settings.think_tokens
-            ):
-                budget.pop("think_tokens", None)  # a max_new_tokens set below the plan's thinking
+            # The plan's thinking, unless set already or above the new tokens chosen.
+            if settings.think_tokens is None and self.plan.think_tokens and self.plan.think_tokens < tokens:
+                budget["think_tokens"] = self.plan.think_tokens
         return settings.replace(
             model=self.model,
             device=self.device,

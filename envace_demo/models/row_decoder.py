@@ -343,8 +343,7 @@ def generate_row(backend, prompt_ids: list[int], sampling, constraint, on_token=
             prompt_ids,
             max_new_tokens=sampling.max_new_tokens,
             stop_ids=backend.stop_ids,
-            processors=backend.thinking_budget(sampling, [backend.tokenizer.decode(prompt_ids[-4:])])
-            + sampling_processors(sampling),
+            processors=backend.thinking_budget(sampling, [prompt_ids[-4:]]) + sampling_processors(sampling),
             matcher=matcher,
             prefix=backend.row_prefixes,
             on_ids=stream if streamer is not None else None,

@@ -75,12 +75,15 @@ def thinking_budget_class():
             return scores
 
         def _thought_over(self, row: int, new: list[int]) -> bool:
-            """Whether ``row`` closed its thought, or answers without one."""
+            """Whether ``row`` closed its thought, or answers without one (judged once, on its
+            first tokens). Only the tokens not searched yet are decoded."""
             if not new:
                 return False
-            if not self.opened:
+            if not self.opened and row not in self.scanned:
                 head = self.decode(new[:_TAIL]).lstrip()
-                if len(head) >= len(THINK_OPEN) and not head.startswith(THINK_OPEN):
+                if len(head) < len(THINK_OPEN):
+                    return False  # too early to tell
+                if not head.startswith(THINK_OPEN):
                     return True
             start = max(0, self.scanned.get(row, 0) - _TAIL)
             self.scanned[row] = len(new)

@@ -220,7 +220,7 @@ class TransformersBackend(LoraAdapters, Backend):
                         sampling,
                         constraints,
                         self._closing(sampling, ids.shape[1], constraints),
-                        self.thinking_budget(sampling, texts),
+                        self.thinking_budget(sampling, [ids[-4:] for ids in encoded]),
                     ),
                     stopping_criteria=criteria,
                     streamer=streamer,
@@ -232,14 +232,15 @@ class TransformersBackend(LoraAdapters, Backend):
                 for r, row in enumerate(output[:, ids.shape[1] :].tolist())
             ]
 
-    def thinking_budget(self, sampling: Sampling, texts: list[str]) -> list:
-        """The reasoning budget's processor (a list of one), or none without a budget."""
+    def thinking_budget(self, sampling: Sampling, prompt_tails: list[list[int]]) -> list:
+        """The reasoning budget's processor (a list of one), or none without a budget;
+        ``prompt_tails``: each row's last prompt ids (a template may open the thought there)."""
         if sampling.think_tokens is None:
             return []
         from envace_demo.models.thinking import EARLY_STOP, THINK_OPEN, thinking_budget_class
 
         closing = self.tokenizer.encode(EARLY_STOP, add_special_tokens=False)
-        opened = all(text.rstrip().endswith(THINK_OPEN) for text in texts)  # templates that open it
+        opened = all(self.tokenizer.decode(ids).rstrip().endswith(THINK_OPEN) for ids in prompt_tails)
         return [thinking_budget_class()(sampling.think_tokens, closing, self.tokenizer.decode, opened)]
 
     def _prefill(self, encoded: list[list[int]]):

@@ -19,6 +19,7 @@ import queue
 import threading
 import uuid
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Iterator
 
@@ -195,8 +196,17 @@ def episode_events(
 ) -> Iterator[Event]:
     """The engine's events for one episode against a fresh environment (if the task has
     one), or against ``manual`` for a task of the manual environment."""
-    token, mirror = None, None
     config = fitted_to_call(config)
+    with _registered(cancel, manual) as (token, slot):
+        yield from _run_on_gpu(_episode, _episode_on_gpu, _episode_seconds, task, config, token, slot)
+
+
+@contextmanager
+def _registered(cancel: threading.Event | None, manual: ManualEnvironment | None = None) -> Iterator[tuple]:
+    """(token, shared cancel slot) of a run while it lasts: its cancel switch and manual
+    environment reachable by a token (what a GPU call can pickle), Stop mirrored into a slot
+    a forked GPU worker sees; both released when the run ends."""
+    token, mirror = None, None
     if cancel is not None or manual is not None:
         token = uuid.uuid4().hex
         if cancel is not None:
@@ -205,8 +215,7 @@ def episode_events(
         if manual is not None:
             _manuals[token] = manual
     try:
-        slot = mirror.slot if mirror is not None else None
-        yield from _run_on_gpu(_episode, _episode_on_gpu, _episode_seconds, task, config, token, slot)
+        yield token, (mirror.slot if mirror is not None else None)
     finally:
         if mirror is not None:
             mirror.close()
@@ -293,18 +302,8 @@ def compare_events(
     """(side, event) for each side in turn, both in one GPU call; sides are the keys of
     ``configs``. On ZeroGPU each side gets an equal share of what that call holds."""
     configs = {side: fitted_to_call(config, share=len(configs)) for side, config in configs.items()}
-    token, mirror = None, None
-    if cancel is not None:
-        token, mirror = uuid.uuid4().hex, _Mirror(cancel)
-        _cancels[token] = cancel
-    try:
-        slot = mirror.slot if mirror is not None else None
+    with _registered(cancel) as (token, slot):
         yield from _run_on_gpu(_compare, _compare_on_gpu, _compare_seconds, task, configs, token, slot)
-    finally:
-        if mirror is not None:
-            mirror.close()
-        if token is not None:
-            _cancels.pop(token, None)
 
 
 def metrics(traj: Trajectory) -> dict:
