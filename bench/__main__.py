@@ -5,7 +5,9 @@ writes ``bench/results.json`` and ``bench/RESULTS.md``. ``--quick`` (fewer repea
 shorter runs) stays under 10 minutes on 2 idle CPU cores; ``--json`` prints the
 result object on stdout (progress goes to stderr). Sections: startup, decode,
 dtype, parallel, grpo, eval_speed, gpu (only with CUDA), rehearsal (every example task
-× 3 seeds, parallel and without rehearsal; ``--quick``: 6 tasks × 1 seed).
+× 3 seeds, parallel and without rehearsal; ``--quick``: 6 tasks × 1 seed), heldout (the base
+model against the shipped adapter on the held-out example tasks and the default runs,
+each a fresh process; ``bench/heldout.py``).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pathlib import Path
 from bench import report
 
 ROOT = Path(__file__).resolve().parents[1]
-SECTIONS = ("startup", "decode", "dtype", "parallel", "grpo", "eval_speed", "gpu", "rehearsal")
+SECTIONS = ("startup", "decode", "dtype", "parallel", "grpo", "eval_speed", "gpu", "rehearsal", "heldout")
 
 
 def log(message: str) -> None:
@@ -240,6 +242,14 @@ class Bench:
         log(f"rehearsal: {figures}")
         self.figures.update(figures)
         self.details["rehearsal"] = details
+
+
+    def heldout(self) -> None:
+        from bench import heldout
+
+        figures, details = heldout.section(self.quick, log)
+        self.figures.update(figures)
+        self.details["heldout"] = details
 
 
 def main(argv: list[str] | None = None) -> int:

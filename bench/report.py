@@ -47,6 +47,14 @@ GOALS: dict[str, Goal] = {
     "success_parallel": REPORT,
     "unrequested_writes": REPORT,
     "eval_concurrency_speedup": REPORT,
+    # Base against trained on the held-out example tasks (bench/heldout.py), the trained side.
+    "heldout_success_none": REPORT,
+    "heldout_success_parallel": _at_least(0.6),
+    "heldout_model_fidelity": _at_least(0.75),
+    "heldout_first_call_fidelity": REPORT,
+    "heldout_read_only_writes": _at_most(0),
+    "default_run_median_s": _at_most(60),
+    "default_run_max_s": _at_most(120),
 }
 KEYS = tuple(GOALS)
 
@@ -120,11 +128,41 @@ def markdown(result: dict) -> str:
             v = row["validity"]
             lines.append(f"| {row['dtype']} | {_fmt(row['decode_tok_s'])} | {_fmt(row['prefill_s'])} "
                          f"({row['prefill_tokens']}) | {v['valid_calls']}/{v['calls']} | {v['bfcl_correct']}/{v['tasks']} |")
+    heldout = result.get("details", {}).get("heldout")
+    if heldout:
+        lines += ["", "## Base against trained (held-out example tasks)", "", *heldout_table(heldout)]
     gpu = result.get("details", {}).get("gpu")
     if gpu:
         lines += ["", "## GPU", "", "```json", json.dumps(gpu, indent=2), "```"]
     lines += ["", "Details (bandwidth, per-run timings): `bench/results.json`.", ""]
     return "\n".join(lines)
+
+
+def heldout_table(heldout: dict) -> list[str]:
+    """Markdown rows: each figure of ``bench/heldout.py`` for the base model and the adapter."""
+    sides = list(heldout)
+    rows = [
+        ("success, no rehearsal", lambda d: d["eval"].get("none", {}).get("success")),
+        ("success, parallel rehearsal", lambda d: d["eval"].get("parallel", {}).get("success")),
+        ("episodes ending with an answer (none / parallel)",
+         lambda d: f"{_fmt(d['eval'].get('none', {}).get('answered'))} / {_fmt(d['eval'].get('parallel', {}).get('answered'))}"),
+        ("own rehearsal fidelity in episodes (model-written steps; engine-written apart)",
+         lambda d: f"{_fmt(d['eval'].get('parallel', {}).get('model_fidelity'))} "
+                   f"({d['eval'].get('parallel', {}).get('model_rehearsed_steps', 0)} steps; "
+                   f"{d['eval'].get('parallel', {}).get('engine_written_steps', 0)} apart)"),
+        ("own rehearsal fidelity, held-out first calls (greedy)", lambda d: d.get("first_call_rehearsal_fidelity")),
+        ("read-only episodes with a real write",
+         lambda d: sum(m.get("read_only_episodes_with_a_write", 0) for m in d["eval"].values())),
+        ("episode seconds (none / parallel)",
+         lambda d: f"{_fmt(d['eval'].get('none', {}).get('episode_seconds'))} / {_fmt(d['eval'].get('parallel', {}).get('episode_seconds'))}"),
+        ("default runs: process seconds (median / max)",
+         lambda d: f"{_fmt(d['defaults']['median_process_s'])} / {_fmt(d['defaults']['max_process_s'])}"),
+        ("default runs: each committed a real call", lambda d: d["defaults"]["all_committed"]),
+    ]
+    out = [f"| figure | {' | '.join(sides)} |", "|---|" + "---|" * len(sides)]
+    for label, get in rows:
+        out.append(f"| {label} | {' | '.join(_fmt(get(heldout[s])) for s in sides)} |")
+    return out
 
 
 def write(result: dict, directory: Path = HERE) -> tuple[Path, Path]:

@@ -97,6 +97,8 @@ class EpisodeConfig:
     # (reads made before any write, so they hold in the fresh state every episode starts
     # from): the rehearser's few-shot, before this episode's own real results.
     known_results: tuple[tuple[ToolCall, Any], ...] = field(default=(), compare=False)
+    # Run on the served model's base weights, its adapter switched off (Compare's base side).
+    base_weights: bool = False
     # Turns an exception's text into what the record may show (public mode hides server paths
     # and secrets); None shows it as is.
     redact: Callable[[str], str] | None = field(default=None, repr=False, compare=False)

@@ -84,3 +84,31 @@ def test_the_embedded_model_loads_with_the_adapter_and_it_changes_the_output(cac
     backend.remove_adapter()
     assert backend.adapter is None
     assert backend.generate(prompt, greedy).text != trained
+
+
+@pytest.mark.slow
+def test_the_base_weights_run_beside_the_adapter_on_one_copy(cache_dir):
+    """Compare's base side: generations with the adapter switched off, taking turns with
+    the adapted ones on the same loaded weights; each keeps its own output."""
+    from envace_demo.errors import ConfigError
+    from envace_demo.models.adapters import without_adapter
+    from envace_demo.models.base import Sampling
+    from envace_demo.models.loader import load_backend
+    from envace_demo.prompts import Conversation, actor_prompt
+    from envace_demo.tasks import find_task
+
+    backend = load_backend("embedded", cache_dir=cache_dir, device="cpu", adapter="demo-cpu")
+    task = find_task("bank", "check-balance")
+    prompt = actor_prompt(backend, Conversation(task.prompt), task.tools)
+    greedy = Sampling(temperature=0.0, max_new_tokens=24)
+    trained = backend.generate(prompt, greedy).text
+    base_view = without_adapter(backend)
+    assert base_view.info.model_id == "embedded (SmolLM2-135M-Instruct)" and "adapter" not in base_view.info.extra
+    base = base_view.generate(prompt, greedy).text
+    assert backend.generate(prompt, greedy).text == trained  # the adapter is on again
+    assert backend.adapter is not None
+    backend.remove_adapter()
+    assert backend.generate(prompt, greedy).text == base  # what the view wrote is the base model's
+    assert base != trained
+    with pytest.raises(ConfigError, match="serves no adapter"):
+        without_adapter(backend)

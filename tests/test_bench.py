@@ -56,8 +56,11 @@ def test_all_goals_met_needs_every_goal_figure():
     met = {"parallel_rehearsal_ratio": 1.0, "decode_roofline_fraction": 0.9, "constrained_speed_ratio": 0.95,
            "page_served_s": 3.0, "model_ready_s": 9.0, "grpo_step_s": 2.0,
            "cpu_episode_p50_s": 40.0, "cpu_episode_p95_s": 90.0, "rehearsal_valid_rate": 0.97,
-           "mean_fidelity": 0.6, "placeholder_copies": 0}
+           "mean_fidelity": 0.6, "placeholder_copies": 0, "heldout_success_parallel": 0.67,
+           "heldout_model_fidelity": 0.8, "heldout_read_only_writes": 0, "default_run_median_s": 45.0,
+           "default_run_max_s": 70.0}
     assert report.build(met, {}, {}, quick=False)["all_goals_met"] is True
+    assert report.build({**met, "heldout_success_parallel": 0.5}, {}, {}, quick=False)["all_goals_met"] is False
     assert report.build({**met, "placeholder_copies": 1}, {}, {}, quick=False)["all_goals_met"] is False
     assert report.build({**met, "grpo_step_s": None}, {}, {}, quick=False)["all_goals_met"] is False
     with pytest.raises(KeyError, match="tok_per_s"):
@@ -392,3 +395,29 @@ def test_logged_rows_aggregate_like_the_episodes_they_came_from():
              "placeholder_copies": st.placeholder_copies, "unrequested_writes": st.unrequested_writes}
             for mode, st in stats.items()]
     assert aggregate_rows(json.loads(json.dumps(rows))) == aggregate([stats["parallel"]], [stats["none"]])
+
+
+def test_the_heldout_table_sets_base_against_trained():
+    side = {"eval": {"none": {"success": 0.5, "answered": 1.0, "episode_seconds": 20.0},
+                     "parallel": {"success": 0.67, "answered": 0.83, "model_fidelity": 0.8, "model_rehearsed_steps": 5,
+                                  "engine_written_steps": 1, "read_only_episodes_with_a_write": 1,
+                                  "episode_seconds": 40.0}},
+            "first_call_rehearsal_fidelity": 0.7,
+            "defaults": {"median_process_s": 45.0, "max_process_s": 70.0, "all_committed": True}}
+    base = {**side, "eval": {"none": {"success": 0.17}, "parallel": {"success": 0.0}}, "first_call_rehearsal_fidelity": 0.15}
+    rows = report.heldout_table({"none": base, "demo-cpu": side})
+    assert rows[0] == "| figure | none | demo-cpu |"
+    lines = {r.split(" | ")[0].lstrip("| "): r for r in rows[2:]}
+    assert lines["success, parallel rehearsal"].endswith("| 0 | 0.67 |")
+    assert "0.8 (5 steps; 1 apart)" in lines["own rehearsal fidelity in episodes (model-written steps; engine-written apart)"]
+    assert lines["read-only episodes with a real write"].endswith("| 0 | 1 |")
+    assert lines["default runs: process seconds (median / max)"].endswith("| 45 / 70 | 45 / 70 |")
+
+
+def test_the_heldout_file_holds_the_six_heldout_example_tasks(tmp_path):
+    from bench.heldout import heldout_file
+    from envace_demo.tasks import load_task_file
+
+    tasks = load_task_file(heldout_file(tmp_path))
+    assert len(tasks) == 6 and {t.split for t in tasks} == {"heldout"}
+    assert {t.env for t in tasks} == {"bank", "files", "library"} and all(t.tools for t in tasks)

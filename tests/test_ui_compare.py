@@ -98,11 +98,41 @@ def test_compare_on_a_disk_that_cannot_take_the_download_says_so_and_draws_its_t
     (run_compare,) = [f.fn for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "run_compare"]
     session = Session(folder=tmp_path / "not-a-folder")
     session.folder.write_text("a file where the downloads would go")  # writing there fails as a full disk does
-    updates = list(run_compare(session, "bank", "check-balance", "parallel", 1, 0.6, 0.95, 20, 64, 0, False, 3))
+    updates = list(run_compare(session, "bank", "check-balance", "parallel", 1, "rehearsal", 0.6, 0.95, 20, 64, 0, False, 3))
     last = {getattr(k, "elem_id", None) or type(k).__name__: v for k, v in updates[-1].items()}
     assert "compare.json" in str(updates[-1])  # the status names the file it could not write
     assert "ev-status-error" in str(updates[-1])
     assert last["compare-table"].value["data"]  # the table is drawn all the same
     assert last["DownloadButton"].interactive is False
     assert set(session.compared) == {"none", "parallel"}
+    demo.close()
+
+
+def test_the_sides_of_a_compare_run():
+    from envace_demo.errors import ConfigError
+
+    none, par = compare.compare_sides("rehearsal", "parallel", 2, None)
+    assert (none.key, none.mode, par.key, par.mode) == ("none", "none", "parallel", "parallel")
+    assert not none.base_weights and not par.base_weights
+    base, trained = compare.compare_sides("weights", "sequential", 3, "demo-cpu")
+    assert (base.key, trained.key) == ("base", "trained") and base.mode == trained.mode == "sequential"
+    assert base.base_weights and not trained.base_weights and "demo-cpu" in trained.title
+    with pytest.raises(ConfigError, match="without an adapter"):
+        compare.compare_sides("weights", "parallel", 2, None)
+    with pytest.raises(ConfigError, match="expected 'rehearsal' or 'weights'"):
+        compare.compare_sides("models", "parallel", 2, "demo-cpu")
+    headers, rows = compare._with_difference({"base": {"success": False}, "trained": {"success": True}})
+    assert headers[-1] == "difference (trained − base)" and rows[0][-1] == "succeeds only on the trained model"
+
+
+def test_base_against_trained_without_an_adapter_is_refused_and_runs_nothing(scripted, tmp_path):
+    from envace_demo.ui import build_app
+    from envace_demo.ui.session import Session
+
+    demo = build_app(Settings(), holder=_scripted_holder(scripted))
+    (run_compare,) = [f.fn for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "run_compare"]
+    session = Session(folder=tmp_path)
+    updates = list(run_compare(session, "bank", "check-balance", "parallel", 1, "weights", 0.6, 0.95, 20, 64, 0, False, 3))
+    assert "ev-status-error" in str(updates[-1]) and "without an adapter" in str(updates[-1])
+    assert not session.compared
     demo.close()

@@ -625,3 +625,19 @@ def test_the_outcome_shows_a_runs_wait_in_the_queue_apart():
     traj.queued_seconds = 192.8
     assert "276.4 s (192.8 s queued)" in outcome_html(traj)
     assert Trajectory.from_dict(traj.to_dict()).queued_seconds == 192.8
+
+
+def test_tools_an_example_environment_does_not_have_are_named_with_what_to_pick():
+    from envace_demo.errors import TaskError
+    from envace_demo.ui.inputs import RunRequest, build_task, example_tools
+    from envace_demo.ui.playground import schema_status
+
+    library = example_tools("library")
+    box = schema_status(library, environment="bank")
+    assert "ev-status-warn" in box and "search_catalog" in box and "&#x27;none&#x27;" in box and "&#x27;manual&#x27;" in box
+    assert "ev-status-warn" not in schema_status(library, environment="library")
+    assert "ev-status-warn" not in schema_status(library, environment="none")
+    with pytest.raises(TaskError, match="not all bank's .*pick environment 'none'"):
+        build_task(RunRequest(tools=library, environment="bank", message="Who wrote Dune?"))
+    for fine in ("none", "manual", "library"):
+        assert build_task(RunRequest(tools=library, environment=fine, message="Who wrote Dune?")).tools

@@ -55,3 +55,61 @@ class LoraAdapters:
             if isinstance(self.model, PeftModel):
                 self.model = self.model.unload().eval()
             self._adapter = None
+
+
+class BaseWeights:
+    """A served model's base weights, beside its adapter: every generation runs with the
+    adapter switched off (peft's ``disable_adapter``) under the backend's own lock, so the
+    two can take turns on one copy of the weights (Compare's base side, ``--adapter none``
+    for one run). Everything else is the backend's; only the kept key/values are its own,
+    as they differ without the adapter."""
+
+    def __init__(self, backend):
+        self._backend = backend
+        self.row_prefixes = PrefixCache()
+
+    def __getattr__(self, name: str):
+        return getattr(self._backend, name)
+
+    @property
+    def model_id(self) -> str:
+        return getattr(self._backend, "base_model_id", None) or self._backend.model_id
+
+    @property
+    def adapter(self) -> None:
+        return None
+
+    @property
+    def info(self):
+        from dataclasses import replace
+
+        info = self._backend.info
+        extra = {k: v for k, v in info.extra.items() if k != "adapter"}
+        return replace(info, model_id=self.model_id, extra={**extra, "adapter_off": True})
+
+    def generate(self, *args, **kwargs):
+        return type(self._backend).generate(self, *args, **kwargs)
+
+    def generate_many(self, *args, **kwargs):
+        return type(self._backend).generate_many(self, *args, **kwargs)
+
+    def _decode(self, *args, **kwargs):
+        return type(self._backend)._decode(self, *args, **kwargs)
+
+    def _weights(self):
+        """The context a generation runs in: the adapter off (nothing to do without one)."""
+        import contextlib
+
+        from peft import PeftModel
+
+        model = self._backend.model
+        return model.disable_adapter() if isinstance(model, PeftModel) else contextlib.nullcontext()
+
+
+def without_adapter(backend):
+    """``backend``'s base weights beside its adapter (:class:`BaseWeights`)."""
+    if getattr(backend, "adapter", None) is None or not hasattr(backend, "base_weights"):
+        raise ConfigError(
+            f"{backend.info.model_id} serves no adapter: there are no base weights to run apart from it"
+        )
+    return backend.base_weights()

@@ -9,11 +9,13 @@ A LoRA adapter can be put on and taken off the loaded weights (``apply_adapter``
 
 from __future__ import annotations
 
+import contextlib
+
 import threading
 import time
 
 from envace_demo.errors import ModelError
-from envace_demo.models.adapters import LoraAdapters
+from envace_demo.models.adapters import BaseWeights, LoraAdapters
 from envace_demo.models.base import Backend, Constraint, Generation, ModelInfo, Prompt, Sampling, StreamCallback
 from envace_demo.models.decoding import (
     RowStreamer,
@@ -199,7 +201,7 @@ class TransformersBackend(LoraAdapters, Backend):
         if sampling.max_new_tokens < 1:
             raise ModelError(f"generate: max_new_tokens must be at least 1, got {sampling.max_new_tokens}")
         texts = [self.prompt_text(p) for p in prompts]
-        with self._lock:
+        with self._lock, self._weights():
             start = time.perf_counter()
             encoded = [self.tokenizer(text, add_special_tokens=False).input_ids for text in texts]
             if cancel is not None and cancel.is_set():
@@ -231,6 +233,16 @@ class TransformersBackend(LoraAdapters, Backend):
                 self._finish(row, encoded[r], sampling.max_new_tokens, seconds, cancelled)
                 for r, row in enumerate(output[:, ids.shape[1] :].tolist())
             ]
+
+    def _weights(self):
+        """The context a generation runs in (a :class:`BaseWeights` view turns its adapter off)."""
+        return contextlib.nullcontext()
+
+    def base_weights(self) -> BaseWeights:
+        """This model without its adapter, for runs beside the adapted one (one view, kept)."""
+        if getattr(self, "_base_view", None) is None:
+            self._base_view = BaseWeights(self)
+        return self._base_view
 
     def thinking_budget(self, sampling: Sampling, prompt_tails: list[list[int]]) -> list:
         """The reasoning budget's processor (a list of one), or none without a budget;

@@ -30,23 +30,31 @@ from envace_demo.train.generate import GENERATED_ENVS, ScriptedTask, training_ta
 TASKS_FILE = "tasks.jsonl"
 SFT_METRICS_FILE = "sft_metrics.jsonl"
 RECIPE_FILE = "recipe.json"
+WARM_START_DIR = "adapter-warm-start"
 
 
 def _grpo() -> TrainConfig:
-    # Rehearsals write the real JSON now: 64 new tokens would cut most of them.
-    return TrainConfig.cpu_recipe(steps=8, max_new_tokens=160, lora_rank=8, eval_rehearsals=0)
+    # Rehearsals write the real JSON now: 64 new tokens would cut most of them. A learning
+    # rate well below the drills' 3e-3: this stage refines a warm-started adapter.
+    return TrainConfig.cpu_recipe(steps=4, max_new_tokens=160, lora_rank=16, lr=5e-4, eval_rehearsals=0)
 
 
 @dataclass(frozen=True)
 class DemoRecipe:
     envs: tuple[str, ...] = GENERATED_ENVS
     tasks_per_env: int | None = None  # None: all generated tasks
-    sft_epochs: int = 2
+    sft_epochs: int = 3
+    # The rehearser learns the environments' contents (balances, files, the catalog) from
+    # fewer rows than the actor has: it sees them in more epochs.
+    rehearser_epochs: int = 5
     sft_minutes: float | None = None  # time box of the warm start (None: all its epochs)
     sft_lr: float = 1e-3
+    sft_final_lr: float = 0.1  # linear decay to a tenth by the last step
     sft_micro_batch: int = 8
+    sft_bf16: bool | None = None  # autocast to bfloat16; None: where the CPU computes it natively
+    thoughts: bool = False  # targets with the empty reasoning block, as served on a slow CPU
     memory_every: int = 3  # the actor's rows with a rehearsal memory for every 3rd task
-    lora_rank: int = 8
+    lora_rank: int = 16
     lora_layers: int | None = 8  # LoRA on the last 8 of 30 layers: backward stops there
     grpo: TrainConfig = field(default_factory=_grpo)
     probe_rows: int = 2  # greedy rehearsals checked after the warm start (logged)
@@ -60,7 +68,8 @@ def smoke_recipe() -> DemoRecipe:
     """Two steps of each stage on a handful of tasks (the CI run)."""
     grpo = replace(_grpo(), steps=2, group_size=2, max_new_tokens=24, max_turns=1)
     return DemoRecipe(
-        tasks_per_env=1, sft_epochs=1, sft_micro_batch=4, memory_every=0, grpo=grpo, envs=("bank",), probe_rows=0
+        tasks_per_env=1, sft_epochs=1, rehearser_epochs=1, sft_micro_batch=4, memory_every=0, grpo=grpo,
+        envs=("bank",), probe_rows=0,
     )
 
 
@@ -77,33 +86,57 @@ def recipe_tasks(recipe: DemoRecipe) -> list[ScriptedTask]:
     return out
 
 
-def estimate(backend, sft_batches, recipe: DemoRecipe) -> dict:
-    """Seconds the recipe should take at this machine's speed now: a timed forward pass of
-    512 tokens gives tokens/s; a warm-start step costs its prompt prefix once and the rest
-    about three times (forward and backward), a GRPO step G episodes of decoding."""
-    import torch
-
-    vocab = backend.model.config.get_text_config().vocab_size
-    ids = torch.randint(0, min(1000, vocab), (1, 512))
-    with torch.no_grad():
-        backend.model(input_ids=ids[:, :64])  # warm-up
-        t0 = time.monotonic()
-        backend.model(input_ids=ids)
-        tps = 512 / max(time.monotonic() - t0, 1e-6)
+def _work(batch) -> int:
+    """A warm-start step's cost in tokens: the shared prompt prefix once (no gradient),
+    the rest about three times (forward and backward)."""
     from envace_demo.train.logprobs import common_prefix
 
-    sft_tokens = 0.0
-    for b in sft_batches:
-        shared = common_prefix(b.prompt_ids)
-        rest = sum(len(p) - shared + len(c) for p, c in zip(b.prompt_ids, b.completion_ids))
-        sft_tokens += shared + 3 * rest
-    sft_s = recipe.sft_epochs * sft_tokens / tps
+    shared = common_prefix(batch.prompt_ids)
+    return shared + 3 * sum(len(p) - shared + len(c) for p, c in zip(batch.prompt_ids, batch.completion_ids))
+
+
+def estimate(backend, model, sft_batches, recipe: DemoRecipe, bf16: bool) -> dict:
+    """Seconds the recipe should take at this machine's speed now. The warm start: one
+    real step (forward and backward, no update) of a median batch of each role, timed and
+    scaled by each batch's tokens. GRPO: a timed forward pass of 512 tokens gives tokens/s;
+    a step costs G episodes of decoding and their update."""
+    import contextlib
+    import statistics
+
+    import torch
+
+    from envace_demo.train.sft import epoch_plan, target_loss
+
+    per_work = {}
+    for role in sorted({b.role for b in sft_batches}):
+        mine = sorted((b for b in sft_batches if b.role == role), key=_work)
+        batch = mine[len(mine) // 2]
+        ctx = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+        t0 = time.monotonic()
+        with ctx:
+            loss, _ = target_loss(model, batch.prompt_ids, batch.completion_ids, backend.pad_id)
+        loss.backward()
+        model.zero_grad(set_to_none=True)
+        per_work[role] = (time.monotonic() - t0) / _work(batch)
+    plan = epoch_plan(sft_batches, recipe.sft_epochs, {"rehearser": recipe.rehearser_epochs})
+    sft_s = sum(_work(b) * per_work[b.role] for epoch in plan for b in epoch)
+
+    vocab = model.config.get_text_config().vocab_size
+    ids = torch.randint(0, min(1000, vocab), (1, 512))
+    with torch.no_grad():
+        model(input_ids=ids[:, :64])  # warm-up
+        t0 = time.monotonic()
+        model(input_ids=ids)
+        tps = 512 / max(time.monotonic() - t0, 1e-6)
     g = recipe.grpo
     # Decoding runs about 40x below the forward pass's tokens/s on CPU (one token a step,
     # grammar masks); two generations (act, rehearse) per turn; then the update.
     decode_s = g.max_turns * 2 * g.max_new_tokens / (tps / 40)
     grpo_s = g.steps * g.prompts_per_step * (decode_s + g.group_size * 3 * 1500 / tps)
-    return {"tokens_per_s": round(tps), "sft_s": round(sft_s), "grpo_s": round(grpo_s), "total_s": round(sft_s + grpo_s)}
+    return {"tokens_per_s": round(tps), "sft_s": round(sft_s), "grpo_s": round(grpo_s),
+            "total_s": round(sft_s + grpo_s), "sft_steps": sum(len(e) for e in plan),
+            "step_s": {r: round(v * statistics.median(_work(b) for b in sft_batches if b.role == r), 1)
+                       for r, v in per_work.items()}}
 
 
 def write_tasks(scripted: list[ScriptedTask], path: Path) -> None:
@@ -135,7 +168,7 @@ def run_recipe(backend, recipe: DemoRecipe, out_dir: Path, say, stop=None) -> di
     """Run the recipe on ``backend`` (the embedded model, trained in place); ``say`` gets
     each log line. Returns the summary written to ``DIR/summary.json``."""
     from envace_demo.train.events import StepFinished, TrainFinished
-    from envace_demo.train.sft import attach_lora, batches, train_sft
+    from envace_demo.train.sft import attach_lora, batches, bf16_autocast_available, train_sft
     from envace_demo.train.trainer import SUMMARY_FILE, Trainer
     from envace_demo.train.warmstart import warm_rows
 
@@ -144,7 +177,7 @@ def run_recipe(backend, recipe: DemoRecipe, out_dir: Path, say, stop=None) -> di
     (out_dir / RECIPE_FILE).write_text(json.dumps(recipe.to_dict(), indent=2), encoding="utf-8")
     scripted = recipe_tasks(recipe)
     write_tasks(scripted, out_dir / TASKS_FILE)
-    rows = warm_rows(backend, scripted, memory_every=recipe.memory_every)
+    rows = warm_rows(backend, scripted, memory_every=recipe.memory_every, thoughts=recipe.thoughts)
     tokenizer = backend.tokenizer
     stop_id = tokenizer.get_added_vocab().get("<|im_end|>", backend.stop_ids[0])
     tokenize = lambda text: tokenizer(text, add_special_tokens=False).input_ids  # noqa: E731
@@ -152,20 +185,24 @@ def run_recipe(backend, recipe: DemoRecipe, out_dir: Path, say, stop=None) -> di
     roles = {r: sum(row.role == r for row in rows) for r in ("actor", "rehearser")}
     say(f"tasks: {len(scripted)} generated over {', '.join(recipe.envs)} (held-out example tasks apart); "
         f"warm-start rows: {roles['actor']} actor, {roles['rehearser']} rehearser, {len(sft_batches)} batches")
-    est = estimate(backend, sft_batches, recipe)
-    say(f"estimate at this machine's speed now ({est['tokens_per_s']} tokens/s forward): warm start "
-        f"~{est['sft_s'] / 60:.0f} min, GRPO ~{est['grpo_s'] / 60:.0f} min, total ~{est['total_s'] / 60:.0f} min")
-
     import torch
 
     torch.manual_seed(recipe.seed)
     model = attach_lora(backend.model, recipe.lora_rank, recipe.lora_layers)
     backend.model = model
+    bf16 = bf16_autocast_available() if recipe.sft_bf16 is None else recipe.sft_bf16
+    est = estimate(backend, model, sft_batches, recipe, bf16)
+    steps = ", ".join(f"{r} {s} s" for r, s in est["step_s"].items())
+    say(f"estimate at this machine's speed now (a warm-start step: {steps}{' in bfloat16' if bf16 else ''}; "
+        f"{est['tokens_per_s']} tokens/s forward): warm start {est['sft_steps']} steps ~{est['sft_s'] / 60:.0f} min, "
+        f"GRPO ~{est['grpo_s'] / 60:.0f} min, total ~{est['total_s'] / 60:.0f} min")
     backend.row_prefixes.clear()
     sft_rows = []
     with (out_dir / SFT_METRICS_FILE).open("w", encoding="utf-8") as fh:
         for step in train_sft(model, sft_batches, epochs=recipe.sft_epochs, lr=recipe.sft_lr,
                               pad_id=backend.pad_id, seed=recipe.seed, stop=stop,
+                              role_epochs={"rehearser": recipe.rehearser_epochs},
+                              final_lr=recipe.sft_final_lr, autocast=bf16,
                               seconds=None if recipe.sft_minutes is None else 60 * recipe.sft_minutes):
             row = {**step.to_dict(), "elapsed": round(time.monotonic() - started, 1)}
             sft_rows.append(row)
@@ -174,6 +211,9 @@ def run_recipe(backend, recipe: DemoRecipe, out_dir: Path, say, stop=None) -> di
             say(f"warm start {step.step}/{step.total} (epoch {step.epoch}): {step.role} loss {step.loss:.3f}, "
                 f"{step.tokens} target tokens, {step.seconds:.1f}s")
     backend.row_prefixes.clear()
+    if sft_rows:  # kept apart: GRPO continues this adapter in place
+        model.save_pretrained(out_dir / WARM_START_DIR)
+        _name_base(out_dir / WARM_START_DIR)
     probe = probe_rehearser(backend, rows, recipe.probe_rows) if recipe.probe_rows else None
     if probe:
         say(f"after the warm start, greedy rehearsals of {probe['rows']} training calls: "

@@ -4,7 +4,8 @@ builds them, with what a correct policy writes as the target.
 Rehearser rows: for each call of a scripted task (``generate.py``), run against the real
 environment, the prompt ``rehearser_messages`` builds (the real few-shot and history
 the engine would show at that point) and the target
-``<think>\\n…\\n</think>\\n\\n<execution_result>\\n{real JSON}\\n</execution_result>``.
+``<think>\\n…\\n</think>\\n\\n<execution_result>\\n{real JSON}\\n</execution_result>`` (or with the
+empty reasoning block the grammar writes when reasoning is off).
 A call after the first gets two rows: as in a rehearsal (no real result known yet) and
 as in the committed run of a rehearsing mode (the earlier calls' real results as
 few-shot).
@@ -49,37 +50,49 @@ class SftRow:
     request: Any = None  # the backend's Prompt (to generate from it)
 
 
-def think(thought: str) -> str:
-    return f"<think>\n{thought}\n</think>\n\n"
+def think(thought: str | None) -> str:
+    """The reasoning block; ``None``: the empty one the grammar writes when reasoning is
+    off (the CPU default on a slow machine), so the model learns to act without it."""
+    return EMPTY_THOUGHT if thought is None else f"<think>\n{thought}\n</think>\n\n"
 
 
-def rehearser_target(call: ToolCall, result: Any) -> str:
+EMPTY_THOUGHT = "<think>\n</think>\n\n"
+
+
+def rehearser_target(call: ToolCall, result: Any, thoughts: bool = True) -> str:
     body = json.dumps(result, ensure_ascii=False)
-    return f"{think(REHEARSER_THOUGHT.format(name=call.name))}<execution_result>\n{body}\n</execution_result>"
+    thought = REHEARSER_THOUGHT.format(name=call.name) if thoughts else None
+    return f"{think(thought)}<execution_result>\n{body}\n</execution_result>"
 
 
-def _turns(scripted: ScriptedTask, tool_names: set[str]) -> list[Turn]:
+def _turns(scripted: ScriptedTask, tool_names: set[str], thoughts: bool = True) -> list[Turn]:
     """The scripted trajectory as the record holds it: one call a turn, each with its real
     response (also as the rehearsed one: a rehearsal that was right), then the answer."""
     turns = []
     for i, step in enumerate(scripted.steps):
-        text = think(step.thought) + format_call(step.call)
+        text = think(step.thought if thoughts else None) + format_call(step.call)
         action = parse_action(text, tool_names)
         assert not action.error and len(action.calls) == 1, action.error_message
         step_record = CallStep(action.calls[0], valid=True, rehearsed=step.result, real=step.result)
         turns.append(Turn(i, action, [step_record]))
-    text = think(scripted.answer_thought) + scripted.answer
+    text = think(scripted.answer_thought if thoughts else None) + scripted.answer
     turns.append(Turn(len(turns), parse_action(text, tool_names)))
     return turns
 
 
 def task_rows(
-    backend, scripted: ScriptedTask, *, with_memory: bool = True, response_schema: bool | None = None
+    backend,
+    scripted: ScriptedTask,
+    *,
+    with_memory: bool = True,
+    response_schema: bool | None = None,
+    thoughts: bool = True,
 ) -> list[SftRow]:
-    """The actor and rehearser rows of one scripted task."""
+    """The actor and rehearser rows of one scripted task; ``thoughts``: targets reason in
+    a sentence (else the empty reasoning block)."""
     task = scripted.task
     tools = task.tools
-    turns = _turns(scripted, {t.name for t in tools})
+    turns = _turns(scripted, {t.name for t in tools}, thoughts)
     show_schema = shows_response_schema(backend.info.model_id, response_schema)
     rows: list[SftRow] = []
     memories: list[str | None] = [None]
@@ -102,7 +115,7 @@ def task_rows(
             )
             prompt = rehearser_prompt(backend, messages)
             rows.append(
-                SftRow("rehearser", task.name, prompt.shown(), rehearser_target(step.call, step.real), prompt)
+                SftRow("rehearser", task.name, prompt.shown(), rehearser_target(step.call, step.real, thoughts), prompt)
             )
     return rows
 

@@ -45,7 +45,55 @@ from envace_demo.ui.inputs import (
 from envace_demo.ui.fairness import current_job, streamed_until_gone
 from envace_demo.ui.session import Session
 
+
+def served_adapter(backend) -> str | None:
+    """The name of the adapter ``backend`` serves (None: none, or a backend without adapters)."""
+    from pathlib import Path
+
+    adapter = getattr(backend, "adapter", None)
+    if adapter is None or not hasattr(backend, "base_weights"):
+        return None
+    model_id = str(getattr(backend, "model_id", ""))
+    return model_id.split(" + ", 1)[1] if " + " in model_id else Path(adapter).name
+
 _EMPTY = '<div class="ev-empty">Press Compare: the committed steps appear here.</div>'
+
+# What Compare sets side by side: the task without and with rehearsal, or the base
+# weights and the served adapter in the same rehearsal mode (same task, seed and sampling).
+SIDES_REHEARSAL, SIDES_WEIGHTS = "rehearsal", "weights"
+SIDE_CHOICES = [("no rehearsal | rehearsal", SIDES_REHEARSAL), ("base model | trained adapter", SIDES_WEIGHTS)]
+BASE_SIDE, TRAINED_SIDE = "base", "trained"
+
+
+@dataclass(frozen=True)
+class Side:
+    key: str  # the record's and the table's name for it
+    title: str
+    mode: str
+    base_weights: bool = False
+
+
+def compare_sides(kind: str, mode_name: str, n: int, adapter: str | None) -> tuple[Side, Side]:
+    """The two sides of a Compare run; ``adapter``: the name of the adapter served (None:
+    no adapter, so there is no trained side to set against the base one)."""
+    if kind == SIDES_WEIGHTS:
+        if adapter is None:
+            raise ConfigError(
+                "compare base and trained: the model is served without an adapter, so both sides would be "
+                "the same model; serve one (the Model tab, or --adapter demo-cpu) or compare with and "
+                "without rehearsal"
+            )
+        return (
+            Side(BASE_SIDE, f"#### Base model (`{mode_name}`, N={n})", mode_name, base_weights=True),
+            Side(TRAINED_SIDE, f"#### Trained: {adapter} (`{mode_name}`, N={n})", mode_name),
+        )
+    if kind != SIDES_REHEARSAL:
+        raise ConfigError(f"compare: expected {SIDES_REHEARSAL!r} or {SIDES_WEIGHTS!r}, got {kind!r}")
+    baseline, mode = compare_modes(mode_name)
+    return (
+        Side(baseline, "#### Without rehearsal (`none`)", baseline),
+        Side(mode, f"#### With rehearsal (`{mode_name}`, N={n})", mode),
+    )
 
 EPISODE_COLUMNS = ["task", "category", "mode", "seed", "success", "valid calls", "fidelity", "tokens", "seconds", "ended"]
 # Seconds per episode measured on this process's model, by mode (for the suite's estimate).
@@ -121,16 +169,21 @@ def _episode_rows(records: list[dict]) -> list[list[Any]]:
     ]
 
 
-def _difference(left: Any, right: Any) -> str:
-    """The rehearsal side minus the baseline, for one metric of the Compare table."""
+def _difference(left: Any, right: Any, names: tuple[str, str] = ("without rehearsal", "with rehearsal")) -> str:
+    """The right side minus the left one, for one metric of the Compare table; ``names``:
+    how the success row names the two sides."""
     if isinstance(left, bool) or isinstance(right, bool):
         if left is None or right is None or left == right:
             return "same" if left == right and left is not None else "—"
-        return "succeeds only with rehearsal" if right else "succeeds only without rehearsal"
+        return f"succeeds only {names[1]}" if right else f"succeeds only {names[0]}"
     if isinstance(left, (int, float)) and isinstance(right, (int, float)):
         d = right - left
         return f"{d:+.2f}" if isinstance(d, float) else f"{d:+d}"
     return "—"
+
+
+def _difference_header(sides: tuple[str, str]) -> str:
+    return "difference (rehearsal − none)" if sides[0] == BASELINE else f"difference ({sides[1]} − {sides[0]})"
 
 
 def _with_difference(by_side: dict[str, dict]) -> tuple[list[str], list[list[Any]]]:
@@ -138,10 +191,11 @@ def _with_difference(by_side: dict[str, dict]) -> tuple[list[str], list[list[Any
     headers, rows = render.metrics_table(by_side)
     if len(by_side) != 2:
         return headers, rows
-    left, right = by_side.values()
+    (left_key, left), (right_key, right) = by_side.items()
+    names = ("without rehearsal", "with rehearsal") if left_key == BASELINE else (f"on the {left_key} model", f"on the {right_key} model")
     for row, (key, _) in zip(rows, render.METRIC_ROWS):
-        row.append(_difference(left.get(key), right.get(key)) if key != "ended" else "—")
-    return [*headers, "difference (rehearsal − none)"], rows
+        row.append(_difference(left.get(key), right.get(key), names) if key != "ended" else "—")
+    return [*headers, _difference_header((left_key, right_key))], rows
 
 
 def _initial_estimate(env: str, limit: int, max_new_tokens: int) -> str:
@@ -160,10 +214,12 @@ class CompareView:
     task_pick: gr.Dropdown
     rmode: gr.Radio
     n: gr.Slider
+    sides: gr.Radio
     sampling: SamplingControls
     go: gr.Button
     stop: gr.Button
     status: gr.HTML
+    left_title: gr.Markdown
     left_steps: gr.HTML
     left_outcome: gr.HTML
     right_title: gr.Markdown
@@ -174,12 +230,12 @@ class CompareView:
 
     def inputs(self, state: gr.State) -> list[gr.components.Component]:
         """In ``CompareRun.run_compare``'s order."""
-        return [state, self.env, self.task_pick, self.rmode, self.n, *self.sampling.inputs()]
+        return [state, self.env, self.task_pick, self.rmode, self.n, self.sides, *self.sampling.inputs()]
 
     def outputs(self) -> list[gr.components.Component]:
         return [
             self.status, self.left_steps, self.right_steps, self.left_outcome, self.right_outcome,
-            self.right_title, self.table, self.file,
+            self.left_title, self.right_title, self.table, self.file,
         ]
 
 
@@ -222,16 +278,16 @@ class SuiteView:
         ]
 
 
-def _compare_sides() -> tuple[gr.HTML, gr.HTML, gr.Markdown, gr.HTML, gr.HTML]:
-    """(left steps, left outcome, right title, right steps, right outcome)."""
+def _compare_sides() -> tuple[gr.Markdown, gr.HTML, gr.HTML, gr.Markdown, gr.HTML, gr.HTML]:
+    """(left title, left steps, left outcome, right title, right steps, right outcome)."""
     with gr.Row(equal_height=False):
         with gr.Column():
-            gr.Markdown("#### Without rehearsal (`none`)")
+            left_title = gr.Markdown("#### Without rehearsal (`none`)")
             left_steps, left_outcome = gr.HTML(_EMPTY, elem_id="compare-none"), gr.HTML()
         with gr.Column():
             right_title = gr.Markdown("#### With rehearsal (`parallel`)")
             right_steps, right_outcome = gr.HTML(_EMPTY, elem_id="compare-rehearsal"), gr.HTML()
-    return left_steps, left_outcome, right_title, right_steps, right_outcome
+    return left_title, left_steps, left_outcome, right_title, right_steps, right_outcome
 
 
 def _compare_layout(ctx: AppContext, envs: list[str]) -> CompareView:
@@ -244,6 +300,13 @@ def _compare_layout(ctx: AppContext, envs: list[str]) -> CompareView:
         task_pick = gr.Dropdown(_task_choices(envs[0]), value=example_tasks(envs[0])[0].name, label="task")
         rmode = gr.Radio(list(REHEARSAL_MODES), value="parallel", label="rehearsal mode")
         n = gr.Slider(1, ctx.options.max_n, value=2, step=1, label="rehearsal budget N", elem_id="compare-n")
+    sides_pick = gr.Radio(
+        SIDE_CHOICES,
+        value=SIDES_REHEARSAL,
+        label="side by side",
+        info="base | trained: the served adapter against the same weights without it, both in the rehearsal mode above",
+        elem_id="compare-sides",
+    )
     sampling = sampling_controls(ctx)
     with gr.Row():
         go = gr.Button("Compare", variant="primary", elem_id="compare-button")
@@ -260,7 +323,7 @@ def _compare_layout(ctx: AppContext, envs: list[str]) -> CompareView:
         elem_id="compare-table",
     )
     file = gr.DownloadButton("Download both records (JSON)", interactive=False)
-    return CompareView(env, task_pick, rmode, n, sampling, go, stop, status, *sides, table, file)
+    return CompareView(env, task_pick, rmode, n, sides_pick, sampling, go, stop, status, *sides, table, file)
 
 
 def _suite_sources(envs: list[str]) -> tuple[gr.Radio, gr.Dropdown, gr.File]:
@@ -354,6 +417,7 @@ class CompareRun:
         task_name: str,
         mode_name: str,
         n_value: float,
+        sides_kind: str,
         *values: Any,
     ) -> Iterator[dict]:
         ui, ctx = self.ui, self.ctx
@@ -367,49 +431,55 @@ class CompareRun:
                 example_tools(env_name), env_name, task.prompt, mode_name, n_value, *values
             ).check(ctx.options)
             task = build_task(req)
-            modes = compare_modes(mode_name)
+            sides = compare_sides(sides_kind, mode_name, req.n, "adapter")  # checked again once loaded
         except EnvaceError as err:
             yield self._refused(err)
             return
-        yield self._cleared(mode_name, req.n, modes)
+        yield self._cleared(sides)
         try:
             backend = yield from await_model(ctx.holder, ctx.options, lambda html: {ui.status: html})
+            sides = compare_sides(sides_kind, mode_name, req.n, served_adapter(backend))
             check_prompts([task], req.policy, backend)
-            configs = {m: build_config(req, ctx.run_settings(), backend, mode=m) for m in modes}
+            settings = ctx.run_settings()
+            configs = {
+                side.key: replace(build_config(req, settings, backend, mode=side.mode), base_weights=side.base_weights)
+                for side in sides
+            }
         except EnvaceError as err:
             yield self._refused(err)
             return
         cancel = session.begin()
         session.compared = {}
         events = runner.compare_events(task, configs, cancel)
-        yield from streamed_until_gone(job, cancel, self._stream(session, events, modes, mode_name))
+        yield from streamed_until_gone(job, cancel, self._stream(session, events, sides))
         for traj in session.compared.values():  # both sides waited in the queue as one job
             traj.queued_seconds = job.queued_seconds if job is not None else None
-        yield self._finished(session, modes)
+        yield self._finished(session, [side.key for side in sides])
 
     def _refused(self, err: EnvaceError) -> dict:
         return {self.ui.status: render.status_html(self.ctx.options.redact(str(err)), "error")}
 
-    def _cleared(self, mode_name: str, n: int, modes: list[str]) -> dict:
+    def _cleared(self, sides: tuple[Side, Side]) -> dict:
         ui = self.ui
+        keys = (sides[0].key, sides[1].key)
         return {
             ui.left_steps: "",
             ui.right_steps: "",
             ui.left_outcome: "",
             ui.right_outcome: "",
             ui.file: gr.DownloadButton(value=None, interactive=False),
-            ui.right_title: f"#### With rehearsal (`{mode_name}`, N={n})",
-            ui.table: gr.Dataframe(value=[], headers=["metric", *modes, "difference (rehearsal − none)"]),
+            ui.left_title: sides[0].title,
+            ui.right_title: sides[1].title,
+            ui.table: gr.Dataframe(value=[], headers=["metric", *keys, _difference_header(keys)]),
         }
 
-    def _stream(
-        self, session: Session, events: Iterator[tuple[str, Any]], modes: list[str], mode_name: str
-    ) -> Iterator[dict]:
+    def _stream(self, session: Session, events: Iterator[tuple[str, Any]], sides: tuple[Side, Side]) -> Iterator[dict]:
         """Each side's steps as they come; a finished side's record goes into the session."""
         ui = self.ui
-        outcomes = {BASELINE: ui.left_outcome, mode_name: ui.right_outcome}
-        steps_of = {BASELINE: ui.left_steps, mode_name: ui.right_steps}
-        views = {m: render.LiveView() for m in modes}
+        left, right = sides[0].key, sides[1].key
+        outcomes = {left: ui.left_outcome, right: ui.right_outcome}
+        steps_of = {left: ui.left_steps, right: ui.right_steps}
+        views = {side.key: render.LiveView() for side in sides}
         throttle = Throttle()
         for side, event in events:
             views[side].apply(event)

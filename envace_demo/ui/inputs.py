@@ -195,6 +195,7 @@ def build_task(req: RunRequest) -> Task:
         return Task(name="custom", prompt=prompt, tools=tools)
     if req.environment == MANUAL:
         return Task(name="custom", prompt=prompt, tools=tools, env=MANUAL)
+    foreign_tools(tools, req.environment, raise_error=True)
     names = sorted(t.name for t in tools)
     for example in example_tasks(req.environment):
         if example.prompt == prompt and sorted(t.name for t in example.tools) == names:
@@ -202,6 +203,27 @@ def build_task(req: RunRequest) -> Task:
                 name=example.name, prompt=prompt, tools=tools, env=req.environment, check=example.check
             )
     return Task(name="custom", prompt=prompt, tools=tools, env=req.environment)
+
+
+def foreign_tools(tools: list, environment: str, raise_error: bool = False) -> list[str]:
+    """The pasted tools an example environment does not have (it could only answer them
+    with an unknown-tool error); with ``raise_error``, a TaskError that says so and what
+    to pick instead. Other environments (none, manual, an MCP server) take any tools."""
+    if environment not in ENVIRONMENTS:
+        return []
+    own = {t.name for t in load_tools(example_tools(environment))}
+    foreign = [t.name for t in tools if t.name not in own]
+    if foreign and raise_error:
+        raise TaskError(foreign_tools_text(foreign, environment, sorted(own)))
+    return foreign
+
+
+def foreign_tools_text(foreign: list[str], environment: str, own: list[str]) -> str:
+    return (
+        f"environment: the tools pasted are not all {environment}'s ({', '.join(foreign)} "
+        f"{'is' if len(foreign) == 1 else 'are'} not among {', '.join(own)}); pick environment 'none' "
+        "to rehearse them without committing, or 'manual' to answer each real call yourself"
+    )
 
 
 def check_prompts(tasks: list[Task], policy: InputPolicy, backend: Backend) -> None:

@@ -78,6 +78,34 @@ The numbers are the paper's, not measured by this demo.
 """
 
 
+ADAPTER_CHOICES = [("the shipped demo-cpu adapter", "demo-cpu"), ("none: the base weights", "none")]
+
+
+def switch_adapter(ctx: AppContext, choice: str) -> str:
+    """Serve the loaded local model with ``choice`` (``"demo-cpu"`` or ``"none"``); the
+    status line to show. Only these two: a visitor never names a folder on the server."""
+    from envace_demo.models.loader import adapter_for
+    from envace_demo.train.adapter import apply_adapter, has_adapter, remove_adapter
+
+    if not ctx.options.allow_model_switch:
+        raise gr.Error("switching the adapter is off in public mode: the model is shared by every visitor")
+    if choice not in dict((v, k) for k, v in ADAPTER_CHOICES):
+        return render.status_html(f"adapter: expected demo-cpu or none, got {choice!r}", "error")
+    try:
+        backend = ctx.holder.wait(timeout=0.0)
+        folder = adapter_for(EMBEDDED, choice)
+        if folder is None:
+            if has_adapter(backend):
+                remove_adapter(backend)
+            ctx.holder.set_adapter(None)
+        else:
+            apply_adapter(backend, folder)
+            ctx.holder.set_adapter(choice)
+    except EnvaceError as err:
+        return render.status_html(ctx.options.redact(str(err)), "error")
+    return render.status_html(f"now serving {backend.info.model_id}: the Playground and Compare use it", "info")
+
+
 def model_info(ctx: AppContext) -> dict:
     st = ctx.holder.status()
     info = dict(st.info or {})
@@ -137,6 +165,18 @@ def build_model_tab(ctx: AppContext, banner: gr.HTML, timer: gr.Timer) -> gr.JSO
             if not allowed:
                 gr.Markdown("*Switching models is off in public mode: the model is shared by every visitor.*")
             load_status = gr.HTML()
+            gr.Markdown("### Adapter")
+            adapter = gr.Radio(
+                ADAPTER_CHOICES,
+                value="none" if (ctx.settings.adapter or "none") == "none" else "demo-cpu",
+                label="LoRA adapter on the loaded model",
+                info="demo-cpu: trained by `python -m envace_demo train --recipe demo-cpu` for the embedded "
+                "model; Compare can set it against the base weights",
+                interactive=allowed,
+                elem_id="model-adapter",
+            )
+            apply = gr.Button("Apply", interactive=allowed)
+            adapter_status = gr.HTML()
             gr.Markdown("### Plan for this hardware")
             here = gr.Markdown(this_plan_markdown(ctx), elem_id="model-plan")
             gr.Markdown("### Plan for a Space's hardware")
@@ -174,6 +214,11 @@ def build_model_tab(ctx: AppContext, banner: gr.HTML, timer: gr.Timer) -> gr.JSO
         redact = ctx.options.redact
         html = render.model_status_html(st.state, st.model, st.seconds, redact(st.error), redact(st.info))
         yield {load_status: html, banner: html, info: model_info(ctx)}
+
+    def on_apply(choice: str) -> tuple[str, dict]:
+        return switch_adapter(ctx, choice), model_info(ctx)
+
+    apply.click(on_apply, [adapter], [adapter_status, info], **ctx.model_event(), api_visibility="private")
 
     load.click(
         load_model,

@@ -41,6 +41,8 @@ from envace_demo.ui.inputs import (
     example_tasks,
     example_tools,
     find_example,
+    foreign_tools,
+    foreign_tools_text,
     gallery,
 )
 from envace_demo.ui.fairness import current_job, streamed_until_gone
@@ -54,13 +56,19 @@ MEMORY_PLACEHOLDER = render.placeholder_card(
 )
 
 
-def schema_status(text: str, policy: InputPolicy = DEFAULT_POLICY) -> str:
+def schema_status(text: str, policy: InputPolicy = DEFAULT_POLICY, environment: str | None = None) -> str:
     """The editor's status box: the schema loaded as Run loads it (the app's policy), so
-    the box never shows "ok" for a schema that Run then refuses."""
+    the box never shows "ok" for a schema that Run then refuses; tools the picked example
+    environment does not have are named, with what to pick instead."""
     try:
-        return render.schema_ok_html(load_tools(text or "", policy))
+        tools = load_tools(text or "", policy)
     except SchemaError as err:
         return render.schema_error_html(err)
+    foreign = foreign_tools(tools, environment or NO_ENVIRONMENT)
+    if foreign:
+        own = sorted(t.name for t in load_tools(example_tools(environment)))
+        return render.status_html(foreign_tools_text(foreign, environment, own), "warn")
+    return render.schema_ok_html(tools)
 
 
 def shown_memory(traj: Trajectory) -> str:
@@ -507,10 +515,12 @@ def _wire(ctx: AppContext, ui: Playground, state: gr.State) -> None:
     m.send.click(send_response, [state, m.text], [m.status], queue=False, **private)
     policy = ctx.options.input_policy
 
-    def editor_status(text: str) -> str:
-        return schema_status(text, policy)
+    def editor_status(text: str, environment: str) -> str:
+        return schema_status(text, policy, environment)
 
-    s.editor.change(editor_status, [s.editor], [s.box], queue=False, trigger_mode="always_last", **private)
+    for control in (s.editor, r.environment):
+        control.change(editor_status, [s.editor, r.environment], [s.box], queue=False, trigger_mode="always_last",
+                       **private)
     example = [s.editor, r.environment, r.task_pick, r.message, s.box]
     showcase = [p.showcase_note, p.rehearsals, p.memory, p.steps, p.outcome]  # showcase_panels' order
     s.example.input(load_example, [s.example], [*example, *showcase], queue=False, **private)

@@ -30,6 +30,7 @@ from envace_demo.errors import ConfigError, ModelError
 from envace_demo.events import EpisodeFinished, Event
 from envace_demo.record import Trajectory
 from envace_demo.tasks import Task
+from envace_demo.models.adapters import without_adapter
 from envace_demo.models.hardware import GPU_MARGIN_SECONDS
 from envace_demo.ui import gpu as gpu_mod
 from envace_demo.ui.gpu import gpu
@@ -144,6 +145,8 @@ def _episode(
     if _holder is None:
         raise ModelError("no model is bound to the runner")
     backend = _holder.wait(timeout=0.0)
+    if config.base_weights:
+        backend = without_adapter(backend)
     environment = _open_environment(task, cancel_token)
     try:
         if environment is not None and not task.tools:
