@@ -143,6 +143,9 @@ class Episode:
         self.cancel = cancel or threading.Event()
         self._deadline = 0.0
         self._generate: BatchGenerator | None = None  # the batcher, made when the run starts
+        # Rehearser prompt -> (output, rehearsal index): a committed call asked in a prompt a
+        # rehearsal already answered takes that answer (its prediction for this very call).
+        self._predicted: dict[str, tuple[str, int | None]] = {}
         self._tool_names = {t.name for t in task.tools}
         self._constrained = config.constrained and backend.supports_constraints
 
@@ -352,6 +355,10 @@ class Episode:
         )
         prompt = rehearser_prompt(self.backend, messages)
         step.rehearser_prompt = _prompt_text(prompt)
+        if where == "commit" and step.rehearser_prompt in self._predicted:
+            step.rehearsal_text, step.rehearsal_from = self._predicted[step.rehearser_prompt]
+            step.rehearsed = _parsed_rehearsal(step.rehearsal_text)
+            return
         # What the call fixes is pinned; a failure seen for real may be said again (grammar.py).
         shape = rehearsal_shape(tool.response, step.call.name, step.call.arguments, real_results) if tool else None
         constraint = self._constraint("rehearser", response_schema=shape)
@@ -365,14 +372,10 @@ class Episode:
         step.rehearsal_text = gen.text
         step.rehearse_seconds = round(gen.seconds, 3)
         step.rehearse_tokens = gen.new_tokens
-        result, problem = parse_execution_result(gen.text)
-        if problem:
-            if gen.finish_reason == "length":
-                problem = f"{self._cut_by()} before the result was closed ({problem})"
-            # The actor still needs a tool message; it sees the failure as an error object.
-            step.rehearsed = {"error": {"code": "REHEARSAL_FAILED", "message": problem}}
-        else:
-            step.rehearsed = result
+        cut = self._cut_by() if gen.finish_reason == "length" else None
+        step.rehearsed = _parsed_rehearsal(gen.text, cut)
+        if where == "rehearsal" and cut is None:
+            self._predicted.setdefault(step.rehearser_prompt, (gen.text, rindex))
 
     def _execute(self, step: CallStep, tool: Tool | None) -> None:
         assert self.executor is not None
@@ -455,6 +458,17 @@ def _real_call(
         return _failure("TIME_LIMIT", "the episode's time ran out during the call"), "time limit during the real call"
     message = f"no response within {tool_seconds:g} s"
     return _failure("TOOL_TIMEOUT", message), f"the environment did not answer: {message}"
+
+
+def _parsed_rehearsal(text: str, cut: str | None = None) -> Any:
+    """The rehearser's result; one that does not parse as an error object (the actor still
+    needs a tool message), naming the budget that ``cut`` it short."""
+    result, problem = parse_execution_result(text)
+    if not problem:
+        return result
+    if cut is not None:
+        problem = f"{cut} before the result was closed ({problem})"
+    return {"error": {"code": "REHEARSAL_FAILED", "message": problem}}
 
 
 def _prompt_text(prompt: Prompt) -> str:

@@ -74,6 +74,9 @@ class CallStep:
     # The rehearsal was cut short by the time (the rehearsals' share ran out, or a committed
     # call's rehearsal gave way to the real call): no prediction, and no fidelity.
     rehearsal_cut: bool = False
+    # The committed call's prediction is the one rehearsal k made for the same call in the
+    # same rehearser prompt (byte for byte): the model is not asked twice the same question.
+    rehearsal_from: int | None = None
     # The real call went to a tool that changes state (the environment declares which);
     # None: not executed, or the environment does not say.
     write: bool | None = None

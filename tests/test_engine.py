@@ -428,7 +428,9 @@ def test_a_step_cut_by_a_stop_says_what_it_lacks(scripted):
         cancel.set()  # Stop pressed while the committed call is being rehearsed
         return result_text(predicted)
 
-    backend = scripted(actor=[BALANCE, ANSWER, BALANCE], rehearser=[result_text(predicted), stop_now])
+    # The committed turn reasons differently: its call is rehearsed anew (not taken from the rehearsal).
+    again = call_text("get_account", {"account_id": "ACC-1003"}, thinking="once more")
+    backend = scripted(actor=[BALANCE, ANSWER, again], rehearser=[result_text(predicted), stop_now])
     traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), create("bank"), cancel=cancel)
     assert traj.ended == "cancelled"
     ((step,),) = [t.calls for t in traj.turns]
@@ -495,3 +497,28 @@ def test_a_visitors_earlier_reads_are_the_rehearsers_few_shot_in_a_later_episode
     few_shot = user.split("Current conversation history:")[0]
     assert 'Tool name:\nget_account\nTool arguments:\n{\n"account_id": "ACC-1003"\n}' in few_shot
     assert '"balance": 310.25' in few_shot
+
+
+def test_a_committed_call_in_a_rehearsed_prompt_takes_the_rehearsal_s_prediction(scripted):
+    """The same call in the same rehearser prompt, byte for byte: the committed step shows
+    what the rehearsal predicted for it, and the model is not asked again."""
+    predicted = {"account_id": "ACC-1003", "owner": "Mei Lin", "balance": 300.0}
+    backend = scripted(actor=[BALANCE, ANSWER, BALANCE, ANSWER], rehearser=[result_text(predicted)])
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), create("bank"))
+    assert traj.ended == "answer"
+    ((step,),) = [t.calls for t in traj.turns if t.calls]
+    assert step.rehearsal_from == 0 and step.rehearsed == predicted and step.rehearse_tokens == 0
+    assert step.rehearsal_text == traj.rehearsals[0].turns[0].calls[0].rehearsal_text
+    assert step.real["balance"] == 310.25 and step.fidelity is not None and step.fidelity < 1
+    assert sum(CURRENT_TOOL in p for p in backend.prompts) == 1  # one question, asked once
+    assert Trajectory.from_dict(traj.to_dict()).turns[0].calls[0].rehearsal_from == 0
+
+
+def test_the_committed_step_says_which_rehearsal_predicted_it(scripted):
+    from envace_demo.ui import render
+
+    backend = scripted(actor=[BALANCE, ANSWER, BALANCE, ANSWER], rehearser=[result_text({"balance": 1.0})])
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), create("bank"))
+    view = render.LiveView()
+    view.trajectory = traj
+    assert "predicted in rehearsal 1" in render.steps_html(view)

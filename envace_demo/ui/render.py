@@ -422,6 +422,10 @@ def _imagined_step(i: int, turn: Turn, s: CallStep | None, rid: str) -> list[dic
     return out
 
 
+def reused_note(index: int) -> str:
+    return f"predicted in rehearsal {index + 1}: the same call in the same rehearser prompt"
+
+
 CUT_NOTE = "cut short: the rehearsal time ran out before this call was rehearsed"
 COMMIT_CUT_NOTE = "not rehearsed: its rehearsal ran long, and the time left was kept for the real call"
 
@@ -530,6 +534,8 @@ def _step_html(i: int, turn: Turn, s: CallStep | None, traj: Trajectory, condens
     )
     if (why := engine_written(s)) is not None:
         rehearsed += f'<div class="ev-note">{esc(why)}</div>'
+    elif s.rehearsal_from is not None:
+        rehearsed += f'<div class="ev-note">{esc(reused_note(s.rehearsal_from))}</div>'
     if s.real is not None:
         real = _pre(to_json(s.real, limit), "ev-json ev-is-error" if is_error(s.real) else "ev-json")
     elif traj.environment is None:
