@@ -56,7 +56,7 @@ def test_a_saved_showcase_loads_back_and_a_broken_one_says_how_to_remake_it(tmp_
 
 def test_the_command_line_offers_the_showcase_command():
     args = build_parser().parse_args(["showcase"])
-    assert (args.out, args.n, args.env, args.model) == ("examples/showcase/", 2, None, None)
+    assert (args.out, args.n, args.env, args.model) == ("examples/showcase/", None, None, None)  # N: fitted, as Run has it
     assert main(["showcase", "--env", "nowhere"]) == 2  # refused before any model loads
 
 

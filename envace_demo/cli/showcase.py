@@ -23,8 +23,9 @@ def register(sub) -> None:
     p.add_argument("--out", default="examples/showcase/", help="folder for the records (one <env>.json each)")
     p.add_argument("--env", action="append", help="only this example environment (repeatable; default: all)")
     p.add_argument(
-        "--n", type=int, default=default_of(EpisodeConfig, "n"),
-        help="rehearsal budget N (steps, new tokens and the limit are fitted to the model's speed)",
+        "--n", type=int, default=None,
+        help="rehearsal budget N (default: fitted to the model's speed, as the Playground's slider is; "
+        "steps, new tokens and the limit are fitted too)",
     )
     p.add_argument("--seed", type=int, default=default_of(flags.EpisodeFlags, "seed"))
 
@@ -45,10 +46,11 @@ def cmd_showcase(args: argparse.Namespace) -> int:
         raise TaskError(f"--env {unknown[0]}: no such example environment; choose from {', '.join(ENVIRONMENTS)}")
     settings = flags.settings_from(args)
     backend = flags.load_model(settings)
-    settings, _, speed = budget_mod.fitted_settings(backend, settings)
+    settings, fitted, speed = budget_mod.fitted_settings(backend, settings)
     speed = speed or budget_mod.measure_speed(backend)  # recorded on the showcase either way
-    # Parallel mode and the default sampling, as the Playground opens with.
-    episode = flags.EpisodeFlags(mode="parallel", n=args.n, seed=args.seed)
+    # Parallel mode, the default sampling and the fitted N, as the Playground's Run has them.
+    n = args.n if args.n is not None else (fitted.n if fitted is not None else default_of(EpisodeConfig, "n"))
+    episode = flags.EpisodeFlags(mode="parallel", n=n, seed=args.seed)
     config = flags.episode_config(argparse.Namespace(**{**vars(args), **asdict(episode)}), settings, backend)
     # Nobody waits on a recording: a busy machine must not cut it short.
     config.episode_seconds = max(config.episode_seconds, RECORDING_SECONDS)
