@@ -47,8 +47,7 @@ class Settings:
         metadata={
             "env": "ENVACE_ADAPTER",
             "help": "a LoRA adapter folder to serve the model with, 'demo-cpu' for the one shipped for the "
-            "embedded model (envace_demo/adapters/demo-cpu; partly trained, not yet better than the base), "
-            "or 'none' (the default)",
+            "embedded model (envace_demo/adapters/demo-cpu; its default), or 'none' (the base weights)",
         },
     )
     # "none" is accepted as input and stored as None.

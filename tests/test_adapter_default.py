@@ -1,6 +1,5 @@
-"""The shipped LoRA adapter: found, chosen with ``--adapter demo-cpu`` (not by default:
-it is not yet better than the base model), and it changes what the real embedded model
-writes."""
+"""The shipped LoRA adapter: found, served by default with the embedded model (``--adapter
+none`` turns it off), and it changes what the real embedded model writes."""
 
 from __future__ import annotations
 
@@ -26,12 +25,12 @@ def test_the_package_ships_the_demo_cpu_adapter_with_its_card():
         assert needed in card
     config = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
     assert config["base_model_name_or_path"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
-    assert config["peft_type"] == "LORA" and config["r"] == 8
+    assert config["peft_type"] == "LORA" and config["r"] == 16
 
 
 def test_which_adapter_a_model_gets(tmp_path):
-    # Opt-in until a trained adapter beats the base model on the held-out tasks.
-    assert adapter_for(EMBEDDED, None) is None
+    # The embedded model's default: the trained adapter (it beats the base model on the held-out tasks).
+    assert adapter_for(EMBEDDED, None) == embedded.shipped_adapter()
     assert adapter_for(EMBEDDED, "demo-cpu") == embedded.shipped_adapter()
     assert adapter_for(EMBEDDED, "none") is None and adapter_for(EMBEDDED, "None") is None
     assert adapter_for(EMBEDDED, str(tmp_path)) == tmp_path
@@ -112,3 +111,42 @@ def test_the_base_weights_run_beside_the_adapter_on_one_copy(cache_dir):
     assert base != trained
     with pytest.raises(ConfigError, match="serves no adapter"):
         without_adapter(backend)
+
+
+@pytest.mark.slow
+def test_the_model_tab_switches_the_adapter_and_compare_sets_base_against_trained(embedded_backend, tmp_path):
+    """On the real embedded model: Apply serves the shipped adapter, Compare's base | trained
+    runs both sides on the same task and seed (the base side with the adapter off), and
+    Apply "none" takes it off again; public mode refuses to switch."""
+    import gradio as gr
+
+    from envace_demo.ui import build_app
+    from envace_demo.ui.common import AppContext
+    from envace_demo.ui.holder import ModelHolder
+    from envace_demo.ui.model_tab import switch_adapter
+    from envace_demo.ui.options import UIOptions
+    from envace_demo.ui.session import Session
+
+    settings = Settings(max_steps=1, max_new_tokens=48)
+    holder = ModelHolder(settings, loader=lambda s: embedded_backend)
+    holder.start()
+    holder.wait(timeout=120)
+    ctx = AppContext(settings, UIOptions.from_settings(settings), holder)
+    try:
+        assert "demo-cpu adapter" in switch_adapter(ctx, "demo-cpu") and embedded_backend.adapter is not None
+        demo = build_app(settings, holder=holder)
+        (run_compare,) = [f.fn for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "run_compare"]
+        session = Session(folder=tmp_path)
+        list(run_compare(session, "bank", "check-balance", "parallel", 1, "weights", 0.6, 0.95, 20, 48, 0, False, 1))
+        assert set(session.compared) == {"base", "trained"}
+        base, trained = session.compared["base"], session.compared["trained"]
+        assert base.model["model_id"] == "embedded (SmolLM2-135M-Instruct)" and base.model.get("adapter_off")
+        assert trained.model["model_id"].endswith("+ demo-cpu adapter")
+        assert base.seed == trained.seed and base.mode == trained.mode == "parallel"
+        demo.close()
+        assert "ev-status-info" in switch_adapter(ctx, "none") and embedded_backend.adapter is None
+        public = AppContext(settings, UIOptions.from_settings(settings.replace(public=True)), holder)
+        with pytest.raises(gr.Error, match="public mode"):
+            switch_adapter(public, "demo-cpu")
+    finally:
+        embedded_backend.remove_adapter()

@@ -71,3 +71,18 @@ def test_read_only_requests_are_marked_and_write_nothing():
                 for c in s.calls:
                     real.execute(c.name, c.arguments)
                 assert real.state() == before, s.task.name
+
+
+@pytest.mark.parametrize("env", GENERATED_ENVS)
+def test_a_varied_world_keeps_the_requests_and_changes_the_answers_it_reads(env):
+    """Actor rows in a varied world: the same requests and calls, answers read from that
+    world's results; the same world for the same seed, another for another."""
+    seeded, varied, again, other = (training_tasks((env,), w) for w in (None, 1, 1, 2))
+    assert [t.task.prompt for t in varied] == [t.task.prompt for t in seeded]
+    assert [t.answer for t in varied] == [t.answer for t in again]
+    changed = sum(a.answer != b.answer for a, b in zip(seeded, varied))
+    assert changed >= len(seeded) // 5, changed
+    assert [t.answer for t in varied] != [t.answer for t in other]
+    for s in varied:  # each answer still follows its own world's results
+        for step in s.steps:
+            assert step.result is not None

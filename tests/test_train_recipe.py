@@ -57,9 +57,12 @@ def test_tasks_per_env_keeps_every_family_spread():
 
 def test_recipe_flags_and_refusals():
     args = build_parser().parse_args(["train", "--recipe", "demo-cpu", "--out", "x", "--steps", "3",
-                                      "--sft-epochs", "1", "--tasks-per-env", "5"])
+                                      "--sft-epochs", "1", "--tasks-per-env", "5", "--rehearser-epochs", "0",
+                                      "--actor-variants", "1", "--from-adapter", "runs/a/adapter"])
     recipe = train_cli.recipe_from(args)
     assert (recipe.grpo.steps, recipe.sft_epochs, recipe.tasks_per_env) == (3, 1, 5)
+    assert (recipe.rehearser_epochs, recipe.actor_variants, recipe.from_adapter) == (0, 1, "runs/a/adapter")
+    assert DemoRecipe().grpo.max_turns == 2  # a call and the answer: a rollout can succeed
     assert recipe.grpo.max_new_tokens == DemoRecipe().grpo.max_new_tokens
     args = build_parser().parse_args(["train", "--recipe", "demo-cpu", "--env", "bank", "--out", "x"])
     with pytest.raises(TaskError, match="brings its own tasks"):
@@ -102,3 +105,12 @@ def test_warm_start_batches_keep_one_role_and_one_system_turn():
         systems = {bytes(p).split(b"<|im_start|>user")[0] for p in b.prompt_ids}
         assert len(systems) == 1
         assert all(c[-1] == 0 for c in b.completion_ids)  # the end-of-turn token closes each target
+
+
+def test_the_epoch_plan_gives_each_role_its_epochs():
+    from envace_demo.train.sft import SftBatch, epoch_plan
+
+    actor, rehearser = SftBatch("actor", [[1]], [[2]]), SftBatch("rehearser", [[1]], [[2]])
+    plan = epoch_plan([actor, rehearser], 2, {"rehearser": 3})
+    assert [[b.role for b in e] for e in plan] == [["actor", "rehearser"], ["actor", "rehearser"], ["rehearser"]]
+    assert [[b.role for b in e] for e in epoch_plan([actor, rehearser], 1, {"rehearser": 0})] == [["actor"]]

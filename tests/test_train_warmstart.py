@@ -26,12 +26,13 @@ def _replay(scripted_cls, rows, mode: str, n: int, env: str, task):
     actor = [r.completion for r in rows if r.role == "actor"]
     turns = actor[: len(actor) // 2] if any("Rehearsal memory" in r.prompt for r in rows) else actor
     rehearser = [r.completion for r in rows if r.role == "rehearser"]
-    # Rehearsal: the turns and their rehearsals; commit: the same again.
+    # Rehearsal: the turns and their rehearsals; commit: the same again, except that its first
+    # call, asked in the rehearsal's very prompt, takes the rehearsal's prediction.
     calls = len(turns) - 1
     rehearse_first = rehearser[:calls] if calls else []
     backend = scripted_cls(
         actor=(turns * (n + 1)) if mode == "parallel" else turns,
-        rehearser=(rehearse_first + [rehearser[0]] + rehearser[calls:]) if mode == "parallel" else [],
+        rehearser=(rehearse_first + rehearser[calls:]) if mode == "parallel" else [],
     )
     config = EpisodeConfig(mode=mode, n=n, sampling=Sampling(max_new_tokens=64), max_steps=4,
                            constrained=False, require_first_call=False)

@@ -69,7 +69,11 @@ def register(sub) -> argparse.ArgumentParser:
         "embedded model and the bank drills (flags given still win); 'demo-cpu': the shipped adapter's "
         "recipe (generated tasks on bank, files and library, warm start, then GRPO; no --env)",
     )
-    p.add_argument("--sft-epochs", type=int, help="demo-cpu: warm-start epochs (default: 2)")
+    p.add_argument("--sft-epochs", type=int, help="demo-cpu: warm-start epochs of the actor (default: 3)")
+    p.add_argument("--rehearser-epochs", type=int, help="demo-cpu: warm-start epochs of the rehearser (default: 5)")
+    p.add_argument("--actor-variants", type=int,
+                   help="demo-cpu: varied worlds whose actor rows join the seeded world's (default: 2)")
+    p.add_argument("--from-adapter", help="demo-cpu: continue this saved adapter (a stage run again)")
     p.add_argument("--sft-minutes", type=float, help="demo-cpu: time box of the warm start (default: none)")
     p.add_argument("--tasks-per-env", type=int, help="demo-cpu: at most this many generated tasks per environment")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -115,6 +119,9 @@ def recipe_from(args: argparse.Namespace):
         changes["sft_minutes"] = args.sft_minutes
     if args.tasks_per_env is not None:
         changes["tasks_per_env"] = args.tasks_per_env
+    for name in ("rehearser_epochs", "actor_variants", "from_adapter"):
+        if getattr(args, name, None) is not None:
+            changes[name] = getattr(args, name)
     return replace(recipe, **changes)
 
 

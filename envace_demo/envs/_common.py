@@ -94,6 +94,11 @@ class ToolEnvironment(Environment):
     def __init__(self) -> None:
         self._state: dict[str, Any] = self.initial_state()
 
+    def vary_state(self, change: Callable[[dict[str, Any]], None]) -> None:
+        """Let ``change`` edit the state in place before any call (training's varied worlds:
+        the same entities with other values)."""
+        change(self._state)
+
     @abstractmethod
     def initial_state(self) -> dict[str, Any]:
         """A fresh copy of the seeded state."""

@@ -93,8 +93,10 @@ def load_backend(
 
 def adapter_for(model: str, adapter: str | Path | None) -> Path | None:
     """The adapter folder to apply: ``adapter`` itself, the shipped one for ``"demo-cpu"``,
-    none for ``"none"`` or not given. The shipped adapter is not the default yet: its
-    figures on the held-out tasks are below the base model's (its card says so)."""
+    none for ``"none"``. Not given: the shipped one for the embedded model (trained by
+    the project's own recipe; its card gives the held-out figures), none for others."""
+    if adapter is None and model == EMBEDDED:
+        adapter = "demo-cpu"
     if adapter is None or str(adapter).strip().lower() == "none":
         return None
     if str(adapter).strip() == "demo-cpu":

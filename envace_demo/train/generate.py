@@ -349,16 +349,22 @@ _READ_TOOLS = {
 }
 
 
-def generated_tasks(env: str) -> list[ScriptedTask]:
+def generated_tasks(env: str, world: int | None = None) -> list[ScriptedTask]:
     """The generated tasks of ``env`` with their scripts (split ``train``), each run on a
-    fresh environment."""
+    fresh environment; ``world``: in that varied world (``worlds.py``), not the seeded one
+    (the scripts' answers then follow its values; checks are kept for the seeded world)."""
     if env not in _WRITERS:
         raise ValueError(f"no generated tasks for environment {env!r}; available: {', '.join(GENERATED_ENVS)}")
     tools = {env: create(env).tools()}
     scripts: list[_Script] = []
 
     def add(name: str, prompt: str) -> _Script:
-        script = _Script(env, create(env), f"gen-{env}-{name}", prompt)
+        environment = create(env)
+        if world is not None:
+            from envace_demo.train.worlds import varied
+
+            environment.vary_state(varied(env, world))
+        script = _Script(env, environment, f"gen-{env}-{name}", prompt)
         scripts.append(script)
         return script
 
@@ -406,10 +412,11 @@ def overlaps_heldout(scripted: ScriptedTask, heldout: list[Task]) -> str | None:
     return None
 
 
-def training_tasks(envs: tuple[str, ...] = GENERATED_ENVS) -> list[ScriptedTask]:
-    """Every generated task of ``envs`` that stays apart from the held-out ones."""
+def training_tasks(envs: tuple[str, ...] = GENERATED_ENVS, world: int | None = None) -> list[ScriptedTask]:
+    """Every generated task of ``envs`` that stays apart from the held-out ones (in varied
+    ``world``, where given)."""
     out = []
     for env in envs:
         held = heldout_tasks(env)
-        out.extend(t for t in generated_tasks(env) if overlaps_heldout(t, held) is None)
+        out.extend(t for t in generated_tasks(env, world) if overlaps_heldout(t, held) is None)
     return out

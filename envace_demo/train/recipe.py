@@ -36,7 +36,8 @@ WARM_START_DIR = "adapter-warm-start"
 def _grpo() -> TrainConfig:
     # Rehearsals write the real JSON now: 64 new tokens would cut most of them. A learning
     # rate well below the drills' 3e-3: this stage refines a warm-started adapter.
-    return TrainConfig.cpu_recipe(steps=4, max_new_tokens=160, lora_rank=16, lr=5e-4, eval_rehearsals=0)
+    # Two turns: a call and the answer, so that a rollout can succeed (one turn never does).
+    return TrainConfig.cpu_recipe(steps=4, max_new_tokens=160, max_turns=2, lora_rank=16, lr=5e-4, eval_rehearsals=0)
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,11 @@ class DemoRecipe:
     sft_bf16: bool | None = None  # autocast to bfloat16; None: where the CPU computes it natively
     thoughts: bool = False  # targets with the empty reasoning block, as served on a slow CPU
     memory_every: int = 3  # the actor's rows with a rehearsal memory for every 3rd task
+    # Actor rows from this many varied worlds besides the seeded one (worlds.py): answers
+    # taken from the results in front of the actor, not from one world learnt by heart.
+    actor_variants: int = 2
+    # Continue this saved adapter instead of a fresh one (a recipe stage run again).
+    from_adapter: str | None = None
     lora_rank: int = 16
     lora_layers: int | None = 8  # LoRA on the last 8 of 30 layers: backward stops there
     grpo: TrainConfig = field(default_factory=_grpo)
@@ -73,12 +79,12 @@ def smoke_recipe() -> DemoRecipe:
     )
 
 
-def recipe_tasks(recipe: DemoRecipe) -> list[ScriptedTask]:
-    """The recipe's tasks; with ``tasks_per_env``, that many per environment, evenly spread
-    over its list (so every family of requests keeps some)."""
+def recipe_tasks(recipe: DemoRecipe, world: int | None = None) -> list[ScriptedTask]:
+    """The recipe's tasks (in varied ``world``, where given); with ``tasks_per_env``, that
+    many per environment, evenly spread over its list (so every family of requests keeps some)."""
     out = []
     for env in recipe.envs:
-        mine = training_tasks((env,))
+        mine = training_tasks((env,), world)
         n = recipe.tasks_per_env
         if n is not None and n < len(mine):
             mine = [mine[i * len(mine) // n] for i in range(n)]
@@ -178,6 +184,10 @@ def run_recipe(backend, recipe: DemoRecipe, out_dir: Path, say, stop=None) -> di
     scripted = recipe_tasks(recipe)
     write_tasks(scripted, out_dir / TASKS_FILE)
     rows = warm_rows(backend, scripted, memory_every=recipe.memory_every, thoughts=recipe.thoughts)
+    for world in range(1, recipe.actor_variants + 1):  # the actor's rows again, in varied worlds
+        varied_rows = warm_rows(backend, recipe_tasks(recipe, world), memory_every=recipe.memory_every,
+                                thoughts=recipe.thoughts)
+        rows += [row for row in varied_rows if row.role == "actor"]
     tokenizer = backend.tokenizer
     stop_id = tokenizer.get_added_vocab().get("<|im_end|>", backend.stop_ids[0])
     tokenize = lambda text: tokenizer(text, add_special_tokens=False).input_ids  # noqa: E731
@@ -188,7 +198,12 @@ def run_recipe(backend, recipe: DemoRecipe, out_dir: Path, say, stop=None) -> di
     import torch
 
     torch.manual_seed(recipe.seed)
-    model = attach_lora(backend.model, recipe.lora_rank, recipe.lora_layers)
+    if recipe.from_adapter:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(backend.model, recipe.from_adapter, is_trainable=True).eval()
+    else:
+        model = attach_lora(backend.model, recipe.lora_rank, recipe.lora_layers)
     backend.model = model
     bf16 = bf16_autocast_available() if recipe.sft_bf16 is None else recipe.sft_bf16
     est = estimate(backend, model, sft_batches, recipe, bf16)

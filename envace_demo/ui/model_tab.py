@@ -81,6 +81,15 @@ The numbers are the paper's, not measured by this demo.
 ADAPTER_CHOICES = [("the shipped demo-cpu adapter", "demo-cpu"), ("none: the base weights", "none")]
 
 
+def serves_shipped(ctx: AppContext) -> bool:
+    """Whether the settings serve the shipped adapter (the embedded model's default)."""
+    from envace_demo.models.embedded import shipped_adapter
+    from envace_demo.models.loader import adapter_for
+
+    folder = adapter_for(ctx.settings.model or EMBEDDED, ctx.settings.adapter)
+    return folder is not None and folder == shipped_adapter()
+
+
 def switch_adapter(ctx: AppContext, choice: str) -> str:
     """Serve the loaded local model with ``choice`` (``"demo-cpu"`` or ``"none"``); the
     status line to show. Only these two: a visitor never names a folder on the server."""
@@ -168,7 +177,7 @@ def build_model_tab(ctx: AppContext, banner: gr.HTML, timer: gr.Timer) -> gr.JSO
             gr.Markdown("### Adapter")
             adapter = gr.Radio(
                 ADAPTER_CHOICES,
-                value="none" if (ctx.settings.adapter or "none") == "none" else "demo-cpu",
+                value="demo-cpu" if serves_shipped(ctx) else "none",
                 label="LoRA adapter on the loaded model",
                 info="demo-cpu: trained by `python -m envace_demo train --recipe demo-cpu` for the embedded "
                 "model; Compare can set it against the base weights",

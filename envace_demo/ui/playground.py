@@ -80,6 +80,17 @@ def shown_memory(traj: Trajectory) -> str:
     return render.memory_html(memory) or MEMORY_PLACEHOLDER
 
 
+def showcase_n(env: str, default: int = 2) -> int:
+    """The N ``env``'s showcase was recorded with: the slider's value until the model is
+    timed, so that N does not change under a visitor who reads the showcase meanwhile."""
+    try:
+        show = showcase_mod.load(env)
+    except EnvaceError:
+        return default
+    n = (show.budget or {}).get("n") if show is not None else None
+    return n if isinstance(n, int) and n >= 1 else default
+
+
 def showcase_panels(env: str) -> tuple[str, list[dict], str, str, str]:
     """(note, rehearsals, memory, steps, outcome) of ``env``'s recorded showcase; the
     empty panels when it has none."""
@@ -210,13 +221,14 @@ def _request_panel(ctx: AppContext) -> RequestPanel:
     )
     message = gr.Textbox(first_task.prompt, lines=3, label="user message", elem_id="user-message")
     mode = mode_radio()
-    n = gr.Slider(1, ctx.options.max_n, value=2, step=1, label="rehearsal budget N", elem_id="rehearsal-n")
+    n_start = min(showcase_n(_FIRST_ENV), ctx.options.max_n)  # until the model is timed: the showcase's
+    n = gr.Slider(1, ctx.options.max_n, value=n_start, step=1, label="rehearsal budget N", elem_id="rehearsal-n")
     sampling = sampling_controls(ctx)
     with gr.Row():
         run = gr.Button("Run", variant="primary", elem_id="run-button")
         stop = gr.Button("Stop", variant="stop", elem_id="stop-button")
     estimate = gr.HTML(
-        render.estimate_html(None, "parallel", 2, 1, 1, ctx.settings.episode_seconds), elem_id="run-estimate"
+        render.estimate_html(None, "parallel", n_start, 1, 1, ctx.settings.episode_seconds), elem_id="run-estimate"
     )
     return RequestPanel(environment, task_pick, message, mode, n, sampling, run, stop, estimate)
 
