@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# Where to keep the eval folders and run records (else a temporary folder, removed after).
+KEEP = os.environ.get("BENCH_HELDOUT_KEEP")
 ADAPTERS = ("demo-cpu", "none")  # the trained side first: its figures are the ones awaited
 ENVS = ("bank", "files", "library")
 
@@ -56,8 +58,8 @@ def _timed(command: list[str], log) -> tuple[float, subprocess.CompletedProcess]
     return seconds, done
 
 
-def default_runs(adapter: str, log) -> dict:
-    """The default run of each environment's first example task."""
+def default_runs(adapter: str, log, keep: Path | None = None) -> dict:
+    """The default run of each environment's first example task (records kept in ``keep``)."""
     from envace_demo.tasks import env_tasks
 
     rows = {}
@@ -66,6 +68,8 @@ def default_runs(adapter: str, log) -> dict:
         command = [sys.executable, "-m", "envace_demo", "run", "--env", env, "--task", task, "--mode", "parallel",
                    "--json", "--adapter", adapter]
         seconds, done = _timed(command, log)
+        if keep is not None:
+            (keep / f"run-{adapter}-{env}.json").write_text(done.stdout, encoding="utf-8")
         try:
             record = json.loads(done.stdout)
         except json.JSONDecodeError:
@@ -77,7 +81,9 @@ def default_runs(adapter: str, log) -> dict:
         log(f"heldout: default run {env}/{task} with adapter {adapter}: {rows[env]}")
     walls = [r["process_s"] for r in rows.values()]
     return {"runs": rows, "median_process_s": round(statistics.median(walls), 1), "max_process_s": max(walls),
-            "all_committed": all(r.get("committed_calls", 0) > 0 for r in rows.values())}
+            "all_committed": all(r.get("committed_calls", 0) > 0 for r in rows.values()),
+            "answered": sum(r.get("ended") == "answer" for r in rows.values()),
+            "succeeded": sum(bool(r.get("success")) for r in rows.values())}
 
 
 def measure(adapter: str, seeds: int, log) -> dict:
@@ -85,9 +91,10 @@ def measure(adapter: str, seeds: int, log) -> dict:
     from envace_demo.train.figures import figures, load
 
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
+        folder = Path(KEEP) if KEEP else Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
         tasks = heldout_file(folder)
-        out = folder / "eval"
+        out = folder / f"eval-{adapter}"
         command = [sys.executable, "-m", "envace_demo", "eval", "--tasks", str(tasks), "--modes", "none,parallel",
                    "--n", "1", "--seeds", str(seeds), "--model", "embedded", "--adapter", adapter, "--out", str(out),
                    "--no-progress"]
@@ -100,7 +107,7 @@ def measure(adapter: str, seeds: int, log) -> dict:
         "eval": by_mode,
         "eval_process_s": round(eval_s, 1),
         "first_call_rehearsal_fidelity": rehearse.get("mean_fidelity"),
-        "defaults": default_runs(adapter, log),
+        "defaults": default_runs(adapter, log, Path(KEEP) if KEEP else None),
     }
     log(f"heldout: adapter {adapter}: {json.dumps(result['eval'])}")
     return result

@@ -158,6 +158,8 @@ def heldout_table(heldout: dict) -> list[str]:
         ("default runs: process seconds (median / max)",
          lambda d: f"{_fmt(d['defaults']['median_process_s'])} / {_fmt(d['defaults']['max_process_s'])}"),
         ("default runs: each committed a real call", lambda d: d["defaults"]["all_committed"]),
+        ("default runs: ended with an answer / succeeded (of 3)",
+         lambda d: f"{d['defaults'].get('answered', '—')} / {d['defaults'].get('succeeded', '—')}"),
     ]
     out = [f"| figure | {' | '.join(sides)} |", "|---|" + "---|" * len(sides)]
     for label, get in rows:

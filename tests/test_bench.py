@@ -412,6 +412,7 @@ def test_the_heldout_table_sets_base_against_trained():
     assert "0.8 (5 steps; 1 apart)" in lines["own rehearsal fidelity in episodes (model-written steps; engine-written apart)"]
     assert lines["read-only episodes with a real write"].endswith("| 0 | 1 |")
     assert lines["default runs: process seconds (median / max)"].endswith("| 45 / 70 | 45 / 70 |")
+    assert "default runs: ended with an answer / succeeded (of 3)" in lines
 
 
 def test_the_heldout_file_holds_the_six_heldout_example_tasks(tmp_path):

@@ -60,8 +60,7 @@ class LoraAdapters:
 class BaseWeights:
     """A served model's base weights, beside its adapter: every generation runs with the
     adapter switched off (peft's ``disable_adapter``) under the backend's own lock, so the
-    two can take turns on one copy of the weights (Compare's base side, ``--adapter none``
-    for one run). Everything else is the backend's; only the kept key/values are its own,
+    two can take turns on one copy of the weights (Compare's base side). Everything else is the backend's; only the kept key/values are its own,
     as they differ without the adapter."""
 
     def __init__(self, backend):
