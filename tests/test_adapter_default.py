@@ -127,6 +127,7 @@ def test_the_model_tab_switches_the_adapter_and_compare_sets_base_against_traine
     from envace_demo.ui.options import UIOptions
     from envace_demo.ui.session import Session
 
+    served = embedded_backend.adapter  # the session's model: put back as it was
     settings = Settings(max_steps=1, max_new_tokens=48)
     holder = ModelHolder(settings, loader=lambda s: embedded_backend)
     holder.start()
@@ -149,4 +150,7 @@ def test_the_model_tab_switches_the_adapter_and_compare_sets_base_against_traine
         with pytest.raises(gr.Error, match="public mode"):
             switch_adapter(public, "demo-cpu")
     finally:
-        embedded_backend.remove_adapter()
+        if served is not None:
+            embedded_backend.apply_adapter(served)
+        else:
+            embedded_backend.remove_adapter()
