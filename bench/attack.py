@@ -146,7 +146,7 @@ class Attacker:
 
     def run(self) -> None:
         try:
-            status = self._index(["schema-editor"], ["schema-status"])
+            status = self._index(["schema-editor", "environment"], ["schema-status"])
             run = self._index(api_name="run")
             suite, estimate = self._index(api_name="run_suite"), self._index(api_name="suite_estimate")
             # The page's Session, as a browser's load makes it.
@@ -164,7 +164,7 @@ class Attacker:
             if self.stop.is_set():
                 return
             started = time.monotonic()
-            code, answer = self._predict(status, [text])
+            code, answer = self._predict(status, [text, "none"])
             self._seen("status", answer, time.monotonic() - started)
             if code != 200:
                 self.report.errors.append(f"status {name}: HTTP {code}: {answer[:200]}")

@@ -172,12 +172,12 @@ def measure_status(texts: dict[str, str], public: bool) -> dict[str, dict]:
         ids = {c["id"]: c.get("props", {}).get("elem_id") for c in config["components"]}
         index = next(
             i for i, dep in enumerate(config["dependencies"])
-            if [ids.get(x) for x in dep["inputs"]] == ["schema-editor"]
+            if [ids.get(x) for x in dep["inputs"]] == ["schema-editor", "environment"]
             and [ids.get(x) for x in dep["outputs"]] == ["schema-status"]
         )
         out = {}
         for name, text in texts.items():
-            body = json.dumps({"fn_index": index, "data": [text], "session_hash": "hostile"})
+            body = json.dumps({"fn_index": index, "data": [text, "none"], "session_hash": "hostile"})
             start = time.perf_counter()
             conn.request("POST", "/gradio_api/run/predict", body, {"Content-Type": "application/json"})
             response = conn.getresponse()

@@ -248,7 +248,7 @@ def test_a_first_visit_shows_the_showcase_then_the_default_run_ends_within_its_b
     expect(note).to_be_visible(timeout=60_000)
     assert "Nothing has run yet" in note.inner_text() and "SmolLM2-135M" in note.inner_text()
     assert page.locator("#committed-steps .ev-step").count() >= 1
-    page.locator("#rehearsals").get_by_text("Rehearsal 2").first.wait_for(timeout=30_000)
+    page.locator("#rehearsals").get_by_text("Rehearsal 1").first.wait_for(timeout=30_000)
     assert page.locator("#outcome .ev-outcome").count() == 1
     assert "ready: press Run" in page.locator("#run-status").inner_text()
     page.screenshot(path=str(ARTIFACTS / "browser-first-look.png"), full_page=True)
@@ -257,7 +257,8 @@ def test_a_first_visit_shows_the_showcase_then_the_default_run_ends_within_its_b
     page.wait_for_selector("#model-banner .ev-status-info", timeout=300_000)
     header = page.locator("#header-model")
     expect(header).to_contain_text("embedded (SmolLM2-135M-Instruct)", timeout=30_000)
-    assert "no adapter" in header.inner_text() and "EnvACE-Qwen3-8B" not in header.inner_text()
+    # The embedded model's default adapter, trained by the project's recipe, is named beside it.
+    assert "demo-cpu" in header.inner_text() and "EnvACE-Qwen3-8B" not in header.inner_text()
 
     # The estimate, once the model is timed; the budget it promises is the run's limit.
     estimate = page.locator("#run-estimate .ev-estimate[data-seconds]")

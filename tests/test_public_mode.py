@@ -508,18 +508,18 @@ def test_the_editor_status_says_what_run_says_and_answers_hostile_text(public_ap
     from helpers import call_handler, handler_index
 
     url = public_app.src
-    index = handler_index(url, ["schema-editor"], ["schema-status"])
+    index = handler_index(url, ["schema-editor", "environment"], ["schema-status"])
     too_many = json.dumps([_tool(f"f{i}") for i in range(9)])
-    status, body = call_handler(url, index, [too_many])
+    status, body = call_handler(url, index, [too_many, "none"])
     assert status == 200 and "<code class=\"ev-loc\">tools</code><div>9 tools given, at most 8" in body["data"][0]
     assert "tools: 9 tools given, at most 8" in _refused(public_app, too_many, "none", PROMPT, "none")
-    status, body = call_handler(url, index, [json.dumps([_tool(f"f{i}") for i in range(8)])])
+    status, body = call_handler(url, index, [json.dumps([_tool(f"f{i}") for i in range(8)]), "none"])
     assert status == 200 and "8 tools" in body["data"][0]
     # The text that was quadratic (47 s at 64 KB): refused on its size here, at once.
     hostile = "[]" * 33 + '"' + '\\"' * 32_000
-    status, body = call_handler(url, index, [hostile])
+    status, body = call_handler(url, index, [hostile, "none"])
     assert status == 200 and "too large: 64,067 bytes, at most 20,000" in body["data"][0]
-    status, body = call_handler(url, index, [hostile[:19_000]])
+    status, body = call_handler(url, index, [hostile[:19_000], "none"])
     assert status == 200 and "invalid JSON at line 1, column 3" in body["data"][0]
 
 

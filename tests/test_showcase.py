@@ -19,12 +19,14 @@ def test_each_example_has_a_recorded_parallel_run_that_names_its_model(env):
     assert show is not None, f"no showcase for {env}: run {showcase.COMMAND}"
     traj = show.trajectory
     assert show.env == env and show.command == showcase.COMMAND
-    assert traj.mode == "parallel" and traj.n == 2 and len(traj.rehearsals) == 2
+    # Recorded at the N fitted to the recording machine (the Playground's Run has the same).
+    n = show.budget["n"]
+    assert traj.mode == "parallel" and traj.n == n >= 1 and len(traj.rehearsals) == n
     assert traj.environment == env and traj.task == env_tasks(env)[0].name  # the Playground's default request
     assert show.model == traj.model["model_id"] and show.model  # named on the record
     assert all(r.turns for r in traj.rehearsals) and traj.memory is not None
     assert traj.turns and traj.turns[0].actor_prompt  # a full record: prompts included
-    assert show.speed["decode_tokens_per_s"] > 0 and show.budget["n"] == 2
+    assert show.speed["decode_tokens_per_s"] > 0
 
 
 def test_the_playground_shows_the_showcase_before_anything_runs():
@@ -34,8 +36,7 @@ def test_the_playground_shows_the_showcase_before_anything_runs():
     show = showcase.load("bank")
     assert "Recorded showcase" in note and show.model in note and "Nothing has run yet" in note
     assert [m["metadata"]["title"].split(" · ")[0] for m in rehearsals if "parent_id" not in m["metadata"]] == [
-        "Rehearsal 1",
-        "Rehearsal 2",
+        f"Rehearsal {k + 1}" for k in range(show.budget["n"])
     ]
     assert "<b>Rehearsal 1</b>" in memory and 'class="ev-step"' in steps and "ev-outcome" in outcome
 

@@ -478,6 +478,10 @@ def test_the_header_names_the_loaded_model_and_the_adapter_on_it():
     assert "loading <code>Team-ACE/EnvACE-Qwen3-8B</code>" in render.header_model_html(
         "loading", "Team-ACE/EnvACE-Qwen3-8B", None, None
     )
+    # Loaded with an adapter (the embedded model's default): named from the model's info.
+    served = {"model_id": "embedded (SmolLM2-135M-Instruct) + demo-cpu adapter", "adapter": "/srv/adapters/demo-cpu"}
+    default = render.header_model_html("ready", "embedded", served, None)
+    assert "adapter: <code>demo-cpu</code>" in default and "no adapter" not in default and "/srv" not in default
 
 
 def test_the_holder_records_the_adapter_and_fits_a_budget_to_the_measured_speed(scripted):

@@ -329,6 +329,8 @@ def header_model_html(state: str, model: str, info: dict | None, adapter: str | 
         name = f"loading <code>{esc(model)}</code>…"
     else:
         name = "none (it failed to load: see below)"
+    if adapter is None and info and info.get("adapter"):  # loaded with one (the embedded model's default)
+        adapter = str(info["adapter"]).rstrip("/").rsplit("/", 1)[-1]
     on = f' · adapter: <code>{esc(adapter)}</code> <span class="ev-badge ev-warn">fine-tuned</span>' if adapter else " · no adapter"
     return f'<div class="ev-header-model">Model: {name}{on if state == "ready" else ""}</div>'
 
