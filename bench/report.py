@@ -97,6 +97,15 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _merged_line(result: dict) -> list[str]:
+    """Where ``--merge`` kept figures of sections not run this time: from which run."""
+    earlier = (result.get("details") or {}).get("merged_from")
+    if not isinstance(earlier, dict):
+        return []
+    return [f"Sections not run this time keep the figures of the run of {earlier.get('when', 'an earlier day')} "
+            f"(load average {_fmt(earlier.get('load_before'))} before)."]
+
+
 def markdown(result: dict) -> str:
     """A table of the figures against their goals, then the machine and the run's notes."""
     machine = result.get("machine", {})
@@ -107,6 +116,7 @@ def markdown(result: dict) -> str:
         f"torch threads {_fmt(machine.get('torch_threads'))}, load average "
         f"{_fmt(machine.get('load_before'))} before / {_fmt(machine.get('load_after'))} after, "
         f"{machine.get('when', '')}. Each figure is a median of repeats within this run.",
+        *_merged_line(result),
         "",
         "| key | value | goal | met |",
         "|---|---|---|---|",
