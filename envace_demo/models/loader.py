@@ -118,16 +118,21 @@ def _with_adapter(backend, adapter: Path | None):
 def name_after_adapter(backend) -> None:
     """Name ``backend`` after its base model and the adapter it serves now (the header and
     every record show ``model_id``): "embedded (SmolLM2-135M-Instruct) + demo-cpu adapter"."""
-    from envace_demo.models.embedded import ADAPTER_NAME, SHIPPED_ADAPTER
-
     base = getattr(backend, "base_model_id", None) or backend.model_id
     backend.base_model_id = base
+    name = adapter_name(backend)
+    backend.model_id = base if name is None else f"{base} + {name} adapter"
+
+
+def adapter_name(backend) -> str | None:
+    """The name of the adapter ``backend`` serves (``demo-cpu`` for the shipped one, else
+    its folder's name), or None."""
+    from envace_demo.models.embedded import ADAPTER_NAME, SHIPPED_ADAPTER
+
     adapter = getattr(backend, "adapter", None)
     if adapter is None:
-        backend.model_id = base
-        return
-    name = ADAPTER_NAME if Path(adapter).resolve() == SHIPPED_ADAPTER else Path(adapter).name
-    backend.model_id = f"{base} + {name} adapter"
+        return None
+    return ADAPTER_NAME if Path(adapter).resolve() == SHIPPED_ADAPTER else Path(adapter).name
 
 
 # Why an EnvACE model never decodes under the grammar, shown where constraints were asked for.

@@ -185,9 +185,8 @@ def run_recipe(backend, recipe: DemoRecipe, out_dir: Path, say, stop=None) -> di
     write_tasks(scripted, out_dir / TASKS_FILE)
     rows = warm_rows(backend, scripted, memory_every=recipe.memory_every, thoughts=recipe.thoughts)
     for world in range(1, recipe.actor_variants + 1):  # the actor's rows again, in varied worlds
-        varied_rows = warm_rows(backend, recipe_tasks(recipe, world), memory_every=recipe.memory_every,
-                                thoughts=recipe.thoughts)
-        rows += [row for row in varied_rows if row.role == "actor"]
+        rows += warm_rows(backend, recipe_tasks(recipe, world), memory_every=recipe.memory_every,
+                          thoughts=recipe.thoughts, roles=("actor",))
     tokenizer = backend.tokenizer
     stop_id = tokenizer.get_added_vocab().get("<|im_end|>", backend.stop_ids[0])
     tokenize = lambda text: tokenizer(text, add_special_tokens=False).input_ids  # noqa: E731

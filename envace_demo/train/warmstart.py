@@ -87,9 +87,10 @@ def task_rows(
     with_memory: bool = True,
     response_schema: bool | None = None,
     thoughts: bool = True,
+    roles: tuple[str, ...] = ("actor", "rehearser"),
 ) -> list[SftRow]:
-    """The actor and rehearser rows of one scripted task; ``thoughts``: targets reason in
-    a sentence (else the empty reasoning block)."""
+    """The ``roles``' rows of one scripted task; ``thoughts``: targets reason in a
+    sentence (else the empty reasoning block)."""
     task = scripted.task
     tools = task.tools
     turns = _turns(scripted, {t.name for t in tools}, thoughts)
@@ -99,12 +100,12 @@ def task_rows(
     if with_memory:
         rehearsal = Rehearsal(index=0, turns=turns, final_answer=scripted.answer, ended="answer")
         memories.append(memory_mod.summarize([rehearsal])["text"] or None)
-    for memory in memories:
+    for memory in memories if "actor" in roles else []:
         for k, turn in enumerate(turns):
             conversation = Conversation(task.prompt, turns[:k], memory=memory, executed=True)
             prompt = actor_prompt(backend, conversation, tools)
             rows.append(SftRow("actor", task.name, prompt.shown(), turn.action.text, prompt))
-    for k, turn in enumerate(turns[:-1]):
+    for k, turn in enumerate(turns[:-1] if "rehearser" in roles else []):
         step = turn.calls[0]
         earlier = [(t.calls[0].call, t.calls[0].real) for t in turns[:k]]
         for known in ([[]] + [earlier]) if earlier else [[]]:

@@ -15,6 +15,7 @@ from envace_demo.evaluation.batch import estimate_seconds
 from envace_demo.evaluation.report import figures
 from envace_demo.evaluation.table import TABLE_COLUMNS, table_rows
 from envace_demo.events import EpisodeFinished, Generating
+from envace_demo.models.loader import adapter_name
 from envace_demo.record import Trajectory
 from envace_demo.ui import render, runner
 from envace_demo.ui.common import (
@@ -47,14 +48,10 @@ from envace_demo.ui.session import Session
 
 
 def served_adapter(backend) -> str | None:
-    """The name of the adapter ``backend`` serves (None: none, or a backend without adapters)."""
-    from pathlib import Path
+    """The name of the adapter ``backend`` serves beside base weights it can run apart
+    (None: none, or a backend without adapters)."""
+    return adapter_name(backend) if hasattr(backend, "base_weights") else None
 
-    adapter = getattr(backend, "adapter", None)
-    if adapter is None or not hasattr(backend, "base_weights"):
-        return None
-    model_id = str(getattr(backend, "model_id", ""))
-    return model_id.split(" + ", 1)[1] if " + " in model_id else Path(adapter).name
 
 _EMPTY = '<div class="ev-empty">Press Compare: the committed steps appear here.</div>'
 
