@@ -75,10 +75,13 @@ def test_read_only_requests_are_marked_and_write_nothing():
 
 @pytest.mark.parametrize("env", GENERATED_ENVS)
 def test_a_varied_world_keeps_the_requests_and_changes_the_answers_it_reads(env):
-    """Actor rows in a varied world: the same requests and calls, answers read from that
-    world's results; the same world for the same seed, another for another."""
+    """Actor rows in a varied world: the same tasks calling the same tools (requests in
+    another wording), answers read from that world's results; the same world for the
+    same seed, another for another."""
     seeded, varied, again, other = (training_tasks((env,), w) for w in (None, 1, 1, 2))
-    assert [t.task.prompt for t in varied] == [t.task.prompt for t in seeded]
+    assert [t.task.name for t in varied] == [t.task.name for t in seeded]
+    assert [[c.name for c in t.calls] for t in varied] == [[c.name for c in t.calls] for t in seeded]
+    assert sum(a.task.prompt != b.task.prompt for a, b in zip(seeded, varied)) >= len(seeded) // 3
     assert [t.answer for t in varied] == [t.answer for t in again]
     changed = sum(a.answer != b.answer for a, b in zip(seeded, varied))
     assert changed >= len(seeded) // 5, changed
@@ -86,3 +89,11 @@ def test_a_varied_world_keeps_the_requests_and_changes_the_answers_it_reads(env)
     for s in varied:  # each answer still follows its own world's results
         for step in s.steps:
             assert step.result is not None
+
+
+def test_a_phrasing_rewords_requests_in_the_seeded_world():
+    """The rehearser's extra rows: other wordings, the same calls and results."""
+    seeded, reworded = training_tasks(("library",)), training_tasks(("library",), phrasing=1)
+    assert [t.task.name for t in reworded] == [t.task.name for t in seeded]
+    assert [[(s.call, s.result) for s in t.steps] for t in reworded] == [[(s.call, s.result) for s in t.steps] for t in seeded]
+    assert sum(a.task.prompt != b.task.prompt for a, b in zip(seeded, reworded)) >= 5

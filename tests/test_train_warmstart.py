@@ -78,3 +78,19 @@ def test_targets_hold_the_real_response_and_the_scripted_turns(scripted):
     assert [parse_action(r.completion, names).calls for r in actor[:2]] == [[c] for c in s.calls]
     last = parse_action(actor[2].completion, names)
     assert not last.calls and last.content == s.answer
+
+
+def test_a_memory_from_another_world_shows_its_values_and_the_targets_follow_the_real_ones(scripted):
+    """A rehearsal that guessed other contents: the memory shows them, the actor's targets
+    copy what the real read returned."""
+    here = _pick("files", "gen-files-copy-0")
+    there = next(s for s in generated_tasks("files", world=1) if s.task.name == here.task.name)
+    read_here, read_there = here.steps[0].result["content"], there.steps[0].result["content"]
+    assert read_here != read_there
+    rows = task_rows(scripted(), here, with_memory=True, memory_from=there, roles=("actor",))
+    remembered = [r for r in rows if "Rehearsal memory" in r.prompt]
+    assert len(remembered) == 3 and all(r.role == "actor" for r in rows)
+    guessed = read_there.splitlines()[0]
+    assert all(guessed in r.prompt.split("Rehearsal memory", 1)[1].split('"role": "user"', 1)[0] for r in remembered)
+    write = parse_action(remembered[1].completion, {t.name for t in here.task.tools}).calls[0]
+    assert write.name == "write_file" and write.arguments["content"] == read_here

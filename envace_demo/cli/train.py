@@ -73,6 +73,13 @@ def register(sub) -> argparse.ArgumentParser:
     p.add_argument("--rehearser-epochs", type=int, help="demo-cpu: warm-start epochs of the rehearser (default: 5)")
     p.add_argument("--actor-variants", type=int,
                    help="demo-cpu: varied worlds whose actor rows join the seeded world's (default: 2)")
+    p.add_argument("--rehearser-phrasings", type=int,
+                   help="demo-cpu: wordings of the requests the rehearser's rows are written in (default: 1)")
+    p.add_argument("--memory-every", type=int,
+                   help="demo-cpu: the actor's rows with a rehearsal memory for every Nth task (0: none; default: 3)")
+    p.add_argument("--memory-elsewhere", action=argparse.BooleanOptionalAction, default=None,
+                   help="demo-cpu: a varied world's actor rows show the rehearsal memory of another world, "
+                   "not their own (default: on)")
     p.add_argument("--from-adapter", help="demo-cpu: continue this saved adapter (a stage run again)")
     p.add_argument("--sft-minutes", type=float, help="demo-cpu: time box of the warm start (default: none)")
     p.add_argument("--tasks-per-env", type=int, help="demo-cpu: at most this many generated tasks per environment")
@@ -119,7 +126,8 @@ def recipe_from(args: argparse.Namespace):
         changes["sft_minutes"] = args.sft_minutes
     if args.tasks_per_env is not None:
         changes["tasks_per_env"] = args.tasks_per_env
-    for name in ("rehearser_epochs", "actor_variants", "from_adapter"):
+    for name in ("rehearser_epochs", "actor_variants", "rehearser_phrasings", "memory_every", "memory_elsewhere",
+                 "from_adapter"):
         if getattr(args, name, None) is not None:
             changes[name] = getattr(args, name)
     return replace(recipe, **changes)

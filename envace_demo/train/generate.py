@@ -102,7 +102,7 @@ def _money(x: float) -> str:
 _ACCOUNTS = ("ACC-1001", "ACC-1002", "ACC-1003", "ACC-1004", "ACC-1005")
 
 
-def _bank(add: Callable[[str, str], _Script]) -> None:
+def _bank(add: Callable[[str, str], _Script], say: Callable[..., str]) -> None:
     balance_asks = (
         "What is the balance of account {a}?",
         "How much money is in account {a} right now?",
@@ -123,7 +123,11 @@ def _bank(add: Callable[[str, str], _Script]) -> None:
         s.check_answer(r["status"])
     for a, n in (("ACC-1001", 1), ("ACC-1001", 2), ("ACC-1001", 5), ("ACC-1003", 2), ("ACC-1003", 1),
                  ("ACC-1002", 3), ("ACC-1002", 1), ("ACC-1005", 3)):
-        s = add(f"history-{a[-4:]}-{n}", f"Show the last {n} transaction{'s' if n > 1 else ''} of account {a}.")
+        s = add(f"history-{a[-4:]}-{n}", say(n + len(a), (
+            "Show the last {n} transaction{s} of account {a}.",
+            "What were the {n} most recent transaction{s} on {a}?",
+            "List the latest {n} transaction{s} for account {a}, please.",
+        ), n=n, a=a, s="s" if n > 1 else ""))
         r = s.call("list_transactions", {"account_id": a, "limit": n},
                    f"The user wants the {n} most recent transactions of {a}.")
         txs = r["transactions"]
@@ -137,7 +141,9 @@ def _bank(add: Callable[[str, str], _Script]) -> None:
         s.check_call("list_transactions", {"account_id": a, "limit": n})
     for a, amount in (("ACC-1001", 250.0), ("ACC-1002", 40.0), ("ACC-1005", 100.0), ("ACC-1001", 75.5),
                       ("ACC-1004", 60.0), ("ACC-1005", 12.25)):
-        s = add(f"deposit-{a[-4:]}-{amount:g}", f"Deposit ${amount:g} into account {a}.")
+        s = add(f"deposit-{a[-4:]}-{amount:g}", say(int(amount), (
+            "Deposit ${x:g} into account {a}.", "Please put ${x:g} into my account {a}.", "Add ${x:g} to account {a}.",
+        ), x=amount, a=a))
         r = s.call("deposit", {"account_id": a, "amount": amount}, f"I deposit {amount:g} USD into {a}.")
         err = _error(r)
         if err:
@@ -148,7 +154,9 @@ def _bank(add: Callable[[str, str], _Script]) -> None:
         s.check_state("accounts", a, "balance")
     for a, amount in (("ACC-1001", 100.0), ("ACC-1002", 500.0), ("ACC-1003", 50.0), ("ACC-1003", 900.0),
                       ("ACC-1005", 20.0), ("ACC-1004", 30.0)):
-        s = add(f"withdraw-{a[-4:]}-{amount:g}", f"Withdraw ${amount:g} from account {a}.")
+        s = add(f"withdraw-{a[-4:]}-{amount:g}", say(int(amount), (
+            "Withdraw ${x:g} from account {a}.", "Take ${x:g} out of {a}.", "I need to withdraw ${x:g} from my account {a}.",
+        ), x=amount, a=a))
         r = s.call("withdraw", {"account_id": a, "amount": amount}, f"I withdraw {amount:g} USD from {a}.")
         err = _error(r)
         if err and err["code"] == "INSUFFICIENT_FUNDS":
@@ -164,7 +172,10 @@ def _bank(add: Callable[[str, str], _Script]) -> None:
     for src, dst, amount in (("ACC-1001", "ACC-1003", 100.0), ("ACC-1002", "ACC-1005", 300.0),
                              ("ACC-1003", "ACC-1001", 60.0), ("ACC-1001", "ACC-1004", 50.0),
                              ("ACC-1005", "ACC-1002", 200.0)):
-        s = add(f"transfer-{src[-4:]}-{dst[-4:]}-{amount:g}", f"Transfer ${amount:g} from {src} to {dst}.")
+        s = add(f"transfer-{src[-4:]}-{dst[-4:]}-{amount:g}", say(int(amount), (
+            "Transfer ${x:g} from {src} to {dst}.", "Move ${x:g} from my account {src} to {dst}.",
+            "Send ${x:g} from {src} to account {dst}.",
+        ), x=amount, src=src, dst=dst))
         r = s.call("transfer", {"from_account_id": src, "to_account_id": dst, "amount": amount},
                    f"I move {amount:g} USD from {src} to {dst}.")
         err = _error(r)
@@ -179,10 +190,15 @@ def _bank(add: Callable[[str, str], _Script]) -> None:
         s.check_state("accounts", dst, "balance")
     # Over the daily limit, then the most allowed (ACC-1002 is the one account whose limit
     # binds before its balance does).
-    for dst, amount in (("ACC-1003", 1200.0), ("ACC-1005", 2500.0)):
-        s = add(f"transfer-limit-1002-{dst[-4:]}",
-                f"Send ${amount:g} from savings ACC-1002 to {dst}. If that is over the daily limit, "
-                "send the most the bank allows today instead.")
+    for dst, amount in (("ACC-1003", 1200.0), ("ACC-1005", 2500.0), ("ACC-1003", 3000.0), ("ACC-1005", 1800.0)):
+        s = add(f"transfer-limit-1002-{dst[-4:]}-{amount:g}", say(int(amount) // 100, (
+            ("Send ${x:g} from savings ACC-1002 to {dst}. If that is over the daily limit, send the most the bank "
+             "allows today instead."),
+            ("Move ${x:g} from my savings account ACC-1002 to {dst}; if the daily limit does not allow it, move as "
+             "much as it allows today."),
+            ("Please transfer ${x:g} from ACC-1002 to {dst}. Should that exceed my daily limit, transfer the maximum "
+             "allowed today instead."),
+        ), x=amount, dst=dst))
         r = s.call("transfer", {"from_account_id": "ACC-1002", "to_account_id": dst, "amount": amount},
                    f"I try the full {amount:g} USD first.")
         allowed = 1000.0
@@ -208,7 +224,7 @@ def _bank(add: Callable[[str, str], _Script]) -> None:
 # ---- files --------------------------------------------------------------------------
 
 
-def _files(add: Callable[[str, str], _Script]) -> None:
+def _files(add: Callable[[str, str], _Script], say: Callable[..., str]) -> None:
     reads = (("/notes/todo.txt", "What does /notes/todo.txt say?", "milk"),
              ("/notes/meeting-2025-03-10.md", "Read /notes/meeting-2025-03-10.md for me.", "Friday"),
              ("/projects/budget.csv", "What are the numbers in /projects/budget.csv?", "1200"),
@@ -224,8 +240,9 @@ def _files(add: Callable[[str, str], _Script]) -> None:
         s.answer = f"I could not read it: {err['message']}." if err else f"{path} contains: {r['content'].strip()}"
         s.check_call("read_file", {"path": path})
         s.check_answer(needle)
-    for i, path in enumerate(("/notes", "/projects", "/system", "/archive", "/")):
-        s = add(f"list-{i}", f"What is in the {path} directory?")
+    for i, path in enumerate(("/notes", "/projects", "/system", "/archive", "/", "/projects/website")):
+        s = add(f"list-{i}", say(i, ("What is in the {p} directory?", "List the files in {p}.",
+                                     "Which files does {p} hold?"), p=path))
         r = s.call("list_directory", {"path": path}, f"I list {path}.")
         names = [e["name"] for e in r["entries"]]
         s.answer = f"{path} contains: {', '.join(names)}." if names else f"{path} is empty."
@@ -235,12 +252,24 @@ def _files(add: Callable[[str, str], _Script]) -> None:
               ("/projects/plan.md", "# Plan\nship v3"), ("/notes/call.txt", "call Raj at 5"),
               ("/projects/website/about.html", "<p>About Mei</p>"))
     for i, (path, content) in enumerate(writes):
-        s = add(f"write-{i}", f"Create {path} with the text: {content}")
+        s = add(f"write-{i}", say(i, ("Create {p} with the text: {c}", "Write a new file {p} containing: {c}",
+                                      "Save the text '{c}' as {p}."), p=path, c=content))
         s.call("write_file", {"path": path, "content": content}, f"I write the new file {path}.")
         s.answer = f"Created {path}."
         s.check_state("files", path)
-    for i, (path, content) in enumerate((("/system/readme.txt", "hello"), ("/system/hosts", "127.0.0.1 box"))):
-        s = add(f"write-readonly-{i}", f"Write '{content}' into {path}.")
+    # Overwriting a file the user names: allowed outside /system, refused inside it.
+    for i, (path, content) in enumerate((("/notes/todo.txt", "- buy eggs"), ("/projects/website/style.css",
+                                                                             "body { color: navy; }"))):
+        s = add(f"overwrite-{i}", say(i, ("Set the content of {p} to: {c}",
+                                          "Replace the content of {p} with: {c}",
+                                          "Overwrite {p} with the text: {c}"), p=path, c=content))
+        s.call("write_file", {"path": path, "content": content, "overwrite": True}, f"I overwrite {path}.")
+        s.answer = f"{path} now contains: {content}"
+        s.check_state("files", path)
+    for i, (path, content) in enumerate((("/system/readme.txt", "hello"), ("/system/hosts", "127.0.0.1 box"),
+                                         ("/system/readme.txt", "maintenance at 6"))):
+        s = add(f"write-readonly-{i}", say(i, ("Write '{c}' into {p}.", "Make {p} say only: {c}",
+                                               "Replace everything in {p} with the line: {c}"), p=path, c=content))
         r = s.call("write_file", {"path": path, "content": content, "overwrite": True}, f"I write {path}.")
         s.answer = f"I could not write {path}: {_error(r)['message']}."
         s.check_call("write_file", {"path": path, "content": content, "overwrite": True})
@@ -269,8 +298,11 @@ def _files(add: Callable[[str, str], _Script]) -> None:
         s.check_state("files", src, exists=False)
     for i, (src, dst) in enumerate((("/notes/todo.txt", "/archive/todo-copy.txt"),
                                     ("/system/readme.txt", "/notes/readme-copy.txt"),
-                                    ("/projects/website/index.html", "/archive/index.html"))):
-        s = add(f"copy-{i}", f"Copy {src} to {dst}, keeping the original.")
+                                    ("/projects/website/index.html", "/archive/index.html"),
+                                    ("/notes/meeting-2025-03-10.md", "/archive/meeting-notes.md"),
+                                    ("/system/config.ini", "/notes/config-backup.ini"))):
+        s = add(f"copy-{i}", say(i, ("Copy {s} to {d}, keeping the original.", "Back up {s} as {d}; keep the original.",
+                                     "Duplicate {s} as {d} and leave the original where it is."), s=src, d=dst))
         r = s.call("read_file", {"path": src}, f"To copy {src} I read it first.")
         s.call("write_file", {"path": dst, "content": r["content"]}, f"Now I write its content to {dst}.")
         s.answer = f"Copied {src} to {dst}."
@@ -281,11 +313,15 @@ def _files(add: Callable[[str, str], _Script]) -> None:
 # ---- library ------------------------------------------------------------------------
 
 
-def _library(add: Callable[[str, str], _Script]) -> None:
+def _library(add: Callable[[str, str], _Script], say: Callable[..., str]) -> None:
     env_books = create("library").state()["books"]
-    for book_id in ("BK-001", "BK-005", "BK-010", "BK-014", "BK-020", "BK-027", "BK-033", "BK-040"):
+    for i, book_id in enumerate(("BK-001", "BK-005", "BK-010", "BK-014", "BK-020", "BK-027", "BK-033", "BK-040",
+                                 "BK-008", "BK-019", "BK-031", "BK-036")):
         book = env_books[book_id]
-        s = add(f"book-{book_id}", f"Where is book {book_id} shelved, and can I borrow a copy today?")
+        s = add(f"book-{book_id}", say(i, ("Where is book {b} shelved, and can I borrow a copy today?",
+                                           "Is a copy of {t} ({b}) available, and on which shelf?",
+                                           "Look up book {b} for me: shelf and copies available."),
+                                       b=book_id, t=book["title"]))
         r = s.call("get_book", {"book_id": book_id}, f"I look up {book_id}.")
         avail = f"{r['available']} of {r['copies']} copies are available" if r["available"] else "no copy is available now"
         s.answer = f"{r['title']} by {r['author']} is on shelf {r['shelf']}; {avail}."
@@ -308,15 +344,22 @@ def _library(add: Callable[[str, str], _Script]) -> None:
                               ("science", {"year_from": 1970}, "Which science books came out in 1970 or later?"),
                               ("classic", {"year_to": 1830}, "Which classics were published before 1831?"),
                               ("memoir", {}, "What memoirs does the library have?"),
-                              ("science-fiction", {"year_from": 1960}, "Which science-fiction books are from 1960 or later?")):
+                              ("science-fiction", {"year_from": 1960}, "Which science-fiction books are from 1960 or later?"),
+                              ("mystery", {"year_to": 1934}, "Which mystery books in the catalog came out before 1935?"),
+                              ("fiction", {"year_to": 1959}, "Which fiction books date from before 1960?"),
+                              ("science", {"year_to": 1969}, "List the science books published before 1970.")):
         s = add(f"genre-{genre}-{len(extra)}", ask)
         r = s.call("list_books", {"genre": genre, **extra}, f"I list the {genre} books with the filters asked for.")
         titles = [b["title"] for b in r["books"]]
         s.answer = f"{', '.join(titles)}." if titles else "None found."
         s.check_call("list_books", {"genre": genre, **extra})
         s.check_answer(*titles[:2])
-    for book_id, patron in (("BK-004", "P-1042"), ("BK-012", "P-1100"), ("BK-030", "P-1042"), ("BK-005", "P-1100")):
-        s = add(f"hold-{book_id}-{patron}", f"Place a hold on book {book_id} for library card {patron}.")
+    for i, (book_id, patron) in enumerate((("BK-004", "P-1042"), ("BK-012", "P-1100"), ("BK-030", "P-1042"),
+                                           ("BK-005", "P-1100"), ("BK-038", "P-1042"))):
+        s = add(f"hold-{book_id}-{patron}", say(i, ("Place a hold on book {b} for library card {p}.",
+                                                   "Hold {t} ({b}) for patron {p}.",
+                                                   "Reserve {t} ({b}) for {p}, please."),
+                                               b=book_id, p=patron, t=env_books[book_id]["title"]))
         r = s.call("place_hold", {"book_id": book_id, "patron_id": patron}, f"I place the hold on {book_id} for {patron}.")
         err = _error(r)
         s.answer = (f"{patron} already has a hold on {book_id}." if err else
@@ -325,8 +368,11 @@ def _library(add: Callable[[str, str], _Script]) -> None:
         if err:
             s.check_call("place_hold", {"book_id": book_id, "patron_id": patron})
             s.check_answer("already")
-    for book_id in ("BK-002", "BK-016"):
-        s = add(f"hold-limit-{book_id}", f"Put a hold on book {book_id} for patron P-1077.")
+    for i, book_id in enumerate(("BK-002", "BK-016", "BK-028", "BK-011")):
+        s = add(f"hold-limit-{book_id}", say(i, ("Put a hold on book {b} for patron P-1077.",
+                                                 "Reserve {t} ({b}) for card P-1077.",
+                                                 "Patron P-1077 would like to reserve {t} ({b})."),
+                                             b=book_id, t=env_books[book_id]["title"]))
         r = s.call("place_hold", {"book_id": book_id, "patron_id": "P-1077"}, f"I place the hold on {book_id} for P-1077.")
         s.answer = f"I could not place the hold, P-1077 is at the hold limit: {_error(r)['message']}."
         s.check_state("patrons", "P-1077", "holds")
@@ -349,10 +395,12 @@ _READ_TOOLS = {
 }
 
 
-def generated_tasks(env: str, world: int | None = None) -> list[ScriptedTask]:
+def generated_tasks(env: str, world: int | None = None, phrasing: int | None = None) -> list[ScriptedTask]:
     """The generated tasks of ``env`` with their scripts (split ``train``), each run on a
     fresh environment; ``world``: in that varied world (``worlds.py``), not the seeded one
-    (the scripts' answers then follow its values; checks are kept for the seeded world)."""
+    (the scripts' answers then follow its values; checks are kept for the seeded world).
+    ``phrasing``: which wording of each request (default: the world's number, so each
+    world words its requests its own way)."""
     if env not in _WRITERS:
         raise ValueError(f"no generated tasks for environment {env!r}; available: {', '.join(GENERATED_ENVS)}")
     tools = {env: create(env).tools()}
@@ -368,7 +416,14 @@ def generated_tasks(env: str, world: int | None = None) -> list[ScriptedTask]:
         scripts.append(script)
         return script
 
-    _WRITERS[env](add)
+    turn = (world or 0) if phrasing is None else phrasing
+
+    def say(i: int, phrasings: tuple[str, ...], **values: Any) -> str:
+        """One of a request's phrasings, another in each varied world: the actor meets
+        each request in several wordings for the same number of rows."""
+        return phrasings[(i + turn) % len(phrasings)].format(**values)
+
+    _WRITERS[env](add, say)
     out = []
     for s in scripts:
         record = {"name": s.name, "prompt": s.prompt, "env": env, "check": s.check, "split": "train"}
@@ -412,11 +467,13 @@ def overlaps_heldout(scripted: ScriptedTask, heldout: list[Task]) -> str | None:
     return None
 
 
-def training_tasks(envs: tuple[str, ...] = GENERATED_ENVS, world: int | None = None) -> list[ScriptedTask]:
+def training_tasks(
+    envs: tuple[str, ...] = GENERATED_ENVS, world: int | None = None, phrasing: int | None = None
+) -> list[ScriptedTask]:
     """Every generated task of ``envs`` that stays apart from the held-out ones (in varied
-    ``world``, where given)."""
+    ``world`` and with ``phrasing``, where given)."""
     out = []
     for env in envs:
         held = heldout_tasks(env)
-        out.extend(t for t in generated_tasks(env, world) if overlaps_heldout(t, held) is None)
+        out.extend(t for t in generated_tasks(env, world, phrasing) if overlaps_heldout(t, held) is None)
     return out

@@ -58,6 +58,12 @@ class DemoRecipe:
     # Actor rows from this many varied worlds besides the seeded one (worlds.py): answers
     # taken from the results in front of the actor, not from one world learnt by heart.
     actor_variants: int = 2
+    # The rehearser's rows in this many wordings of the requests, all in the seeded world:
+    # the same facts in other conversations (the held-out requests are worded apart).
+    rehearser_phrasings: int = 1
+    # A varied world's actor rows with a memory show the rehearsal of the world before it:
+    # a rehearsal that guessed other values, beside the real results the answer must follow.
+    memory_elsewhere: bool = True
     # Continue this saved adapter instead of a fresh one (a recipe stage run again).
     from_adapter: str | None = None
     lora_rank: int = 16
@@ -79,12 +85,13 @@ def smoke_recipe() -> DemoRecipe:
     )
 
 
-def recipe_tasks(recipe: DemoRecipe, world: int | None = None) -> list[ScriptedTask]:
-    """The recipe's tasks (in varied ``world``, where given); with ``tasks_per_env``, that
-    many per environment, evenly spread over its list (so every family of requests keeps some)."""
+def recipe_tasks(recipe: DemoRecipe, world: int | None = None, phrasing: int | None = None) -> list[ScriptedTask]:
+    """The recipe's tasks (in varied ``world``, worded by ``phrasing``, where given); with
+    ``tasks_per_env``, that many per environment, evenly spread over its list (so every
+    family of requests keeps some)."""
     out = []
     for env in recipe.envs:
-        mine = training_tasks((env,), world)
+        mine = training_tasks((env,), world, phrasing)
         n = recipe.tasks_per_env
         if n is not None and n < len(mine):
             mine = [mine[i * len(mine) // n] for i in range(n)]
@@ -184,9 +191,15 @@ def run_recipe(backend, recipe: DemoRecipe, out_dir: Path, say, stop=None) -> di
     scripted = recipe_tasks(recipe)
     write_tasks(scripted, out_dir / TASKS_FILE)
     rows = warm_rows(backend, scripted, memory_every=recipe.memory_every, thoughts=recipe.thoughts)
+    for phrasing in range(1, recipe.rehearser_phrasings):  # the rehearser's rows in other wordings
+        rows += warm_rows(backend, recipe_tasks(recipe, phrasing=phrasing), thoughts=recipe.thoughts,
+                          roles=("rehearser",))
+    before = scripted
     for world in range(1, recipe.actor_variants + 1):  # the actor's rows again, in varied worlds
-        rows += warm_rows(backend, recipe_tasks(recipe, world), memory_every=recipe.memory_every,
-                          thoughts=recipe.thoughts, roles=("actor",))
+        mine = recipe_tasks(recipe, world)
+        rows += warm_rows(backend, mine, memory_every=recipe.memory_every, thoughts=recipe.thoughts,
+                          roles=("actor",), memory_from=before if recipe.memory_elsewhere else None)
+        before = mine
     tokenizer = backend.tokenizer
     stop_id = tokenizer.get_added_vocab().get("<|im_end|>", backend.stop_ids[0])
     tokenize = lambda text: tokenizer(text, add_special_tokens=False).input_ids  # noqa: E731

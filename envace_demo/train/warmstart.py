@@ -88,9 +88,12 @@ def task_rows(
     response_schema: bool | None = None,
     thoughts: bool = True,
     roles: tuple[str, ...] = ("actor", "rehearser"),
+    memory_from: ScriptedTask | None = None,
 ) -> list[SftRow]:
     """The ``roles``' rows of one scripted task; ``thoughts``: targets reason in a
-    sentence (else the empty reasoning block)."""
+    sentence (else the empty reasoning block). ``memory_from``: the same task in another
+    world, whose trajectory is the rehearsal memory shown (a rehearsal that got the
+    values wrong: the target still follows the real results in front of the actor)."""
     task = scripted.task
     tools = task.tools
     turns = _turns(scripted, {t.name for t in tools}, thoughts)
@@ -98,7 +101,9 @@ def task_rows(
     rows: list[SftRow] = []
     memories: list[str | None] = [None]
     if with_memory:
-        rehearsal = Rehearsal(index=0, turns=turns, final_answer=scripted.answer, ended="answer")
+        source = memory_from or scripted
+        shown = turns if memory_from is None else _turns(memory_from, {t.name for t in tools}, thoughts)
+        rehearsal = Rehearsal(index=0, turns=shown, final_answer=source.answer, ended="answer")
         memories.append(memory_mod.summarize([rehearsal])["text"] or None)
     for memory in memories if "actor" in roles else []:
         for k, turn in enumerate(turns):
@@ -121,11 +126,18 @@ def task_rows(
     return rows
 
 
-def warm_rows(backend, scripted: list[ScriptedTask], memory_every: int = 1, **kwargs) -> list[SftRow]:
+def warm_rows(
+    backend, scripted: list[ScriptedTask], memory_every: int = 1, memory_from: list[ScriptedTask] | None = None,
+    **kwargs,
+) -> list[SftRow]:
     """The rows of every task; the actor's rows with a rehearsal memory for every
-    ``memory_every``-th task (0: none)."""
+    ``memory_every``-th task (0: none), taken from ``memory_from`` (the same tasks in
+    another world) where given."""
+    if memory_from is not None:
+        others = {s.task.name: s for s in memory_from}
     return [
         row
         for i, s in enumerate(scripted)
-        for row in task_rows(backend, s, with_memory=bool(memory_every) and i % memory_every == 0, **kwargs)
+        for row in task_rows(backend, s, with_memory=bool(memory_every) and i % memory_every == 0,
+                             memory_from=None if memory_from is None else others.get(s.task.name), **kwargs)
     ]
