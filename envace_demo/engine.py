@@ -36,7 +36,7 @@ from envace_demo.fidelity import fidelity, mean_fidelity
 from envace_demo.generation import CUT, BatchGenerator, Cutoff
 from envace_demo.modes import MODES, mode_policy
 from envace_demo.models.base import Backend, Constraint, Generation, Prompt, Sampling
-from envace_demo.models.grammar import rehearsal_shape
+from envace_demo.models.grammar import rehearsal_shape, rehearses_failures
 from envace_demo.prompts import (
     Conversation,
     actor_prompt,
@@ -99,6 +99,9 @@ class EpisodeConfig:
     known_results: tuple[tuple[ToolCall, Any], ...] = field(default=(), compare=False)
     # Run on the served model's base weights, its adapter switched off (Compare's base side).
     base_weights: bool = False
+    # Whether a first rehearsal may predict a domain failure; None: where the model was
+    # trained to rehearse (grammar.rehearses_failures).
+    rehearse_failures: bool | None = None
     # Turns an exception's text into what the record may show (public mode hides server paths
     # and secrets); None shows it as is.
     redact: Callable[[str], str] | None = field(default=None, repr=False, compare=False)
@@ -148,6 +151,7 @@ class Episode:
         self._predicted: dict[str, tuple[str, int | None]] = {}
         self._tool_names = {t.name for t in task.tools}
         self._constrained = config.constrained and backend.supports_constraints
+        self._failures = rehearses_failures(backend) if config.rehearse_failures is None else config.rehearse_failures
 
     # ---- public -----------------------------------------------------------------
 
@@ -360,7 +364,8 @@ class Episode:
             step.rehearsed = _parsed_rehearsal(step.rehearsal_text)
             return
         # What the call fixes is pinned; a failure seen for real may be said again (grammar.py).
-        shape = rehearsal_shape(tool.response, step.call.name, step.call.arguments, real_results) if tool else None
+        shape = rehearsal_shape(tool.response, step.call.name, step.call.arguments, real_results,
+                                failures=self._failures) if tool else None
         constraint = self._constraint("rehearser", response_schema=shape)
         # A committed call's rehearsal gives way to the real call when the limit draws near.
         own = self._deadline - CALL_RESERVE * self.config.episode_seconds if where == "commit" else None

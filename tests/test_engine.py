@@ -522,3 +522,35 @@ def test_the_committed_step_says_which_rehearsal_predicted_it(scripted):
     view = render.LiveView()
     view.trajectory = traj
     assert "predicted in rehearsal 1" in render.steps_html(view)
+
+
+@pytest.mark.parametrize("adapter,offered", [(None, False), ("adapters/demo-cpu", True)])
+def test_a_trained_rehearser_is_offered_the_failure_in_its_first_rehearsal(scripted, adapter, offered):
+    """The rehearsal grammar (grammar.rehearsal_shape) gets the error branch for a model
+    served with an adapter, before any real failure; not for the untrained one."""
+    from conftest import ScriptedBackend
+
+    class Recording(ScriptedBackend):
+        supports_constraints = True
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.adapter, self.shapes = adapter, []
+
+        def generate(self, prompt, sampling, constraint=None, **kwargs):
+            if constraint is not None and constraint.role == "rehearser":
+                self.shapes.append(constraint.response_schema)
+            return super().generate(prompt, sampling, constraint=None, **kwargs)
+
+    args = {"from_account_id": "ACC-1002", "to_account_id": "ACC-1001", "amount": 1500.0}
+    refusal = {"error": {"code": "DAILY_LIMIT_EXCEEDED", "message": "account ACC-1002 can transfer 1000.00 USD more today"}}
+    backend = Recording(actor=[call_text("transfer", args), "<think>x</think>\nDone."] * 2,
+                        rehearser=[result_text(refusal)] * 2)
+    task = find_task("bank", "transfer-over-daily-limit")
+    config = EpisodeConfig(mode="parallel", n=1, max_steps=2, sampling=Sampling(max_new_tokens=64))
+    traj = run_episode(backend, task, config, environment=create("bank"))
+    assert backend.shapes and traj.rehearsals
+    first = backend.shapes[0]
+    assert ("anyOf" in first) is offered
+    if offered:
+        assert any("error" in branch.get("properties", {}) for branch in first["anyOf"])

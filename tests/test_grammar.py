@@ -420,3 +420,22 @@ def test_a_failure_seen_for_real_may_be_rehearsed_again(grammars):
     assert accepts(grammars, Constraint(role="rehearser", response_schema=seen), error_text)
     ok_text = '<execution_result>\n{"path": "/notes/todo.txt", "size": 3}\n</execution_result>'
     assert accepts(grammars, Constraint(role="rehearser", response_schema=seen), ok_text)
+
+
+def test_a_model_trained_to_rehearse_may_predict_a_failure_first(grammars, scripted):
+    """Served with an adapter (or an EnvACE model), the first rehearsal may already be the
+    refusal; the untrained model keeps to the declared shape."""
+    from envace_demo.models.grammar import rehearsal_shape, rehearses_failures
+
+    response = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"],
+                "additionalProperties": False}
+    error_text = ('<execution_result>\n{"error": {"code": "READ_ONLY", "message": "/system is read-only"}}\n'
+                  '</execution_result>')
+    trained = rehearsal_shape(response, "write_file", {"path": "/system/a"}, [], failures=True)
+    assert accepts(grammars, Constraint(role="rehearser", response_schema=trained), error_text)
+    assert accepts(grammars, Constraint(role="rehearser", response_schema=trained),
+                   '<execution_result>\n{"path": "/system/a"}\n</execution_result>')
+    backend = scripted()
+    assert not rehearses_failures(backend)
+    backend.adapter = "adapters/demo-cpu"
+    assert rehearses_failures(backend)

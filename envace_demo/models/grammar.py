@@ -295,17 +295,31 @@ def echo_arguments(response_schema: dict | None, arguments: dict) -> dict | None
     return {**response_schema, "properties": properties}
 
 
-def rehearsal_shape(response_schema: dict | None, name: str, arguments: dict, known: list) -> dict | None:
+def rehearsal_shape(
+    response_schema: dict | None, name: str, arguments: dict, known: list, failures: bool = False
+) -> dict | None:
     """The shape a rehearsal of the call ``name(arguments)`` is held to: the declared
-    response with the call's own arguments pinned (:func:`echo_arguments`), and, once the
-    tool has failed for real in this episode (``known``: (call, real result) pairs), its
-    failure too: a declared shape has no error branch, and a model shown the failure in
-    its few-shot section could not otherwise say it again."""
+    response with the call's own arguments pinned (:func:`echo_arguments`), and its
+    failure too where ``failures`` (a model trained to rehearse, see
+    :func:`rehearses_failures`) or once the tool has failed for real in this episode
+    (``known``: (call, real result) pairs): a declared shape has no error branch, and a
+    model shown the failure in its few-shot section could not otherwise say it again."""
     shape = echo_arguments(response_schema, arguments)
     failed = any(call.name == name and isinstance(result, dict) and "error" in result for call, result in known)
-    if shape is not None and failed:
+    if shape is not None and (failures or failed):
         return {"anyOf": [shape, domain_error_schema()]}
     return shape
+
+
+def rehearses_failures(backend) -> bool:
+    """Whether ``backend``'s rehearsals may predict a domain failure before one is seen:
+    a model trained to rehearse (served with an adapter, or an EnvACE model) learnt when
+    the environment refuses a call (the daily limit, a read-only path, a full hold list),
+    and predicting that is what rehearsal is for. The untrained embedded model is held to
+    the declared shape: offered the failure, it predicted one for nearly every call."""
+    from envace_demo.prompts import trained_on_contract
+
+    return getattr(backend, "adapter", None) is not None or trained_on_contract(backend.info.model_id)
 
 
 def result_schema(response_schema: dict | None) -> dict:
