@@ -40,6 +40,15 @@ def embedded_backend(cache_dir):
     return load_backend("embedded", cache_dir=cache_dir, device="cpu")
 
 
+@pytest.fixture(scope="session")
+def embedded_base_backend(cache_dir):
+    """The embedded model's base weights (no adapter): the shipped adapter is trained on the
+    three example environments, and picks worse among tools it has never seen."""
+    from envace_demo.models.loader import load_backend
+
+    return load_backend("embedded", cache_dir=cache_dir, device="cpu", adapter="none")
+
+
 class ScriptedBackend(Backend):
     """Replays scripted outputs: ``actor`` and ``rehearser`` lists, consumed in order.
 

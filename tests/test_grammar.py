@@ -23,7 +23,7 @@ from envace_demo.models.grammar import (
     call_schema,
     result_schema,
 )
-from envace_demo.schemas import load_tools, validate_arguments
+from envace_demo.schemas import find_tool, load_tools, validate_arguments
 
 TOOLS = load_tools(
     [
@@ -329,11 +329,21 @@ GREEDY = Sampling(temperature=0, max_new_tokens=160)
         ("Send a message to Ann saying I'm running late.", "send_message"),
     ],
 )
-def test_embedded_actor_makes_valid_calls(embedded_backend, question, tool):
-    prompt = embedded_backend.prompt(
+def test_embedded_actor_makes_valid_calls(embedded_backend, embedded_base_backend, question, tool):
+    """Tools none of the example environments has: every call is valid with the shipped
+    adapter too; the right tool is asserted for the base weights (the adapter, trained on
+    the three example environments, picked send_message for the alarm)."""
+    adapted = embedded_backend.prompt(
         [{"role": "user", "content": question}], tools=[t.to_openai() for t in TOOLS], thinking=True
     )
-    gen = embedded_backend.generate(prompt, GREEDY, constraint=ACTOR)
+    gen = embedded_backend.generate(adapted, GREEDY, constraint=ACTOR)
+    action = parse_action(gen.text, [t.name for t in TOOLS], require_call=True)
+    assert action.error is None and action.calls, gen.text
+    assert all(validate_arguments(find_tool(TOOLS, c.name), c.arguments) == [] for c in action.calls), gen.text
+    prompt = embedded_base_backend.prompt(
+        [{"role": "user", "content": question}], tools=[t.to_openai() for t in TOOLS], thinking=True
+    )
+    gen = embedded_base_backend.generate(prompt, GREEDY, constraint=ACTOR)
     action = parse_action(gen.text, [t.name for t in TOOLS], require_call=True)
     assert action.error is None and action.calls, gen.text
     by_name = {t.name: t for t in TOOLS}
