@@ -177,29 +177,38 @@ def probe_rehearser(backend, rows, count: int) -> dict:
     return {"rows": len(picked), "parsed": parsed, "exact": exact}
 
 
+def recipe_rows(backend, recipe: DemoRecipe, scripted: list[ScriptedTask]):
+    """The warm start's rows: both roles on ``scripted`` (the seeded world), the
+    rehearser's again in other wordings, the actor's again in varied worlds (each with
+    the memory of the world before it, where ``memory_elsewhere``)."""
+    from envace_demo.train.warmstart import warm_rows
+
+    rows = warm_rows(backend, scripted, memory_every=recipe.memory_every, thoughts=recipe.thoughts)
+    for phrasing in range(1, recipe.rehearser_phrasings):
+        rows += warm_rows(backend, recipe_tasks(recipe, phrasing=phrasing), thoughts=recipe.thoughts,
+                          roles=("rehearser",))
+    before = scripted
+    for world in range(1, recipe.actor_variants + 1):
+        mine = recipe_tasks(recipe, world)
+        rows += warm_rows(backend, mine, memory_every=recipe.memory_every, thoughts=recipe.thoughts,
+                          roles=("actor",), memory_from=before if recipe.memory_elsewhere else None)
+        before = mine
+    return rows
+
+
 def run_recipe(backend, recipe: DemoRecipe, out_dir: Path, say, stop=None) -> dict:
     """Run the recipe on ``backend`` (the embedded model, trained in place); ``say`` gets
     each log line. Returns the summary written to ``DIR/summary.json``."""
     from envace_demo.train.events import StepFinished, TrainFinished
     from envace_demo.train.sft import attach_lora, batches, bf16_autocast_available, train_sft
     from envace_demo.train.trainer import SUMMARY_FILE, Trainer
-    from envace_demo.train.warmstart import warm_rows
 
     started = time.monotonic()
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / RECIPE_FILE).write_text(json.dumps(recipe.to_dict(), indent=2), encoding="utf-8")
     scripted = recipe_tasks(recipe)
     write_tasks(scripted, out_dir / TASKS_FILE)
-    rows = warm_rows(backend, scripted, memory_every=recipe.memory_every, thoughts=recipe.thoughts)
-    for phrasing in range(1, recipe.rehearser_phrasings):  # the rehearser's rows in other wordings
-        rows += warm_rows(backend, recipe_tasks(recipe, phrasing=phrasing), thoughts=recipe.thoughts,
-                          roles=("rehearser",))
-    before = scripted
-    for world in range(1, recipe.actor_variants + 1):  # the actor's rows again, in varied worlds
-        mine = recipe_tasks(recipe, world)
-        rows += warm_rows(backend, mine, memory_every=recipe.memory_every, thoughts=recipe.thoughts,
-                          roles=("actor",), memory_from=before if recipe.memory_elsewhere else None)
-        before = mine
+    rows = recipe_rows(backend, recipe, scripted)
     tokenizer = backend.tokenizer
     stop_id = tokenizer.get_added_vocab().get("<|im_end|>", backend.stop_ids[0])
     tokenize = lambda text: tokenizer(text, add_special_tokens=False).input_ids  # noqa: E731

@@ -133,11 +133,10 @@ def warm_rows(
     """The rows of every task; the actor's rows with a rehearsal memory for every
     ``memory_every``-th task (0: none), taken from ``memory_from`` (the same tasks in
     another world) where given."""
-    if memory_from is not None:
-        others = {s.task.name: s for s in memory_from}
+    others = {s.task.name: s for s in memory_from or ()}
     return [
         row
         for i, s in enumerate(scripted)
         for row in task_rows(backend, s, with_memory=bool(memory_every) and i % memory_every == 0,
-                             memory_from=None if memory_from is None else others.get(s.task.name), **kwargs)
+                             memory_from=others.get(s.task.name), **kwargs)
     ]
