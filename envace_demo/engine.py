@@ -102,6 +102,11 @@ class EpisodeConfig:
     # Whether a first rehearsal may predict a domain failure; None: where the model was
     # trained to rehearse (grammar.rehearses_failures).
     rehearse_failures: bool | None = None
+    # The committed actor stops reading the rehearsal memory once a real response contradicts
+    # its rehearsal: a failure where success was rehearsed (or the reverse), or a fidelity
+    # below this. A small model copies the memory's values and repeats its calls (a refused
+    # transfer sent again, a copy written with the rehearsed content); None: keep it.
+    memory_fidelity_floor: float | None = 0.5
     # Turns an exception's text into what the record may show (public mode hides server paths
     # and secrets); None shows it as is.
     redact: Callable[[str], str] | None = field(default=None, repr=False, compare=False)
@@ -115,6 +120,8 @@ class EpisodeConfig:
             raise ConfigError(f"tool_seconds must be positive, not {self.tool_seconds}")
         if not 0 < self.rehearsal_share < 1:
             raise ConfigError(f"rehearsal_share must be between 0 and 1 (exclusive), not {self.rehearsal_share}")
+        if self.memory_fidelity_floor is not None and not 0 <= self.memory_fidelity_floor <= 1:
+            raise ConfigError(f"memory_fidelity_floor must be between 0 and 1, not {self.memory_fidelity_floor}")
 
     @classmethod
     def for_backend(cls, backend: Backend, *, constrained: bool = True, require_first_call: bool | None = None,
@@ -181,7 +188,9 @@ class Episode:
                 conversation = Conversation(
                     self.task.prompt, memory=(traj.memory or {}).get("text") or None, executed=self.executor is not None
                 )
-                run = self._trajectory(conversation, where="commit", rindex=None, turns=traj.turns, commit=True)
+                run = self._trajectory(
+                    conversation, where="commit", rindex=None, turns=traj.turns, commit=True, memory=traj.memory
+                )
                 outcome = yield from drive(run, self._batcher)
                 traj.final_answer, traj.ended = outcome.final_answer, outcome.ended
             else:
@@ -250,6 +259,7 @@ class Episode:
         rindex: int | None,
         turns: list[Turn],
         commit: bool,
+        memory: dict | None = None,
     ) -> Run:
         cfg = self.config
         real_results: list[tuple[ToolCall, Any]] = []  # few-shot entries for the rehearser
@@ -279,6 +289,12 @@ class Episode:
                 yield from self._call(turn, step, conversation, real_results, where, rindex, execute)
                 if execute:
                     real_results.append((call, step.real))
+                    why = memory_mod.contradiction(step, cfg.memory_fidelity_floor) if conversation.memory else None
+                    if why:
+                        conversation.memory = None  # the next turns read the real results alone
+                        if memory is not None:
+                            memory["withdrawn"] = {"turn": turn_index, "position": len(turn.calls) - 1, "call": call.name, "why": why}
+                            yield MemoryReady(memory)
                     if step.error:
                         conversation.turns.append(turn)
                         return Outcome(None, "environment_error")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from envace_demo.record import Rehearsal, call_steps, is_error
+from envace_demo.record import CallStep, Rehearsal, call_steps, is_error
 
 _MAX_RESULT_CHARS = 240
 
@@ -38,6 +38,26 @@ def summarize(rehearsals: list[Rehearsal]) -> dict:
             {"index": r.index, "calls": calls, "errors": errors, "answer": r.final_answer, "ended": r.ended, "cut": r.cut}
         )
     return {"attempts": attempts, "text": render(attempts)}
+
+
+def contradiction(step: CallStep, floor: float | None) -> str | None:
+    """Why ``step``'s real response contradicts its rehearsal, or None: a failure where a
+    success was rehearsed or the reverse, or a fidelity below ``floor`` (None: never)."""
+    if floor is None or step.rehearsed is None or step.real is None:
+        return None
+    if is_error(step.real) != is_error(step.rehearsed):
+        if is_error(step.real):
+            return f"a success was rehearsed; the real call failed ({error_code(step.real)})"
+        return "a failure was rehearsed; the real call succeeded"
+    if step.fidelity is not None and step.fidelity < floor:
+        return f"the real response scored {step.fidelity:.2f} against its rehearsal (below {floor:g})"
+    return None
+
+
+def error_code(result: Any) -> str:
+    error = result.get("error") if isinstance(result, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    return str(code) if code else "error"
 
 
 def _runs(calls: list[dict]) -> list[tuple[dict, int]]:

@@ -53,7 +53,7 @@ def test_parallel_mode_rehearses_then_commits_each_call_rehearsed_and_real(scrip
     assert isinstance(events[0], EpisodeStarted) and isinstance(events[-1], EpisodeFinished)
     assert sum(isinstance(e, RehearsalFinished) for e in events) == 2
     memory_events = [e for e in events if isinstance(e, MemoryReady)]
-    assert len(memory_events) == 1 and "Attempt 2:" in memory_events[0].memory["text"]
+    assert "Attempt 2:" in memory_events[0].memory["text"]
     traj = events[-1].trajectory
     assert [r.ended for r in traj.rehearsals] == ["answer", "answer"]
     assert all(r.turns[0].calls[0].rehearsed == predicted and r.turns[0].calls[0].real is None for r in traj.rehearsals)
@@ -61,6 +61,9 @@ def test_parallel_mode_rehearses_then_commits_each_call_rehearsed_and_real(scrip
     (step,) = turn.calls
     assert step.rehearsed == predicted and step.real["balance"] == 310.25
     assert 0.0 < step.fidelity < 1.0 and traj.fidelity == step.fidelity
+    # A fidelity below the floor (0.5) withdraws the memory after the call, and says so.
+    withdrawn = step.fidelity < 0.5
+    assert len(memory_events) == 1 + withdrawn and ("withdrawn" in traj.memory) is withdrawn
     # The committed actor was guided by the memory: it sits in its prompt.
     assert "Rehearsal memory" in turn.actor_prompt and step.rehearser_prompt
     phases = [e.phase for e in events if isinstance(e, TurnUpdated) and e.where == "commit" and e.turn is turn]
@@ -202,7 +205,9 @@ def test_a_run_whose_rehearsals_exceed_their_share_still_commits():
     # would spend the whole limit (50 steps) and the run would commit nothing.
     backend = PacedBackend(actor=[_committed_actor] * 200, rehearser=[PREDICTED] * 200,
                            pace=lambda text, committing: 0.0 if committing else 0.25)
-    config = EpisodeConfig(mode="parallel", n=2, max_steps=50, episode_seconds=4.0, rehearsal_share=0.5)
+    # The memory stays (floor off): the scripted committed actor answers when it reads it.
+    config = EpisodeConfig(mode="parallel", n=2, max_steps=50, episode_seconds=4.0, rehearsal_share=0.5,
+                           memory_fidelity_floor=None)
     events = list(Episode(backend, _task(), config, create("bank")).run())
     traj = events[-1].trajectory
     assert [r.ended for r in traj.rehearsals] == ["rehearsal_time"] * 2 and all(r.cut for r in traj.rehearsals)
@@ -554,3 +559,48 @@ def test_a_trained_rehearser_is_offered_the_failure_in_its_first_rehearsal(scrip
     assert ("anyOf" in first) is offered
     if offered:
         assert any("error" in branch.get("properties", {}) for branch in first["anyOf"])
+
+
+TRANSFER = {"from_account_id": "ACC-1002", "to_account_id": "ACC-1001", "amount": 1500.0}
+TRANSFER_DONE = {"transaction_id": "TX-5008", "from_account_id": "ACC-1002", "to_account_id": "ACC-1001",
+                 "amount": 1500.0, "from_balance": 6900.0, "to_balance": 2750.0, "remaining_daily_limit": 0.0}
+
+
+@pytest.mark.parametrize("floor", [0.5, None])
+def test_a_real_refusal_of_a_rehearsed_success_withdraws_the_memory(scripted, floor):
+    """The rehearsal predicted the transfer would go through; the bank refuses it. From then
+    on the committed actor's prompt holds the real results alone (a small model otherwise
+    sends the refused call again, as the memory shows it succeeding); the memory says where."""
+    from envace_demo.ui import render
+
+    allowed = dict(TRANSFER, amount=1000.0)
+    backend = scripted(
+        actor=[call_text("transfer", TRANSFER), "<think>x</think>\nDone.",  # the rehearsal
+               call_text("transfer", TRANSFER), call_text("transfer", allowed), "<think>x</think>\nSent 1000."],
+        rehearser=[result_text(TRANSFER_DONE), result_text(dict(TRANSFER_DONE, amount=1000.0))],
+    )
+    task = find_task("bank", "transfer-over-daily-limit")
+    config = EpisodeConfig(mode="parallel", n=1, max_steps=3, memory_fidelity_floor=floor)
+    events = list(Episode(backend, task, config, create("bank")).run())
+    traj = events[-1].trajectory
+    first, second = (t for t in traj.turns if t.calls)
+    assert first.calls[0].real["error"]["code"] == "DAILY_LIMIT_EXCEEDED"
+    assert "Rehearsal memory" in first.actor_prompt
+    memories = [e.memory for e in events if isinstance(e, MemoryReady)]
+    if floor is None:
+        assert "Rehearsal memory" in second.actor_prompt and "withdrawn" not in traj.memory
+        assert len(memories) == 1
+        return
+    assert "Rehearsal memory" not in second.actor_prompt
+    mark = traj.memory["withdrawn"]
+    assert mark["turn"] == first.index and mark["call"] == "transfer" and "DAILY_LIMIT_EXCEEDED" in mark["why"]
+    assert len(memories) == 2 and memories[-1]["withdrawn"] == mark  # the live view hears of it
+    assert second.calls[0].real["amount"] == 1000.0 and traj.success is True
+    view = render.LiveView()
+    view.trajectory = Trajectory.from_dict(traj.to_dict())
+    assert "withdrawn here" in render.steps_html(view) and "withdrawn" in render.memory_html(view.trajectory.memory)
+
+
+def test_the_memory_fidelity_floor_is_a_share():
+    with pytest.raises(ConfigError, match="memory_fidelity_floor"):
+        EpisodeConfig(memory_fidelity_floor=1.5)

@@ -224,6 +224,19 @@ def test_actor_grammar_rejects(grammars, text):
     assert not accepts(grammars, ACTOR, text)
 
 
+def test_free_strings_may_carry_line_breaks_tabs_and_quotes_escaped(grammars):
+    """A file's lines can be written (and rehearsed): xgrammar's own bounded strings admit no
+    escape at all; each escape counts one character of the bound; markup stays out."""
+    lines = "month,amount\njan,1200\tok\n\"quoted\" \\ end\n"
+    assert accepts(grammars, ACTOR, call("send_message", {"contact": "Ann", "text": lines}))
+    assert accepts(grammars, ACTOR, call("send_message", {"contact": "Ann", "text": "\n" * 200}))
+    assert not accepts(grammars, ACTOR, call("send_message", {"contact": "Ann", "text": "\n" * 201}))
+    assert not accepts(grammars, ACTOR, call("send_message", {"contact": "Ann", "text": "a\n<tool_call>"}))
+    raw = '<tool_call>\n{"name": "send_message", "arguments": {"contact": "Ann", "text": "a\\q"}}\n</tool_call>'
+    assert not accepts(grammars, ACTOR, raw)  # not a JSON escape
+    assert accepts(grammars, REHEARSER, result({"path": "/a.csv", "content": "a,b\n1,2\n"}))
+
+
 def test_actor_without_tools_may_only_answer(grammars):
     assert accepts(grammars, Constraint(role="actor"), "Hello!")
     assert not accepts(grammars, Constraint(role="actor"), call("set_alarm", {"hour": 7}))

@@ -62,3 +62,20 @@ def test_a_rehearsal_cut_by_its_time_still_feeds_the_memory_marked_cut():
     assert "Attempt 2 (cut short: the rehearsal time ran out):" in text
     assert 'called list_transactions {"account_id": "ACC-1"} -> not rehearsed (the time ran out)' in text
     assert 'called get_account {"account_id": "ACC-1"} -> {"balance": 10}' in text.split("Attempt 2")[1]
+
+
+def _step(rehearsed, real, fidelity=None):
+    return CallStep(ToolCall("transfer", {"amount": 1500}), rehearsed=rehearsed, real=real, fidelity=fidelity)
+
+
+def test_a_real_response_contradicts_its_rehearsal_by_outcome_or_by_a_low_fidelity():
+    from envace_demo.memory import contradiction
+
+    refused = {"error": {"code": "DAILY_LIMIT_EXCEEDED", "message": "over the limit"}}
+    done = {"transaction_id": "TX-1", "amount": 1500}
+    assert "DAILY_LIMIT_EXCEEDED" in contradiction(_step(done, refused, 0.0), 0.5)
+    assert "succeeded" in contradiction(_step(refused, done, 0.0), 0.5)
+    assert "0.30" in contradiction(_step(done, {**done, "amount": 1}, 0.3), 0.5)
+    assert contradiction(_step(done, done, 0.9), 0.5) is None
+    assert contradiction(_step(done, refused, 0.0), None) is None  # the floor off: never
+    assert contradiction(_step(None, refused), 0.5) is None  # nothing was rehearsed

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
@@ -83,11 +84,26 @@ _SUB_MAP = ("properties", "patternProperties", "$defs", "definitions", "dependen
 def text_pattern(max_length: int, min_length: int = 0) -> str:
     """A regex for a string of ``min_length``..``max_length`` characters none of which is
     ``<``: the call and result markup cannot appear in it. (In xgrammar's JSON strings
-    the pattern matches the text between the quotes; quotes, backslashes and control
-    characters are never generated, as with its plain ``maxLength`` strings.)"""
+    the pattern matches the text between the quotes; :func:`escapable_strings` lets the
+    compiled grammar write line breaks, tabs, quotes and backslashes escaped.)"""
     low = max(0, min(min_length, MAX_PATTERN_LENGTH))
     high = max(low, min(max_length, MAX_PATTERN_LENGTH))
     return f"^[^<]{{{low},{high}}}$"
+
+
+# xgrammar writes a pattern's string, and a length-bounded one, without escapes: no line
+# breaks, so a file's lines could be neither written nor rehearsed (the model wrote
+# "month,amount | feb,980" for a three-line CSV). The compiled EBNF of our markup-free
+# pattern is replaced by one that also admits the escapes \n, \t, \" and \\ (each one
+# character of the bound).
+_TEXT_REGEX = re.compile(r'Regex\("\^\[\^<\]\{(\d+),(\d+)\}\$", json_string=true\)')
+_TEXT_EBNF = '(([^\\0-\\x1f\\"\\\\<]) | ("\\\\" [nt\\"\\\\])){{{low},{high}}}'
+
+
+def escapable_strings(ebnf: str) -> str:
+    """``ebnf`` (a JSON schema compiled by xgrammar) with every :func:`text_pattern` string
+    able to carry the escapes of line breaks, tabs, quotes and backslashes."""
+    return _TEXT_REGEX.sub(lambda m: _TEXT_EBNF.format(low=m.group(1), high=m.group(2)), ebnf)
 
 
 def free_string(max_length: int, min_length: int = 0) -> dict:
@@ -354,7 +370,7 @@ def structural_tag(
             raise ModelError(
                 f"{constraint.role} constraint: xgrammar cannot compile the schema: {err}"
             ) from err
-        return {"type": "grammar", "grammar": str(grammar)}
+        return {"type": "grammar", "grammar": escapable_strings(str(grammar))}
 
     think_chars = max_think_chars
     if constraint.role == "rehearser":

@@ -458,6 +458,12 @@ def memory_html(memory: dict | None) -> str:
             f"<div><b>Rehearsal {a['index'] + 1}</b>{cut} <small>(ended: {esc(ended_text(a['ended']))})</small>"
             f"<ul>{''.join(items)}</ul></div>"
         )
+    if mark := memory.get("withdrawn"):
+        rows.append(
+            f'<div class="ev-note"><span class="ev-badge ev-warn">withdrawn</span> after the committed '
+            f"<code>{esc(mark['call'])}</code> of turn {mark['turn'] + 1}: {esc(mark['why'])}. The actor read "
+            "the real results alone from then on.</div>"
+        )
     return (
         '<div class="ev-card ev-memory"><div class="ev-card-title">Rehearsal memory</div>'
         + "".join(rows)
@@ -544,6 +550,8 @@ def _step_html(i: int, turn: Turn, s: CallStep | None, traj: Trajectory, condens
         real = '<div class="ev-empty">no environment: not executed</div>'
     else:
         real = '<div class="ev-empty">…</div>'
+    if withdrawn_here(traj, turn, s):
+        real += f'<div class="ev-note">{esc(WITHDRAWN_NOTE.format(why=traj.memory["withdrawn"]["why"]))}</div>'
     err = f'<div class="ev-err">{esc(s.error)}</div>' if s.error else ""
     if condensed:
         return (
@@ -555,6 +563,18 @@ def _step_html(i: int, turn: Turn, s: CallStep | None, traj: Trajectory, condens
         f'<div class="ev-col ev-act">{act}</div><div class="ev-col ev-rehearsed">{rehearsed}</div>'
         f'<div class="ev-col ev-real">{real}</div></div>{err}</div>'
     )
+
+
+WITHDRAWN_NOTE = "the rehearsal memory was withdrawn here: {why}; the next turns read the real results alone"
+
+
+def withdrawn_here(traj: Trajectory, turn: Turn, s: CallStep) -> bool:
+    """Whether the engine withdrew the rehearsal memory after this committed call."""
+    mark = (traj.memory or {}).get("withdrawn")
+    if not mark or mark["turn"] != turn.index:
+        return False
+    k = mark["position"]
+    return 0 <= k < len(turn.calls) and turn.calls[k] is s
 
 
 def _no_rehearsal(s: CallStep, traj: Trajectory) -> str:
