@@ -540,11 +540,12 @@ def test_a_trained_rehearser_is_offered_the_failure_in_its_first_rehearsal(scrip
 
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
-            self.adapter, self.shapes = adapter, []
+            self.adapter, self.shapes, self.bounds = adapter, [], []
 
         def generate(self, prompt, sampling, constraint=None, **kwargs):
             if constraint is not None and constraint.role == "rehearser":
                 self.shapes.append(constraint.response_schema)
+                self.bounds.append(constraint.result_string)
             return super().generate(prompt, sampling, constraint=None, **kwargs)
 
     args = {"from_account_id": "ACC-1002", "to_account_id": "ACC-1001", "amount": 1500.0}
@@ -557,6 +558,7 @@ def test_a_trained_rehearser_is_offered_the_failure_in_its_first_rehearsal(scrip
     assert backend.shapes and traj.rehearsals
     first = backend.shapes[0]
     assert ("anyOf" in first) is offered
+    assert set(backend.bounds) == {96 if offered else 32}  # a trained rehearser writes longer values
     if offered:
         assert any("error" in branch.get("properties", {}) for branch in first["anyOf"])
 

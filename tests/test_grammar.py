@@ -18,10 +18,12 @@ from envace_demo.models.grammar import (
     MAX_PATTERN_LENGTH,
     MAX_RESULT_ITEMS,
     MAX_RESULT_STRING,
+    TRAINED_RESULT_STRING,
     GrammarCache,
     bound_schema,
     call_schema,
     result_schema,
+    result_string,
 )
 from envace_demo.schemas import find_tool, load_tools, validate_arguments
 
@@ -235,6 +237,18 @@ def test_free_strings_may_carry_line_breaks_tabs_and_quotes_escaped(grammars):
     raw = '<tool_call>\n{"name": "send_message", "arguments": {"contact": "Ann", "text": "a\\q"}}\n</tool_call>'
     assert not accepts(grammars, ACTOR, raw)  # not a JSON escape
     assert accepts(grammars, REHEARSER, result({"path": "/a.csv", "content": "a,b\n1,2\n"}))
+
+
+def test_a_trained_rehearser_may_write_longer_strings(grammars):
+    content = {"path": "/system/config.ini", "content": "[network]\nproxy = none\ntimeout = 30\n" * 2, "size": 72}
+    shape = {"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"},
+                                              "size": {"type": "integer"}}, "required": ["path", "content", "size"]}
+    untrained = Constraint(role="rehearser", response_schema=shape)
+    trained = Constraint(role="rehearser", response_schema=shape, result_string=TRAINED_RESULT_STRING)
+    assert not accepts(grammars, untrained, result(content)) and accepts(grammars, trained, result(content))
+    too_long = {**content, "content": "x" * (TRAINED_RESULT_STRING + 1)}
+    assert not accepts(grammars, trained, result(too_long))
+    assert result_string(True) == TRAINED_RESULT_STRING and result_string(False) == MAX_RESULT_STRING
 
 
 def test_actor_without_tools_may_only_answer(grammars):

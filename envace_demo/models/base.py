@@ -68,6 +68,9 @@ class Constraint:
     # Reasoning bound in characters, below the engine's own; 0: no reasoning (a slow
     # machine's budget: a small model's reasoning is the costliest part of a rehearsal).
     think_chars: int | None = None
+    # Characters a free string of a rehearsed result may hold; None: the grammar's default
+    # (grammar.MAX_RESULT_STRING; a trained rehearser gets more, grammar.result_string).
+    result_string: int | None = None
 
 
 @dataclass(frozen=True)

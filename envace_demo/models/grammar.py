@@ -51,6 +51,10 @@ MAX_ITEMS = 16  # free arrays in arguments
 # Free strings in a rehearsed result: small models loop inside strings, and four entries of
 # two 60-character strings each ran past a CPU budget's 192 new tokens.
 MAX_RESULT_STRING = 32
+# A model trained to rehearse writes values it learnt (a file's three lines, a refusal's
+# sentence): held to 32 characters it stopped inside them (a CSV of 39 characters, an
+# 85-character refusal scored 0.42 and 0.72 for that alone).
+TRAINED_RESULT_STRING = 96
 # Declared result arrays too are narrowed to this: a small model fills an array to its
 # bound, and 4 catalog entries (about 170 tokens) ran past a CPU budget's 192 new tokens.
 MAX_RESULT_ITEMS = 3
@@ -146,15 +150,15 @@ def free_value_schema(max_string: int = MAX_STRING, max_items: int = MAX_ITEMS) 
     }
 
 
-def generic_result_schema() -> dict:
+def generic_result_schema(max_string: int = MAX_RESULT_STRING) -> dict:
     """A bounded "any result": a non-empty object of at most 6 keys whose values are
     scalars, flat arrays, flat objects or short arrays of flat objects; or a
     non-empty array of flat objects. Depth ≤ 3, every string and array capped."""
-    flat = _flat_object(MAX_RESULT_STRING, MAX_RESULT_ITEMS, MAX_RESULT_KEYS)
+    flat = _flat_object(max_string, MAX_RESULT_ITEMS, MAX_RESULT_KEYS)
     value = {
         "anyOf": [
-            _scalar(MAX_RESULT_STRING),
-            _flat_array(MAX_RESULT_STRING, MAX_RESULT_ITEMS),
+            _scalar(max_string),
+            _flat_array(max_string, MAX_RESULT_ITEMS),
             flat,
             {"type": "array", "items": flat, "maxItems": 5},
         ]
@@ -197,10 +201,11 @@ def error_result_schema() -> dict:
     }
 
 
-def domain_error_schema() -> dict:
+def domain_error_schema(max_string: int = MAX_RESULT_STRING) -> dict:
     """A valid call's domain failure (unknown id, insufficient funds ...): what the
-    bundled environments return, ``{"error": {"code": ..., "message": ...}}``. Only the
-    model can know it (validation cannot), so the rehearser may predict it."""
+    bundled environments return, ``{"error": {"code": ..., "message": ...}}``, its
+    message up to twice ``max_string``. Only the model can know it (validation cannot),
+    so the rehearser may predict it."""
     return {
         "type": "object",
         "properties": {
@@ -208,7 +213,7 @@ def domain_error_schema() -> dict:
                 "type": "object",
                 "properties": {
                     "code": {"type": "string", "pattern": DOMAIN_ERROR_CODE_PATTERN},
-                    "message": free_string(2 * MAX_RESULT_STRING, 1),
+                    "message": free_string(2 * max_string, 1),
                 },
                 "required": ["code", "message"],
                 "additionalProperties": False,
@@ -312,7 +317,8 @@ def echo_arguments(response_schema: dict | None, arguments: dict) -> dict | None
 
 
 def rehearsal_shape(
-    response_schema: dict | None, name: str, arguments: dict, known: list, failures: bool = False
+    response_schema: dict | None, name: str, arguments: dict, known: list, failures: bool = False,
+    max_string: int = MAX_RESULT_STRING,
 ) -> dict | None:
     """The shape a rehearsal of the call ``name(arguments)`` is held to: the declared
     response with the call's own arguments pinned (:func:`echo_arguments`), and its
@@ -323,7 +329,7 @@ def rehearsal_shape(
     shape = echo_arguments(response_schema, arguments)
     failed = any(call.name == name and isinstance(result, dict) and "error" in result for call, result in known)
     if shape is not None and (failures or failed):
-        return {"anyOf": [shape, domain_error_schema()]}
+        return {"anyOf": [shape, domain_error_schema(max_string)]}
     return shape
 
 
@@ -338,7 +344,13 @@ def rehearses_failures(backend) -> bool:
     return getattr(backend, "adapter", None) is not None or trained_on_contract(backend.info.model_id)
 
 
-def result_schema(response_schema: dict | None) -> dict:
+def result_string(trained: bool) -> int:
+    """How long a free string of a rehearsed result may be, for a model trained to
+    rehearse (:func:`rehearses_failures`) or not: the untrained one loops inside strings."""
+    return TRAINED_RESULT_STRING if trained else MAX_RESULT_STRING
+
+
+def result_schema(response_schema: dict | None, max_string: int = MAX_RESULT_STRING) -> dict:
     """What the rehearsed result of a call that passed validation may be.
 
     A declared response is followed as declared: a tool whose failures should be
@@ -349,8 +361,8 @@ def result_schema(response_schema: dict | None) -> dict:
     availability and parameters were already checked by the engine, which writes those
     errors itself."""
     if response_schema is not None:
-        return bound_schema(response_schema, MAX_RESULT_STRING, MAX_RESULT_ITEMS, narrow=True)
-    return {"anyOf": [generic_result_schema(), domain_error_schema()]}
+        return bound_schema(response_schema, max_string, MAX_RESULT_ITEMS, narrow=True)
+    return {"anyOf": [generic_result_schema(max_string), domain_error_schema(max_string)]}
 
 
 def structural_tag(
@@ -409,7 +421,7 @@ def structural_tag(
             "type": "sequence",
             "elements": [
                 const(RESULT_OPEN),
-                json_part(result_schema(constraint.response_schema)),
+                json_part(result_schema(constraint.response_schema, constraint.result_string or MAX_RESULT_STRING)),
                 const(RESULT_CLOSE),
             ],
         }
@@ -434,6 +446,7 @@ def constraint_key(
             max_think_chars,
             max_calls,
             constraint.think_chars,
+            constraint.result_string,
         ],
         ensure_ascii=False,
     )

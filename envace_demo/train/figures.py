@@ -92,7 +92,7 @@ def rehearse_heldout(backend, max_new_tokens: int = 192) -> dict:
     from envace_demo.calls import format_call, parse_execution_result
     from envace_demo.fidelity import fidelity
     from envace_demo.models.base import Constraint, Sampling
-    from envace_demo.models.grammar import rehearsal_shape, rehearses_failures
+    from envace_demo.models.grammar import rehearsal_shape, rehearses_failures, result_string
     from envace_demo.prompts import Conversation, rehearser_messages, rehearser_prompt, shows_response_schema
     from envace_demo.record import ToolCall
     from envace_demo.schemas import find_tool
@@ -111,8 +111,10 @@ def rehearse_heldout(backend, max_new_tokens: int = 192) -> dict:
         )
         constraint = None
         if backend.supports_constraints:
-            shape = rehearsal_shape(tool.response, tool_name, arguments, [], failures=rehearses_failures(backend))
-            constraint = Constraint(role="rehearser", response_schema=shape)
+            trained = rehearses_failures(backend)
+            shape = rehearsal_shape(tool.response, tool_name, arguments, [], failures=trained,
+                                    max_string=result_string(trained))
+            constraint = Constraint(role="rehearser", response_schema=shape, result_string=result_string(trained))
         gen = backend.generate(rehearser_prompt(backend, messages), Sampling(temperature=0.0, max_new_tokens=max_new_tokens),
                                constraint)
         rehearsed, problem = parse_execution_result(gen.text)
