@@ -603,6 +603,24 @@ def test_a_real_refusal_of_a_rehearsed_success_withdraws_the_memory(scripted, fl
     assert "withdrawn here" in render.steps_html(view) and "withdrawn" in render.memory_html(view.trajectory.memory)
 
 
+def test_the_cli_says_where_the_memory_was_withdrawn(scripted):
+    import io
+
+    from envace_demo.cli.episodes import _run_task
+
+    backend = scripted(
+        actor=[call_text("transfer", TRANSFER), "<think>x</think>\nDone.", call_text("transfer", TRANSFER),
+               "<think>x</think>\nRefused."],
+        rehearser=[result_text(TRANSFER_DONE)],
+    )
+    out = io.StringIO()
+    task = find_task("bank", "transfer-over-daily-limit")
+    _run_task(backend, task, EpisodeConfig(mode="parallel", n=1, max_steps=2), out=out, environment=create("bank"))
+    text = out.getvalue()
+    assert text.count("--- rehearsal memory ---") == 1
+    assert "[commit] rehearsal memory withdrawn: a success was rehearsed; the real call failed (DAILY_LIMIT_EXCEEDED)" in text
+
+
 def test_the_memory_fidelity_floor_is_a_share():
     with pytest.raises(ConfigError, match="memory_fidelity_floor"):
         EpisodeConfig(memory_fidelity_floor=1.5)

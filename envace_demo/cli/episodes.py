@@ -107,6 +107,8 @@ def _run_task(
             _print_step("[commit]", event, out)
         elif isinstance(event, RehearsalFinished):
             print(f"[rehearsal {event.rehearsal.index + 1}] ended: {event.rehearsal.ended}", file=out)
+        elif isinstance(event, MemoryReady) and event.memory.get("withdrawn"):
+            print(f"[commit] rehearsal memory withdrawn: {event.memory['withdrawn']['why']}", file=out)
         elif isinstance(event, MemoryReady):
             print("--- rehearsal memory ---\n" + event.memory["text"] + "\n---", file=out)
         elif isinstance(event, EpisodeFinished):

@@ -43,7 +43,8 @@ At test time that world model lets the agent **rehearse before it acts**:
 - **parallel**: N imagined trajectories from the same start (actor and rehearser
   alternating, nothing real), condensed into a rehearsal memory;
 - **sequential**: attempt k sees what attempts 1..k-1 tried and revises;
-- then **one committed execution** against the real environment, guided by the memory.
+- then **one committed execution** against the real environment, guided by the memory
+  (here withdrawn once a real response contradicts its rehearsal).
 
 This demo rehearses every committed call too, so each step shows the predicted and the
 real response side by side, with a fidelity score.
