@@ -36,7 +36,7 @@ from envace_demo.fidelity import fidelity, mean_fidelity
 from envace_demo.generation import CUT, BatchGenerator, Cutoff
 from envace_demo.modes import MODES, mode_policy
 from envace_demo.models.base import Backend, Constraint, Generation, Prompt, Sampling
-from envace_demo.models.grammar import rehearsal_shape, rehearses_failures, result_string
+from envace_demo.models.grammar import rehearsal_constraint, rehearses_failures
 from envace_demo.prompts import (
     Conversation,
     actor_prompt,
@@ -380,10 +380,10 @@ class Episode:
             step.rehearsed = _parsed_rehearsal(step.rehearsal_text)
             return
         # What the call fixes is pinned; a failure seen for real may be said again (grammar.py).
-        longest = result_string(self._failures)
-        shape = rehearsal_shape(tool.response, step.call.name, step.call.arguments, real_results,
-                                failures=self._failures, max_string=longest) if tool else None
-        constraint = self._constraint("rehearser", response_schema=shape, result_string=longest)
+        constraint = rehearsal_constraint(
+            tool.response if tool else None, step.call.name, step.call.arguments, real_results, self._failures,
+            self.config.think_chars,
+        ) if self._constrained else None
         # A committed call's rehearsal gives way to the real call when the limit draws near.
         own = self._deadline - CALL_RESERVE * self.config.episode_seconds if where == "commit" else None
         gen = yield Request(prompt, constraint, "rehearser", where, rindex, deadline=own)

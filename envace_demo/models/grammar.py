@@ -350,6 +350,18 @@ def result_string(trained: bool) -> int:
     return TRAINED_RESULT_STRING if trained else MAX_RESULT_STRING
 
 
+def rehearsal_constraint(
+    response_schema: dict | None, name: str, arguments: dict, known: list, trained: bool,
+    think_chars: int | None = None,
+) -> Constraint:
+    """What a rehearsal of ``name(arguments)`` is held to, for a model trained to rehearse
+    (:func:`rehearses_failures`) or not: its shape (:func:`rehearsal_shape`) and how long
+    its strings may be (:func:`result_string`)."""
+    longest = result_string(trained)
+    shape = rehearsal_shape(response_schema, name, arguments, known, failures=trained, max_string=longest)
+    return Constraint(role="rehearser", response_schema=shape, think_chars=think_chars, result_string=longest)
+
+
 def result_schema(response_schema: dict | None, max_string: int = MAX_RESULT_STRING) -> dict:
     """What the rehearsed result of a call that passed validation may be.
 

@@ -17,8 +17,8 @@ from typing import Any, Literal
 from jsonschema import Draft202012Validator
 
 from envace_demo.calls import format_call, parse_execution_result
-from envace_demo.models.base import Backend, Constraint, Prompt, Sampling
-from envace_demo.models.grammar import rehearsal_shape, rehearses_failures, result_string
+from envace_demo.models.base import Backend, Prompt, Sampling
+from envace_demo.models.grammar import rehearsal_constraint, rehearses_failures
 from envace_demo.prompts import Conversation, rehearser_messages, rehearser_prompt, shows_response_schema
 from envace_demo.record import Action, CallStep, ToolCall, Turn, is_error
 from envace_demo.schemas import Tool, find_tool
@@ -165,11 +165,8 @@ def ask_model(
     constraint = None
     if settings.constrained and backend.supports_constraints:
         # What the call fixes is pinned; a failure seen for real may be said again (grammar.py).
-        trained = rehearses_failures(backend)
-        shape = rehearsal_shape(tool.response, call.name, call.arguments, examples, failures=trained,
-                                max_string=result_string(trained))
-        constraint = Constraint(role="rehearser", response_schema=shape, think_chars=settings.think_chars,
-                                result_string=result_string(trained))
+        constraint = rehearsal_constraint(tool.response, call.name, call.arguments, examples,
+                                          rehearses_failures(backend), settings.think_chars)
     answer = Answer(call, None, "failed")
     seed = settings.sampling.seed
     for attempt in range(settings.attempts):

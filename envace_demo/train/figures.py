@@ -91,8 +91,8 @@ def rehearse_heldout(backend, max_new_tokens: int = 192) -> dict:
     """Fidelity of the model's greedy rehearsal of each ``HELDOUT_CALLS`` call."""
     from envace_demo.calls import format_call, parse_execution_result
     from envace_demo.fidelity import fidelity
-    from envace_demo.models.base import Constraint, Sampling
-    from envace_demo.models.grammar import rehearsal_shape, rehearses_failures, result_string
+    from envace_demo.models.base import Sampling
+    from envace_demo.models.grammar import rehearsal_constraint, rehearses_failures
     from envace_demo.prompts import Conversation, rehearser_messages, rehearser_prompt, shows_response_schema
     from envace_demo.record import ToolCall
     from envace_demo.schemas import find_tool
@@ -111,10 +111,7 @@ def rehearse_heldout(backend, max_new_tokens: int = 192) -> dict:
         )
         constraint = None
         if backend.supports_constraints:
-            trained = rehearses_failures(backend)
-            shape = rehearsal_shape(tool.response, tool_name, arguments, [], failures=trained,
-                                    max_string=result_string(trained))
-            constraint = Constraint(role="rehearser", response_schema=shape, result_string=result_string(trained))
+            constraint = rehearsal_constraint(tool.response, tool_name, arguments, [], rehearses_failures(backend))
         gen = backend.generate(rehearser_prompt(backend, messages), Sampling(temperature=0.0, max_new_tokens=max_new_tokens),
                                constraint)
         rehearsed, problem = parse_execution_result(gen.text)
