@@ -304,8 +304,9 @@ def teach_format(model, tokenizer, backend) -> None:
     model.eval()
 
 
-def tiny_llama(vocab_size: int, hidden_size: int = 64, heads: int = 4, kv_heads: int = 2, **config):
-    """A random 2-layer Llama (mechanics only, never quality), seeded: the one tiny-model builder."""
+def tiny_llama(vocab_size: int, hidden_size: int = 64, heads: int = 4, kv_heads: int = 2, layers: int = 2, **config):
+    """A random Llama of 2 layers (or ``layers``) for mechanics only, never quality, seeded:
+    the one tiny-model builder."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
@@ -314,7 +315,7 @@ def tiny_llama(vocab_size: int, hidden_size: int = 64, heads: int = 4, kv_heads:
             vocab_size=vocab_size,
             hidden_size=hidden_size,
             intermediate_size=2 * hidden_size,
-            num_hidden_layers=2,
+            num_hidden_layers=layers,
             num_attention_heads=heads,
             num_key_value_heads=kv_heads,
             **config,

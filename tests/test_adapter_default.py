@@ -138,12 +138,12 @@ def test_the_model_tab_switches_the_adapter_and_compare_sets_base_against_traine
         demo = build_app(settings, holder=holder)
         (run_compare,) = [f.fn for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "run_compare"]
         session = Session(folder=tmp_path)
-        list(run_compare(session, "bank", "check-balance", "parallel", 1, "weights", 0.6, 0.95, 20, 48, 0, False, 1))
+        list(run_compare(session, "bank", "check-balance", "none", 1, "weights", 0.6, 0.95, 20, 48, 0, False, 1))
         assert set(session.compared) == {"base", "trained"}
         base, trained = session.compared["base"], session.compared["trained"]
         assert base.model["model_id"] == "embedded (SmolLM2-135M-Instruct)" and base.model.get("adapter_off")
         assert trained.model["model_id"].endswith("+ demo-cpu adapter")
-        assert base.seed == trained.seed and base.mode == trained.mode == "parallel"
+        assert base.seed == trained.seed and base.mode == trained.mode == "none"  # rehearsal is not what differs
         demo.close()
         assert "ev-status-info" in switch_adapter(ctx, "none") and embedded_backend.adapter is None
         public = AppContext(settings, UIOptions.from_settings(settings.replace(public=True)), holder)

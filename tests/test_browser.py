@@ -75,8 +75,16 @@ def page(app, browser):
     page.close()
 
 
+def _bank_tools() -> str:
+    return (ROOT / "examples" / "bank" / "tools.json").read_text(encoding="utf-8")
+
+
 def paste_schema(page, text: str) -> None:
-    editor = page.locator("#schema-editor .cm-content")
+    paste_schema_into(page, "#schema-editor", text)
+
+
+def paste_schema_into(page, editor_id: str, text: str) -> None:
+    editor = page.locator(f"{editor_id} .cm-content")
     editor.click()
     page.keyboard.press("Control+A")
     page.keyboard.insert_text(text)  # one input event, as a paste makes
@@ -149,14 +157,28 @@ def test_stop_cancels_a_running_episode_promptly(page):
     assert page.locator("#outcome .ev-outcome").get_attribute("data-kind") == "error"
 
 
-def test_fine_tune_draws_per_role_curves_live_then_applies_the_adapter(page):
-    """A two-step run on the bank drills: curves appear while the run is still going,
-    one line per role; then the before/after table, the download and Apply."""
+def test_fine_tune_draws_per_role_curves_live_then_applies_the_adapter(page, tmp_path):
+    """A two-step run, groups of two, on the user's own tasks (the bank's tools in the
+    editor, an uploaded JSONL of two training drills and one held out): curves appear
+    while the run is still going, one line per role; then the before/after table, the
+    download and Apply."""
+    drills = (ROOT / "envace_demo" / "train" / "data" / "bank_drills.jsonl").read_text(encoding="utf-8")
+    records = [json.loads(line) for line in drills.splitlines() if line.strip()]
+    picked = [r for r in records if r["split"] == "train"][:2] + [r for r in records if r["split"] == "heldout"][:1]
+    tasks = tmp_path / "bank-three.jsonl"
+    tasks.write_text("\n".join(json.dumps(r) for r in picked) + "\n", encoding="utf-8")
+
     page.wait_for_selector("#model-banner .ev-status-info", timeout=300_000)
     page.get_by_role("tab", name="Fine-tune").click()
-    steps = page.locator("#train-steps input[type=number]")
-    steps.fill("2")
-    steps.press("Enter")
+    page.locator("#train-source input").click()
+    page.get_by_role("option", name="your own: tools + a JSONL of tasks").click()
+    page.locator("#train-tools .cm-content").wait_for(timeout=30_000)  # choosing "own" opens its box
+    paste_schema_into(page, "#train-tools", _bank_tools())
+    page.locator("#train-tasks input[type=file]").set_input_files(str(tasks))
+    for control, value in (("#train-steps", "2"), ("#train-group", "2")):
+        box = page.locator(f"{control} input[type=number]")
+        box.fill(value)
+        box.press("Enter")
     page.click("#train-button")
     page.locator("#train-status .ev-status-busy").wait_for(timeout=30_000)
 

@@ -1,5 +1,5 @@
 """``bench/load.py``: its leak check (fast, on records made here) and CI's short run
-(slow: the app with the embedded model, 3 sessions for 20 s, no error, no leak)."""
+(slow: the app with the embedded model, 3 sessions for 12 s, no error, no leak)."""
 
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ def test_short_load_run_has_no_error_and_no_leak():
             "--sessions",
             "3",
             "--seconds",
-            "20",
+            "12",
             "--drain-seconds",
             "240",
             "--json",

@@ -109,30 +109,38 @@ def _work(batch) -> int:
 
 
 def estimate(backend, model, sft_batches, recipe: DemoRecipe, bf16: bool) -> dict:
-    """Seconds the recipe should take at this machine's speed now. The warm start: one
-    real step (forward and backward, no update) of a median batch of each role, timed and
-    scaled by each batch's tokens. GRPO: a timed forward pass of 512 tokens gives tokens/s;
-    a step costs G episodes of decoding and their update."""
+    """Seconds the recipe should take at this machine's speed now. The warm start: two
+    real steps (forward and backward, no update) of a median batch of each role, timed
+    and scaled by each batch's tokens: a batch's first step, then a step of a later epoch
+    (which runs only the adapted layers, ``sft.FrozenBottom``). GRPO: a timed forward pass
+    of 512 tokens gives tokens/s; a step costs G episodes of decoding and their update."""
     import contextlib
     import statistics
 
     import torch
 
-    from envace_demo.train.sft import epoch_plan, target_loss
+    from envace_demo.train.sft import FrozenBottom, epoch_plan
 
-    per_work = {}
+    first_work, later_work = {}, {}
     for role in sorted({b.role for b in sft_batches}):
         mine = sorted((b for b in sft_batches if b.role == role), key=_work)
         batch = mine[len(mine) // 2]
-        ctx = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
-        t0 = time.monotonic()
-        with ctx:
-            loss, _ = target_loss(model, batch.prompt_ids, batch.completion_ids, backend.pad_id)
-        loss.backward()
-        model.zero_grad(set_to_none=True)
-        per_work[role] = (time.monotonic() - t0) / _work(batch)
+        bottom = FrozenBottom(model, store_dtype=torch.bfloat16 if bf16 else None)
+        for per_work in (first_work, later_work):
+            ctx = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+            t0 = time.monotonic()
+            with ctx:
+                loss, _ = bottom.target_loss(batch, backend.pad_id)
+            loss.backward()
+            model.zero_grad(set_to_none=True)
+            per_work[role] = (time.monotonic() - t0) / _work(batch)
     plan = epoch_plan(sft_batches, recipe.sft_epochs, {"rehearser": recipe.rehearser_epochs})
-    sft_s = sum(_work(b) * per_work[b.role] for epoch in plan for b in epoch)
+    seen: set[int] = set()
+    sft_s = 0.0
+    for epoch in plan:
+        for b in epoch:
+            sft_s += _work(b) * (later_work if id(b) in seen else first_work)[b.role]
+            seen.add(id(b))
 
     vocab = model.config.get_text_config().vocab_size
     ids = torch.randint(0, min(1000, vocab), (1, 512))
@@ -149,7 +157,9 @@ def estimate(backend, model, sft_batches, recipe: DemoRecipe, bf16: bool) -> dic
     return {"tokens_per_s": round(tps), "sft_s": round(sft_s), "grpo_s": round(grpo_s),
             "total_s": round(sft_s + grpo_s), "sft_steps": sum(len(e) for e in plan),
             "step_s": {r: round(v * statistics.median(_work(b) for b in sft_batches if b.role == r), 1)
-                       for r, v in per_work.items()}}
+                       for r, v in first_work.items()},
+            "later_step_s": {r: round(v * statistics.median(_work(b) for b in sft_batches if b.role == r), 1)
+                             for r, v in later_work.items()}}
 
 
 def write_tasks(scripted: list[ScriptedTask], path: Path) -> None:
@@ -228,7 +238,7 @@ def run_recipe(backend, recipe: DemoRecipe, out_dir: Path, say, stop=None) -> di
     backend.model = model
     bf16 = bf16_autocast_available() if recipe.sft_bf16 is None else recipe.sft_bf16
     est = estimate(backend, model, sft_batches, recipe, bf16)
-    steps = ", ".join(f"{r} {s} s" for r, s in est["step_s"].items())
+    steps = ", ".join(f"{r} {s} s, {est['later_step_s'][r]} s in a later epoch" for r, s in est["step_s"].items())
     say(f"estimate at this machine's speed now (a warm-start step: {steps}{' in bfloat16' if bf16 else ''}; "
         f"{est['tokens_per_s']} tokens/s forward): warm start {est['sft_steps']} steps ~{est['sft_s'] / 60:.0f} min, "
         f"GRPO ~{est['grpo_s'] / 60:.0f} min, total ~{est['total_s'] / 60:.0f} min")
