@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from envace_demo.train.warmstart import SftRow
 
@@ -191,13 +192,18 @@ def _causal_lm(model):
     return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 
+@dataclass(frozen=True)
 class _Layout:
     """A micro-batch as the model reads it: the shared prefix, the rows' suffixes padded
     on the right, and where each target token is predicted."""
 
-    def __init__(self, prefix_ids, input_ids, attention, positions, targets, batch_index, shared):
-        self.prefix_ids, self.input_ids, self.attention = prefix_ids, input_ids, attention
-        self.positions, self.targets, self.batch_index, self.shared = positions, targets, batch_index, shared
+    prefix_ids: Any  # (1, shared) token ids, or None without a shared prefix
+    input_ids: Any  # (rows, width)
+    attention: Any  # (rows, shared + width)
+    positions: Any
+    targets: Any
+    batch_index: Any
+    shared: int
 
     @classmethod
     def of(cls, prompts: list[list[int]], completions: list[list[int]], pad_id: int, device) -> _Layout:
