@@ -80,6 +80,9 @@ def register(sub) -> argparse.ArgumentParser:
     p.add_argument("--memory-elsewhere", action=argparse.BooleanOptionalAction, default=None,
                    help="demo-cpu: a varied world's actor rows show the rehearsal memory of another world, "
                    "not their own (default: on)")
+    p.add_argument("--roles", choices=["both", "actor", "rehearser"],
+                   help="demo-cpu: the roles trained; one alone makes an adapter of its own for that role "
+                   "(no GRPO stage), served beside the other's with --rehearser-adapter (default: both)")
     p.add_argument("--from-adapter", help="demo-cpu: continue this saved adapter (a stage run again)")
     p.add_argument("--sft-minutes", type=float, help="demo-cpu: time box of the warm start (default: none)")
     p.add_argument("--tasks-per-env", type=int, help="demo-cpu: at most this many generated tasks per environment")
@@ -126,6 +129,8 @@ def recipe_from(args: argparse.Namespace):
         changes["sft_minutes"] = args.sft_minutes
     if args.tasks_per_env is not None:
         changes["tasks_per_env"] = args.tasks_per_env
+    if args.roles is not None:
+        changes["roles"] = ("actor", "rehearser") if args.roles == "both" else (args.roles,)
     for name in ("rehearser_epochs", "actor_variants", "rehearser_phrasings", "memory_every", "memory_elsewhere",
                  "from_adapter"):
         if getattr(args, name, None) is not None:

@@ -66,6 +66,10 @@ class DemoRecipe:
     memory_elsewhere: bool = True
     # Continue this saved adapter instead of a fresh one (a recipe stage run again).
     from_adapter: str | None = None
+    # The roles whose rows are trained. One role alone makes an adapter for that role only
+    # (the method's "noshare" variant: a rehearser with weights of its own, served beside
+    # the actor's adapter); its stage has no GRPO, whose episodes need both roles.
+    roles: tuple[str, ...] = ("actor", "rehearser")
     lora_rank: int = 16
     lora_layers: int | None = 8  # LoRA on the last 8 of 30 layers: backward stops there
     grpo: TrainConfig = field(default_factory=_grpo)
@@ -153,7 +157,7 @@ def estimate(backend, model, sft_batches, recipe: DemoRecipe, bf16: bool) -> dic
     # Decoding runs about 40x below the forward pass's tokens/s on CPU (one token a step,
     # grammar masks); two generations (act, rehearse) per turn; then the update.
     decode_s = g.max_turns * 2 * g.max_new_tokens / (tps / 40)
-    grpo_s = g.steps * g.prompts_per_step * (decode_s + g.group_size * 3 * 1500 / tps)
+    grpo_s = g.steps * g.prompts_per_step * (decode_s + g.group_size * 3 * 1500 / tps) if len(recipe.roles) > 1 else 0.0
     return {"tokens_per_s": round(tps), "sft_s": round(sft_s), "grpo_s": round(grpo_s),
             "total_s": round(sft_s + grpo_s), "sft_steps": sum(len(e) for e in plan),
             "step_s": {r: round(v * statistics.median(_work(b) for b in sft_batches if b.role == r), 1)
@@ -193,12 +197,13 @@ def recipe_rows(backend, recipe: DemoRecipe, scripted: list[ScriptedTask]):
     the memory of the world before it, where ``memory_elsewhere``)."""
     from envace_demo.train.warmstart import warm_rows
 
-    rows = warm_rows(backend, scripted, memory_every=recipe.memory_every, thoughts=recipe.thoughts)
-    for phrasing in range(1, recipe.rehearser_phrasings):
+    rows = warm_rows(backend, scripted, memory_every=recipe.memory_every, thoughts=recipe.thoughts,
+                     roles=recipe.roles)
+    for phrasing in range(1, recipe.rehearser_phrasings if "rehearser" in recipe.roles else 1):
         rows += warm_rows(backend, recipe_tasks(recipe, phrasing=phrasing), thoughts=recipe.thoughts,
                           roles=("rehearser",))
     before = scripted
-    for world in range(1, recipe.actor_variants + 1):
+    for world in range(1, recipe.actor_variants + 1 if "actor" in recipe.roles else 1):
         mine = recipe_tasks(recipe, world)
         rows += warm_rows(backend, mine, memory_every=recipe.memory_every, thoughts=recipe.thoughts,
                           roles=("actor",), memory_from=before if recipe.memory_elsewhere else None)
@@ -209,9 +214,8 @@ def recipe_rows(backend, recipe: DemoRecipe, scripted: list[ScriptedTask]):
 def run_recipe(backend, recipe: DemoRecipe, out_dir: Path, say, stop=None) -> dict:
     """Run the recipe on ``backend`` (the embedded model, trained in place); ``say`` gets
     each log line. Returns the summary written to ``DIR/summary.json``."""
-    from envace_demo.train.events import StepFinished, TrainFinished
     from envace_demo.train.sft import attach_lora, batches, bf16_autocast_available, train_sft
-    from envace_demo.train.trainer import SUMMARY_FILE, Trainer
+    from envace_demo.train.trainer import SUMMARY_FILE
 
     started = time.monotonic()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -266,6 +270,41 @@ def run_recipe(backend, recipe: DemoRecipe, out_dir: Path, say, stop=None) -> di
             f"{probe['parsed']} wrote a result, {probe['exact']} the real one")
     sft_s = time.monotonic() - started
 
+    grpo_steps, grpo_seconds, adapter_dir = _grpo_stage(backend, recipe, scripted, out_dir, say, stop)
+    summary = {
+        "recipe": "demo-cpu",
+        "model": backend.info.model_id,
+        "roles": list(recipe.roles),
+        "tasks": len(scripted),
+        "warm_start": {"rows": roles, "steps": len(sft_rows), "seconds": round(sft_s, 1),
+                       "first_loss": sft_rows[0] if sft_rows else None, "last_loss": sft_rows[-1] if sft_rows else None,
+                       "rehearser_probe": probe},
+        "grpo": {"steps": grpo_steps, "seconds": grpo_seconds},
+        "estimate": est,
+        "adapter": str(adapter_dir) if adapter_dir else None,
+        "seconds": round(time.monotonic() - started, 1),
+    }
+    if adapter_dir is None and sft_rows:  # no GRPO step: the warm start's adapter
+        result_dir = out_dir / "adapter"
+        model.save_pretrained(result_dir)
+        summary["adapter"] = str(result_dir)
+    if summary["adapter"]:
+        _name_base(Path(summary["adapter"]))
+    (out_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    say(f"adapter: {summary['adapter']}; {summary['seconds'] / 60:.1f} min")
+    return summary
+
+
+def _grpo_stage(backend, recipe: DemoRecipe, scripted, out_dir: Path, say, stop) -> tuple[int, float, Path | None]:
+    """Role-wise GRPO on the warm-started adapter, in place: (steps, seconds, adapter
+    folder or None). Skipped for a one-role recipe: an episode needs both roles, and its
+    reward would train weights that serve only one of them."""
+    from envace_demo.train.events import StepFinished, TrainFinished
+    from envace_demo.train.trainer import Trainer
+
+    if len(recipe.roles) < 2:
+        say(f"GRPO: skipped (an adapter of the {recipe.roles[0]} alone)")
+        return 0, 0.0, None
     trainer = Trainer(backend, [s.task for s in scripted], [], recipe.grpo, out_dir,
                       copy_model=False, stop=stop, continue_adapter=True)
     result = None
@@ -277,27 +316,7 @@ def run_recipe(backend, recipe: DemoRecipe, out_dir: Path, say, stop=None) -> di
         elif isinstance(event, TrainFinished):
             result = event.result
     assert result is not None
-    summary = {
-        "recipe": "demo-cpu",
-        "model": backend.info.model_id,
-        "tasks": len(scripted),
-        "warm_start": {"rows": roles, "steps": len(sft_rows), "seconds": round(sft_s, 1),
-                       "first_loss": sft_rows[0] if sft_rows else None, "last_loss": sft_rows[-1] if sft_rows else None,
-                       "rehearser_probe": probe},
-        "grpo": {"steps": result.steps_done, "seconds": round(result.seconds, 1)},
-        "estimate": est,
-        "adapter": str(result.adapter_dir) if result.adapter_dir else None,
-        "seconds": round(time.monotonic() - started, 1),
-    }
-    if result.adapter_dir is None and sft_rows:  # no GRPO step: the warm start's adapter
-        result_dir = out_dir / "adapter"
-        model.save_pretrained(result_dir)
-        summary["adapter"] = str(result_dir)
-    if summary["adapter"]:
-        _name_base(Path(summary["adapter"]))
-    (out_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2), encoding="utf-8")
-    say(f"adapter: {summary['adapter']}; {summary['seconds'] / 60:.1f} min")
-    return summary
+    return result.steps_done, round(result.seconds, 1), result.adapter_dir
 
 
 BASE_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
