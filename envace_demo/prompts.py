@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from envace_demo.models.base import Prompt
@@ -278,4 +278,4 @@ def rehearser_messages(
 
 def rehearser_prompt(backend, messages: list[dict]) -> Prompt:
     """The rehearser's ``[system, user]`` chat: no tools, thinking on."""
-    return backend.prompt(messages, tools=None, thinking=True)
+    return replace(backend.prompt(messages, tools=None, thinking=True), role="rehearser")

@@ -5,15 +5,16 @@ steps of each stage on the real embedded model."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 import torch
+from helpers import tiny_random_backend
 
 from envace_demo.cli import build_parser
 from envace_demo.cli import train as train_cli
 from envace_demo.errors import TaskError
 from envace_demo.train.recipe import DemoRecipe, recipe_tasks, run_recipe, smoke_recipe
-from helpers import tiny_random_backend
 
 
 def _check_run(out, summary, recipe):
@@ -68,6 +69,9 @@ def test_recipe_flags_and_refusals():
     assert (recipe.rehearser_epochs, recipe.actor_variants, recipe.from_adapter) == (0, 1, "runs/a/adapter")
     assert DemoRecipe().grpo.max_turns == 2  # a call and the answer: a rollout can succeed
     assert recipe.grpo.max_new_tokens == DemoRecipe().grpo.max_new_tokens
+    assert recipe.roles == ("actor", "rehearser")
+    args = build_parser().parse_args(["train", "--recipe", "demo-cpu", "--out", "x", "--roles", "rehearser"])
+    assert train_cli.recipe_from(args).roles == ("rehearser",)
     args = build_parser().parse_args(["train", "--recipe", "demo-cpu", "--env", "bank", "--out", "x"])
     with pytest.raises(TaskError, match="brings its own tasks"):
         args.handler(args)
@@ -118,3 +122,21 @@ def test_the_epoch_plan_gives_each_role_its_epochs():
     plan = epoch_plan([actor, rehearser], 2, {"rehearser": 3})
     assert [[b.role for b in e] for e in plan] == [["actor", "rehearser"], ["actor", "rehearser"], ["rehearser"]]
     assert [[b.role for b in e] for e in epoch_plan([actor, rehearser], 1, {"rehearser": 0})] == [["actor"]]
+
+
+def test_a_one_role_recipe_trains_that_role_alone_and_runs_no_grpo(tmp_path):
+    """The rehearser's own adapter (``--roles rehearser``): its rows only, in every
+    wording asked for, and no GRPO stage (an episode needs both roles)."""
+    from envace_demo.train.recipe import _grpo_stage, recipe_rows
+
+    backend = tiny_random_backend()
+    both = smoke_recipe()
+    scripted = recipe_tasks(both)
+    rows = recipe_rows(backend, both, scripted)
+    alone = replace(both, roles=("rehearser",), rehearser_phrasings=2, actor_variants=2)
+    mine = recipe_rows(backend, alone, scripted)
+    assert {r.role for r in rows} == {"actor", "rehearser"} and {r.role for r in mine} == {"rehearser"}
+    assert len(mine) == 2 * sum(r.role == "rehearser" for r in rows)
+    lines = []
+    assert _grpo_stage(backend, alone, scripted, tmp_path, lines.append, None) == (0, 0.0, None)
+    assert lines == ["GRPO: skipped (an adapter of the rehearser alone)"]

@@ -2,6 +2,11 @@
 
 peft injects the adapter's layers into the base modules; taking it off unloads them
 and restores the base weights exactly, so applying is reversible.
+
+An adapter folder may hold a second adapter for the rehearser in ``rehearser/`` (the
+method's "noshare" variant: each role with weights of its own, on one base model; peft
+saves a second adapter named ``rehearser`` in that very folder). Both are loaded; a
+rehearser prompt is served with the rehearser's, every other with the folder's own.
 """
 
 from __future__ import annotations
@@ -11,6 +16,28 @@ from pathlib import Path
 
 from envace_demo.errors import ConfigError, ModelError
 from envace_demo.models.row_decoder import PrefixCache
+
+ACTOR_WEIGHTS = "default"  # peft's name for the adapter at the folder's root
+REHEARSER_WEIGHTS = "rehearser"  # the rehearser's own adapter, in the folder of that name
+
+
+def rehearser_adapter(adapter_dir: Path) -> Path | None:
+    """The rehearser's own adapter inside ``adapter_dir``, or None (one adapter serves both roles)."""
+    inner = Path(adapter_dir) / REHEARSER_WEIGHTS
+    return inner if (inner / "adapter_config.json").is_file() else None
+
+
+def role_weights(model) -> bool:
+    """Whether ``model`` holds an adapter of the rehearser's own beside the actor's."""
+    return REHEARSER_WEIGHTS in (getattr(model, "peft_config", None) or {})
+
+
+def shared_weights(model) -> None:
+    """Drop ``model``'s rehearser adapter (training goes on from the actor's adapter, one
+    for both roles: the rollouts' log-probs are those of the weights being trained)."""
+    if role_weights(model):
+        model.set_adapter(ACTOR_WEIGHTS)
+        model.delete_adapter(REHEARSER_WEIGHTS)
 
 
 class LoraAdapters:
@@ -39,12 +66,43 @@ class LoraAdapters:
             self.row_prefixes.clear()  # whatever happens below, the weights change
             base = self.model.unload() if isinstance(self.model, PeftModel) else self.model
             self._adapter = None
+            rehearser = rehearser_adapter(adapter_dir)
+            model = None
             try:
-                self.model = PeftModel.from_pretrained(base, str(adapter_dir)).eval()
+                model = PeftModel.from_pretrained(base, str(adapter_dir))
+                if rehearser is not None:
+                    model.load_adapter(str(rehearser), adapter_name=REHEARSER_WEIGHTS, is_trainable=False)
+                    model.set_adapter(ACTOR_WEIGHTS, inference_mode=True)
             except (OSError, ValueError, RuntimeError) as err:
-                self.model = base
+                self.model = model.unload() if model is not None else base  # the base weights as they were
                 raise ModelError(f"{adapter_dir}: cannot apply this adapter to {self.model_id}: {err}") from err
+            self.model = model.eval()
             self._adapter = adapter_dir
+
+    def weights_for(self, prompt) -> str | None:
+        """The adapter that serves ``prompt``: the rehearser's own for a rehearser prompt,
+        the actor's for any other; None where one set of weights serves both roles."""
+        if not role_weights(self.model):
+            return None
+        return REHEARSER_WEIGHTS if getattr(prompt, "role", "actor") == "rehearser" else ACTOR_WEIGHTS
+
+    def serving(self, weights: str | None):
+        """The context a generation on ``weights`` (from :meth:`weights_for`) runs in: that
+        adapter active, the actor's again after (the caller holds the lock)."""
+        import contextlib
+
+        if weights is None or weights == ACTOR_WEIGHTS:
+            return contextlib.nullcontext()
+
+        @contextlib.contextmanager
+        def active():
+            self.model.set_adapter(weights, inference_mode=True)
+            try:
+                yield
+            finally:
+                self.model.set_adapter(ACTOR_WEIGHTS, inference_mode=True)
+
+        return active()
 
     def remove_adapter(self) -> None:
         """Back to the base weights (a no-op without an adapter)."""
@@ -83,8 +141,14 @@ class BaseWeights:
         from dataclasses import replace
 
         info = self._backend.info
-        extra = {k: v for k, v in info.extra.items() if k != "adapter"}
+        extra = {k: v for k, v in info.extra.items() if k not in ("adapter", "rehearser_adapter")}
         return replace(info, model_id=self.model_id, extra={**extra, "adapter_off": True})
+
+    def weights_for(self, prompt) -> None:
+        return None  # every adapter is off
+
+    def serving(self, weights):
+        return LoraAdapters.serving(self, None)
 
     def generate(self, *args, **kwargs):
         return type(self._backend).generate(self, *args, **kwargs)

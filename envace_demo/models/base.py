@@ -78,7 +78,9 @@ class Prompt:
     """What a generation continues: a chat, and its rendered text where the engine
     renders one (a chat-completions server takes the messages and renders them itself).
 
-    ``tools``: OpenAI function format, or None. ``thinking``: reasoning on.
+    ``tools``: OpenAI function format, or None. ``thinking``: reasoning on. ``role``: who
+    writes the continuation (a backend with weights of its own for the rehearser serves
+    its prompts with them).
     Build it with :meth:`Backend.prompt`, which fills ``text`` for engines that need it.
     """
 
@@ -86,6 +88,7 @@ class Prompt:
     tools: list[dict] | None = None
     thinking: bool = True
     text: str | None = None
+    role: Literal["actor", "rehearser"] = "actor"
 
     def shown(self) -> str:
         """The prompt as the trajectory record keeps it: the rendered text, or, for an

@@ -65,32 +65,35 @@ class PrefixCache:
     """KV caches of the last ``entries`` decoded sequences (prompt and output).
 
     An episode alternates actor and rehearser calls: two entries keep the actor's growing
-    conversation and the rehearser's fixed head apart. Call ``clear`` when the weights
-    change (an adapter applied or removed): a kept cache would belong to the old model."""
+    conversation and the rehearser's fixed head apart. Where each role has weights of its
+    own (a rehearser adapter), an entry is kept under the weights that computed it (``key``)
+    and only a call on the same weights takes it. Call ``clear`` when the weights change
+    (an adapter applied or removed): a kept cache would belong to the old model."""
 
     def __init__(self, entries: int = 2):
         self.entries = entries
-        self._kept: list[tuple[list[int], object]] = []  # most recent last
+        self._kept: list[tuple[object, list[int], object]] = []  # (key, ids, cache), most recent last
 
-    def take(self, ids: list[int]):
-        """(cache, tokens reused) for a call on ``ids``: the kept cache sharing the longest
-        prefix with ``ids``, cut to that prefix and removed from the store (the call
-        extends it). The last prompt token is always left to run: it yields the logits."""
+    def take(self, ids: list[int], key: object = None):
+        """(cache, tokens reused) for a call on ``ids`` by the weights ``key``: the kept
+        cache of those weights sharing the longest prefix with ``ids``, cut to that prefix
+        and removed from the store (the call extends it). The last prompt token is always
+        left to run: it yields the logits."""
         best, best_shared = None, 0
-        for index, (kept_ids, _) in enumerate(self._kept):
-            shared = _shared_prefix(kept_ids, ids, len(ids) - 1)
+        for index, (kept_key, kept_ids, _) in enumerate(self._kept):
+            shared = _shared_prefix(kept_ids, ids, len(ids) - 1) if kept_key == key else 0
             if shared > best_shared:
                 best, best_shared = index, shared
         if best is None:
             return None, 0
-        _, cache = self._kept.pop(best)
+        _, _, cache = self._kept.pop(best)
         surplus = int(cache.get_seq_length()) - best_shared
         if surplus > 0:
             cache.crop(-surplus)  # a negative count removes that many tokens from the end
         return cache, best_shared
 
-    def keep(self, ids: list[int], cache) -> None:
-        self._kept.append((list(ids), cache))
+    def keep(self, ids: list[int], cache, key: object = None) -> None:
+        self._kept.append((key, list(ids), cache))
         del self._kept[: -self.entries]
 
     def clear(self) -> None:
@@ -114,6 +117,7 @@ def decode_row(
     processors: list,
     matcher=None,
     prefix: PrefixCache | None = None,
+    weights: object = None,
     on_ids: Callable[[list[int]], None] | None = None,
     cancel: threading.Event | None = None,
     tags: tuple[str, ...] = (),
@@ -125,13 +129,14 @@ def decode_row(
 
     ``matcher``: an xgrammar GrammarMatcher (None: free text); ``processors``: logits
     processors run after the grammar mask (none: greedy); ``on_ids`` gets the new ids so
-    far after every pass; ``tags``: texts the tokenizer has one special token for (with
+    far after every pass; ``weights``: the key of ``model``'s active weights in ``prefix``
+    (the role adapter serving the row, or None); ``tags``: texts the tokenizer has one special token for (with
     ``decode``, ids to text); ``closers``: the ids that close a value (``closing_ids``, a
     tensor; with ``decode``), preferred in the last ``closing`` tokens while a call or a
     result is open. The caller holds ``torch.inference_mode`` and the seed."""
     import torch
 
-    cache, reused = prefix.take(prompt_ids) if prefix is not None else (None, 0)
+    cache, reused = prefix.take(prompt_ids, weights) if prefix is not None else (None, 0)
     pending = prompt_ids[reused:]  # tokens not yet through the model
     out: list[int] = []
     passes = 0
@@ -176,7 +181,7 @@ def decode_row(
     if prefix is not None and cache is not None:
         # The cache holds what went through the model; ``pending`` (and a stop token) did not.
         seen = prompt_ids + out[: len(out) - len(pending) - (reason == "stop")]
-        prefix.keep(seen[: int(cache.get_seq_length())], cache)
+        prefix.keep(seen[: int(cache.get_seq_length())], cache, weights)
     return Decoded(ids=out, finish_reason=reason, forward_passes=passes, reused_tokens=reused)
 
 
@@ -291,7 +296,8 @@ def row_by_row(backend, rows: int) -> bool:
     return backend.row_decoder and (rows == 1 or (backend.model.device.type == "cpu" and rows <= CPU_ROWS))
 
 
-def decode_rows(backend, encoded: list[list[int]], sampling, constraints: list, on_token=None, cancel=None) -> list:
+def decode_rows(backend, encoded: list[list[int]], sampling, constraints: list, on_token=None, cancel=None,
+                weights: object = None) -> list:
     """Generations of a TransformersBackend's rows decoded one after another, under its
     lock. On a CPU two rows decoded together cost about 1.5 times one row, a row here
     about half of one (jump-forward), and rows of one prompt share its prefill through
@@ -307,15 +313,16 @@ def decode_rows(backend, encoded: list[list[int]], sampling, constraints: list, 
             continue
         seed = None if sampling.seed is None else sampling.seed + 1_000_003 * row
         stream = (lambda _, text, row=row: on_token(row, text)) if on_token is not None else None
-        new = generate_row(backend, ids, replace(sampling, seed=seed), constraint, stream, cancel)
+        new = generate_row(backend, ids, replace(sampling, seed=seed), constraint, stream, cancel, weights)
         cancelled = cancel is not None and cancel.is_set()
         out.append(backend._finish(new, ids, sampling.max_new_tokens, time.perf_counter() - start, cancelled))
     return out
 
 
-def generate_row(backend, prompt_ids: list[int], sampling, constraint, on_token=None, cancel=None) -> list[int]:
+def generate_row(backend, prompt_ids: list[int], sampling, constraint, on_token=None, cancel=None,
+                 weights: object = None) -> list[int]:
     """``decode_row`` with a TransformersBackend's grammar, sampling, seed, streaming and
-    kept prefixes. New ids, stop token included."""
+    kept prefixes (those of ``weights``, the role adapter active). New ids, stop token included."""
     import torch
 
     from envace_demo.models.decoding import RowStreamer, sampling_processors, seeded
@@ -346,6 +353,7 @@ def generate_row(backend, prompt_ids: list[int], sampling, constraint, on_token=
             processors=backend.thinking_budget(sampling, [prompt_ids[-4:]]) + sampling_processors(sampling),
             matcher=matcher,
             prefix=backend.row_prefixes,
+            weights=weights,
             on_ids=stream if streamer is not None else None,
             cancel=cancel,
             tags=backend.tag_texts,

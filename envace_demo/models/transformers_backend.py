@@ -15,7 +15,7 @@ import threading
 import time
 
 from envace_demo.errors import ModelError
-from envace_demo.models.adapters import BaseWeights, LoraAdapters
+from envace_demo.models.adapters import BaseWeights, LoraAdapters, rehearser_adapter, role_weights
 from envace_demo.models.base import Backend, Constraint, Generation, ModelInfo, Prompt, Sampling, StreamCallback
 from envace_demo.models.decoding import (
     RowStreamer,
@@ -128,6 +128,8 @@ class TransformersBackend(LoraAdapters, Backend):
             extra["constraints_off"] = self.constraint_note
         if self._adapter is not None:
             extra["adapter"] = str(self._adapter)
+            if role_weights(self.model):
+                extra["rehearser_adapter"] = str(rehearser_adapter(self._adapter))
         return ModelInfo(
             model_id=self.model_id,
             device=str(self.model.device),
@@ -200,14 +202,20 @@ class TransformersBackend(LoraAdapters, Backend):
 
         if sampling.max_new_tokens < 1:
             raise ModelError(f"generate: max_new_tokens must be at least 1, got {sampling.max_new_tokens}")
+        groups: dict[str | None, list[int]] = {}
+        for row, prompt in enumerate(prompts):
+            groups.setdefault(self.weights_for(prompt), []).append(row)
+        if len(groups) > 1:  # each role on its own adapter: one call per adapter
+            return self._decode_apart(list(groups.values()), prompts, sampling, constraints, on_token, cancel)
+        weights = next(iter(groups))
         texts = [self.prompt_text(p) for p in prompts]
-        with self._lock, self._weights():
+        with self._lock, self._weights(), self.serving(weights):
             start = time.perf_counter()
             encoded = [self.tokenizer(text, add_special_tokens=False).input_ids for text in texts]
             if cancel is not None and cancel.is_set():
                 return [Generation("", 0, len(ids), 0.0, "cancelled", prompt_ids=ids) for ids in encoded]
             if row_by_row(self, len(encoded)):
-                return decode_rows(self, encoded, sampling, constraints, on_token, cancel)  # row_decoder.py
+                return decode_rows(self, encoded, sampling, constraints, on_token, cancel, weights)  # row_decoder.py
             criteria = StoppingCriteriaList([cancel_criteria_class()(cancel)] if cancel is not None else [])
             streamer = RowStreamer(self.tokenizer, len(prompts), self.stop_ids, on_token) if on_token else None
             with torch.inference_mode(), seeded(sampling.seed, self.model.device):
@@ -233,6 +241,19 @@ class TransformersBackend(LoraAdapters, Backend):
                 self._finish(row, encoded[r], sampling.max_new_tokens, seconds, cancelled)
                 for r, row in enumerate(output[:, ids.shape[1] :].tolist())
             ]
+
+    def _decode_apart(self, groups: list[list[int]], prompts, sampling, constraints, on_token, cancel):
+        """``_decode`` of each group of rows (their indices) in turn, back in the rows' order."""
+        from dataclasses import replace
+
+        out: list[Generation | None] = [None] * len(prompts)
+        for k, rows in enumerate(groups):
+            mine = sampling if sampling.seed is None else replace(sampling, seed=sampling.seed + 7919 * k)
+            stream = (lambda r, text, rows=rows: on_token(rows[r], text)) if on_token is not None else None
+            gens = self._decode([prompts[r] for r in rows], mine, [constraints[r] for r in rows], stream, cancel)
+            for r, gen in zip(rows, gens):
+                out[r] = gen
+        return out
 
     def _weights(self):
         """The context a generation runs in (a :class:`BaseWeights` view turns its adapter off)."""

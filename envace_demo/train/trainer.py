@@ -126,6 +126,8 @@ class Trainer:
         from accelerate import Accelerator
         from peft import LoraConfig, PeftModel, get_peft_model
 
+        from envace_demo.models.adapters import shared_weights
+
         cfg = self.config
         base = self.backend.model  # type: ignore[attr-defined]
         self.accelerator = Accelerator(cpu=base.device.type == "cpu")
@@ -134,6 +136,8 @@ class Trainer:
             base = copy.deepcopy(base) if self.copy_model else base
             if self.continue_adapter:
                 # Keep training the adapter it has (a warm start's): the saved adapter holds both.
+                # A rehearser adapter of its own is dropped: the actor's goes on for both roles.
+                shared_weights(base)
                 for name, param in base.named_parameters():
                     param.requires_grad = "lora_" in name
                 self._setup_model(base.eval())
