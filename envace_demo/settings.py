@@ -47,7 +47,8 @@ class Settings:
         metadata={
             "env": "ENVACE_ADAPTER",
             "help": "a LoRA adapter folder to serve the model with, 'demo-cpu' for the one shipped for the "
-            "embedded model (envace_demo/adapters/demo-cpu; its default), or 'none' (the base weights)",
+            "embedded model (envace_demo/adapters/demo-cpu; its default), or 'none' (the base weights); "
+            "a folder with a rehearser/ adapter inside serves rehearser prompts with that one",
         },
     )
     # "none" is accepted as input and stored as None.
