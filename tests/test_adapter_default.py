@@ -23,9 +23,15 @@ def test_the_package_ships_the_demo_cpu_adapter_with_its_card():
     card = (folder / "README.md").read_text(encoding="utf-8")
     for needed in ("SmolLM2-135M-Instruct", "train --recipe demo-cpu", "held-out"):
         assert needed in card
-    config = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
-    assert config["base_model_name_or_path"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
-    assert config["peft_type"] == "LORA" and config["r"] == 16
+    # The actor's adapter at the root, the rehearser's own in rehearser/ (the noshare variant).
+    from envace_demo.models.adapters import rehearser_adapter
+
+    for adapter in (folder, rehearser_adapter(folder)):
+        assert adapter is not None and (adapter / "adapter_model.safetensors").stat().st_size < 20 * 2**20
+        config = json.loads((adapter / "adapter_config.json").read_text(encoding="utf-8"))
+        assert config["base_model_name_or_path"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
+        assert config["peft_type"] == "LORA" and config["r"] == 16
+    assert "--roles rehearser" in card
 
 
 def test_which_adapter_a_model_gets(tmp_path):
@@ -70,6 +76,7 @@ def test_the_embedded_model_loads_with_the_adapter_and_it_changes_the_output(cac
     info = backend.info
     assert info.model_id == "embedded (SmolLM2-135M-Instruct) + demo-cpu adapter"
     assert info.extra["adapter"].endswith("demo-cpu")
+    assert info.extra["rehearser_adapter"].endswith("demo-cpu/rehearser")
     task = find_task("bank", "check-balance")
     prompt = actor_prompt(backend, Conversation(task.prompt), task.tools)
     greedy = Sampling(temperature=0.0, max_new_tokens=24)
