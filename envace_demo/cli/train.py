@@ -82,7 +82,8 @@ def register(sub) -> argparse.ArgumentParser:
                    "not their own (default: on)")
     p.add_argument("--roles", choices=["both", "actor", "rehearser"],
                    help="demo-cpu: the roles trained; one alone makes an adapter of its own for that role "
-                   "(no GRPO stage), served beside the other's with --rehearser-adapter (default: both)")
+                   "(no GRPO stage); a rehearser's, saved as rehearser/ in the actor's adapter folder, serves "
+                   "rehearser prompts beside it (default: both)")
     p.add_argument("--from-adapter", help="demo-cpu: continue this saved adapter (a stage run again)")
     p.add_argument("--sft-minutes", type=float, help="demo-cpu: time box of the warm start (default: none)")
     p.add_argument("--tasks-per-env", type=int, help="demo-cpu: at most this many generated tasks per environment")

@@ -11,6 +11,7 @@ rehearser prompt is served with the rehearser's, every other with the folder's o
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from pathlib import Path
 
@@ -86,23 +87,18 @@ class LoraAdapters:
             return None
         return REHEARSER_WEIGHTS if getattr(prompt, "role", "actor") == "rehearser" else ACTOR_WEIGHTS
 
+    @contextlib.contextmanager
     def serving(self, weights: str | None):
         """The context a generation on ``weights`` (from :meth:`weights_for`) runs in: that
         adapter active, the actor's again after (the caller holds the lock)."""
-        import contextlib
-
         if weights is None or weights == ACTOR_WEIGHTS:
-            return contextlib.nullcontext()
-
-        @contextlib.contextmanager
-        def active():
-            self.model.set_adapter(weights, inference_mode=True)
-            try:
-                yield
-            finally:
-                self.model.set_adapter(ACTOR_WEIGHTS, inference_mode=True)
-
-        return active()
+            yield
+            return
+        self.model.set_adapter(weights, inference_mode=True)
+        try:
+            yield
+        finally:
+            self.model.set_adapter(ACTOR_WEIGHTS, inference_mode=True)
 
     def remove_adapter(self) -> None:
         """Back to the base weights (a no-op without an adapter)."""
@@ -145,10 +141,7 @@ class BaseWeights:
         return replace(info, model_id=self.model_id, extra={**extra, "adapter_off": True})
 
     def weights_for(self, prompt) -> None:
-        return None  # every adapter is off
-
-    def serving(self, weights):
-        return LoraAdapters.serving(self, None)
+        return None  # every adapter is off: the backend's ``serving(None)`` changes nothing
 
     def generate(self, *args, **kwargs):
         return type(self._backend).generate(self, *args, **kwargs)
@@ -161,8 +154,6 @@ class BaseWeights:
 
     def _weights(self):
         """The context a generation runs in: the adapter off (nothing to do without one)."""
-        import contextlib
-
         from peft import PeftModel
 
         model = self._backend.model

@@ -296,8 +296,7 @@ def row_by_row(backend, rows: int) -> bool:
     return backend.row_decoder and (rows == 1 or (backend.model.device.type == "cpu" and rows <= CPU_ROWS))
 
 
-def decode_rows(backend, encoded: list[list[int]], sampling, constraints: list, on_token=None, cancel=None,
-                weights: object = None) -> list:
+def decode_rows(backend, encoded: list[list[int]], sampling, constraints: list, on_token=None, cancel=None) -> list:
     """Generations of a TransformersBackend's rows decoded one after another, under its
     lock. On a CPU two rows decoded together cost about 1.5 times one row, a row here
     about half of one (jump-forward), and rows of one prompt share its prefill through
@@ -313,16 +312,16 @@ def decode_rows(backend, encoded: list[list[int]], sampling, constraints: list, 
             continue
         seed = None if sampling.seed is None else sampling.seed + 1_000_003 * row
         stream = (lambda _, text, row=row: on_token(row, text)) if on_token is not None else None
-        new = generate_row(backend, ids, replace(sampling, seed=seed), constraint, stream, cancel, weights)
+        new = generate_row(backend, ids, replace(sampling, seed=seed), constraint, stream, cancel)
         cancelled = cancel is not None and cancel.is_set()
         out.append(backend._finish(new, ids, sampling.max_new_tokens, time.perf_counter() - start, cancelled))
     return out
 
 
-def generate_row(backend, prompt_ids: list[int], sampling, constraint, on_token=None, cancel=None,
-                 weights: object = None) -> list[int]:
+def generate_row(backend, prompt_ids: list[int], sampling, constraint, on_token=None, cancel=None) -> list[int]:
     """``decode_row`` with a TransformersBackend's grammar, sampling, seed, streaming and
-    kept prefixes (those of ``weights``, the role adapter active). New ids, stop token included."""
+    kept prefixes (those of the adapter active, peft's ``active_adapter``). New ids, stop
+    token included."""
     import torch
 
     from envace_demo.models.decoding import RowStreamer, sampling_processors, seeded
@@ -353,7 +352,7 @@ def generate_row(backend, prompt_ids: list[int], sampling, constraint, on_token=
             processors=backend.thinking_budget(sampling, [prompt_ids[-4:]]) + sampling_processors(sampling),
             matcher=matcher,
             prefix=backend.row_prefixes,
-            weights=weights,
+            weights=getattr(backend.model, "active_adapter", None),
             on_ids=stream if streamer is not None else None,
             cancel=cancel,
             tags=backend.tag_texts,

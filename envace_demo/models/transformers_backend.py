@@ -215,7 +215,7 @@ class TransformersBackend(LoraAdapters, Backend):
             if cancel is not None and cancel.is_set():
                 return [Generation("", 0, len(ids), 0.0, "cancelled", prompt_ids=ids) for ids in encoded]
             if row_by_row(self, len(encoded)):
-                return decode_rows(self, encoded, sampling, constraints, on_token, cancel, weights)  # row_decoder.py
+                return decode_rows(self, encoded, sampling, constraints, on_token, cancel)  # row_decoder.py
             criteria = StoppingCriteriaList([cancel_criteria_class()(cancel)] if cancel is not None else [])
             streamer = RowStreamer(self.tokenizer, len(prompts), self.stop_ids, on_token) if on_token else None
             with torch.inference_mode(), seeded(sampling.seed, self.model.device):
