@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Callable, Generator, Iterator
 
@@ -35,6 +35,7 @@ from envace_demo.events import (
 from envace_demo.fidelity import fidelity, mean_fidelity
 from envace_demo.generation import CUT, BatchGenerator, Cutoff
 from envace_demo.modes import MODES, mode_policy
+from envace_demo.models.adapters import rehearse_temperature
 from envace_demo.models.base import Backend, Constraint, Generation, Prompt, Sampling
 from envace_demo.models.grammar import rehearsal_constraint, rehearses_failures
 from envace_demo.prompts import (
@@ -159,6 +160,9 @@ class Episode:
         self._tool_names = {t.name for t in task.tools}
         self._constrained = config.constrained and backend.supports_constraints
         self._failures = rehearses_failures(backend) if config.rehearse_failures is None else config.rehearse_failures
+        self.sampling = config.sampling
+        if self.sampling.rehearse_temperature is None:  # the served weights' own (adapters.rehearse_temperature)
+            self.sampling = replace(self.sampling, rehearse_temperature=rehearse_temperature(backend))
 
     # ---- public -----------------------------------------------------------------
 
@@ -167,7 +171,7 @@ class Episode:
         start = time.monotonic()
         self._deadline = start + cfg.episode_seconds
         self._generate = BatchGenerator(
-            self.backend, cfg.sampling, self.cancel, self._deadline, _HALT_GRACE_S, self._shown
+            self.backend, self.sampling, self.cancel, self._deadline, _HALT_GRACE_S, self._shown
         )
         traj = Trajectory(
             mode=cfg.mode,
@@ -177,8 +181,8 @@ class Episode:
             environment=self.task.env,
             task=self.task.name,
             n=policy.rehearsals,
-            seed=cfg.sampling.seed,
-            sampling={k: v for k, v in vars(cfg.sampling).items()},
+            seed=self.sampling.seed,
+            sampling={k: v for k, v in vars(self.sampling).items()},
         )
         yield EpisodeStarted(traj)
         try:

@@ -90,6 +90,38 @@ def test_a_batch_mixing_the_roles_gives_each_row_its_adapter(adapters):
     assert set(streamed) == {0, 1, 2}  # each row streamed under its own index
 
 
+def test_each_role_decodes_at_its_own_temperature():
+    """One set of weights, a rehearser temperature apart from the actor's: the batch is
+    decoded in two calls, the rehearser's rows greedily, the actor's as sampled alone."""
+    backend = _backend()
+    actor, rehearser = _prompts(backend)
+    hot = Sampling(temperature=1.5, top_k=0, top_p=1.0, max_new_tokens=8, seed=3)
+    mixed = backend.generate_many([actor, rehearser], replace(hot, rehearse_temperature=0.0))
+    assert mixed[0].token_ids == backend.generate(actor, hot).token_ids
+    assert mixed[1].token_ids == backend.generate(rehearser, GREEDY).token_ids
+    # Sampled, the rehearser's row would differ from its greedy one (else the test says nothing).
+    assert backend.generate_many([actor, rehearser], hot)[1].token_ids != mixed[1].token_ids
+
+
+def test_a_rehearser_of_its_own_rehearses_greedily_unless_asked(adapters):
+    from envace_demo.engine import Episode, EpisodeConfig
+    from envace_demo.models.adapters import rehearse_temperature, without_adapter
+    from envace_demo.tasks import find_task
+
+    pair, alone = adapters
+    backend = _backend()
+    assert rehearse_temperature(backend) is None  # no adapter: as EnvACE was evaluated
+    backend.apply_adapter(alone)
+    assert rehearse_temperature(backend) is None  # one adapter for both roles
+    backend.apply_adapter(pair)
+    assert rehearse_temperature(backend) == 0.0
+    assert rehearse_temperature(without_adapter(backend)) is None  # Compare's base side
+    task = find_task("bank", "check-balance")
+    assert Episode(backend, task, EpisodeConfig()).sampling.rehearse_temperature == 0.0
+    asked = EpisodeConfig(sampling=Sampling(rehearse_temperature=0.6))
+    assert Episode(backend, task, asked).sampling.rehearse_temperature == 0.6
+
+
 def test_kept_prefixes_never_cross_from_one_adapter_to_the_other(adapters):
     pair, _ = adapters
     backend = _backend()

@@ -13,6 +13,7 @@ import json
 import socket
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -108,6 +109,17 @@ def test_rows_are_concurrent_requests_with_distinct_seeds(chat_server):
     seeds = [10, 10 + 1_000_003, 10 + 2_000_006]  # the base class's row seeds
     assert [g.text for g in gens] == [f"sample {seed}" for seed in seeds]
     assert sorted(r["seed"] for r in server.requests) == seeds
+
+
+def test_rehearser_rows_ask_for_the_rehearsers_own_temperature(chat_server):
+    server = chat_server(lambda body: text_deltas(f"at {body['temperature']}"))
+    backend = OpenAIBackend(server.url, "served-model")
+    actor = backend.prompt([USER])
+    rehearser = replace(actor, role="rehearser")
+    gens = backend.generate_many([actor, rehearser], Sampling(temperature=0.9, rehearse_temperature=0.0, seed=1))
+    assert [g.text for g in gens] == ["at 0.9", "at 0.0"]
+    # Without a rehearser temperature both roles sample alike (the paper's evaluation).
+    assert backend.generate(rehearser, Sampling(temperature=0.9)).text == "at 0.9"
 
 
 def test_engine_specific_fields_only_with_extras(chat_server):

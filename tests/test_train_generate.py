@@ -84,7 +84,7 @@ def test_a_varied_world_keeps_the_requests_and_changes_the_answers_it_reads(env)
     assert sum(a.task.prompt != b.task.prompt for a, b in zip(seeded, varied)) >= len(seeded) // 3
     assert [t.answer for t in varied] == [t.answer for t in again]
     changed = sum(a.answer != b.answer for a, b in zip(seeded, varied))
-    assert changed >= len(seeded) // 5, changed
+    assert changed >= len(seeded) // 6, changed  # refusals (read-only paths, full patrons) stay the same
     assert [t.answer for t in varied] != [t.answer for t in other]
     for s in varied:  # each answer still follows its own world's results
         for step in s.steps:

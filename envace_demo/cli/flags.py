@@ -109,6 +109,7 @@ class EpisodeFlags:
     temperature: float = _like(Sampling, "temperature")
     top_p: float = _like(Sampling, "top_p")
     top_k: int = _like(Sampling, "top_k")
+    rehearse_temperature: float | None = _like(Sampling, "rehearse_temperature")
     json: bool = field(default=False, metadata={"help": "print JSON instead of text"})
 
 

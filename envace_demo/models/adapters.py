@@ -33,6 +33,19 @@ def role_weights(model) -> bool:
     return REHEARSER_WEIGHTS in (getattr(model, "peft_config", None) or {})
 
 
+# A rehearser with an adapter of its own learnt the real responses alone (cross-entropy on
+# them): its likeliest prediction is its best, and sampling it only adds errors, such as
+# a refusal rehearsed as going through (bench/RESULTS.md, held-out tasks). Its rehearsals
+# are greedy unless the run asks for another temperature.
+OWN_REHEARSER_TEMPERATURE = 0.0
+
+
+def rehearse_temperature(backend) -> float | None:
+    """The temperature ``backend``'s rehearsals default to: greedy where a rehearser adapter
+    of its own serves them, else None (the acting temperature, as EnvACE was evaluated)."""
+    return OWN_REHEARSER_TEMPERATURE if backend.info.extra.get("rehearser_adapter") else None
+
+
 def shared_weights(model) -> None:
     """Drop ``model``'s rehearser adapter (training goes on from the actor's adapter, one
     for both roles: the rollouts' log-probs are those of the weights being trained)."""

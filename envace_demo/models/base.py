@@ -29,6 +29,11 @@ class Sampling:
         metadata={"help": "reasoning budget in tokens: a longer thought is closed by the engine and the answer "
                   "keeps the rest of max_new_tokens; default: none (the reasoning may use them all)"},
     )
+    rehearse_temperature: float | None = field(
+        default=None,
+        metadata={"help": "temperature of the rehearser's generations (0 = its likeliest prediction); "
+                  "default: the model's own (EnvACE: the acting temperature, as the paper evaluated)"},
+    )
 
     def __post_init__(self) -> None:
         if self.think_tokens is not None and not 0 < self.think_tokens < self.max_new_tokens:
@@ -36,6 +41,14 @@ class Sampling:
                 f"think_tokens={self.think_tokens}: must be positive and below max_new_tokens "
                 f"({self.max_new_tokens}), which also holds the answer"
             )
+
+    def for_role(self, role: str) -> "Sampling":
+        """The sampling a ``role`` prompt is decoded with: the rehearser's own temperature
+        where one is set (the actor's candidates are meant to differ; the world's response
+        is one, and its likeliest prediction is the faithful one)."""
+        if role != "rehearser" or self.rehearse_temperature is None or self.rehearse_temperature == self.temperature:
+            return self
+        return replace(self, temperature=self.rehearse_temperature)
 
     @classmethod
     def taken_from(cls, source: object, **overrides: object) -> "Sampling":
@@ -207,9 +220,8 @@ class Backend(ABC):
                 continue
             seed = None if sampling.seed is None else sampling.seed + 1_000_003 * row
             stream = (lambda _, text, row=row: on_token(row, text)) if on_token is not None else None
-            out.append(
-                self.generate(prompt, replace(sampling, seed=seed), constraint=constraint, on_token=stream, cancel=cancel)
-            )
+            mine = replace(sampling.for_role(prompt.role), seed=seed)
+            out.append(self.generate(prompt, mine, constraint=constraint, on_token=stream, cancel=cancel))
         return out
 
     def count_tokens(self, text: str) -> int:

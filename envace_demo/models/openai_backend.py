@@ -144,6 +144,7 @@ class OpenAIBackend(Backend):
     ) -> list[Generation]:
         """Stream each (prompt, sampling) row on its own thread; row i reports as row i.
         One row failing for good stops the others."""
+        rows = [(prompt, sampling.for_role(prompt.role)) for prompt, sampling in rows]
         cancel = cancel or threading.Event()
         halt = threading.Event()  # cancelled, or another row failed: stop every row
         streams: dict[int, Any] = {}

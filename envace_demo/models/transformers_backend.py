@@ -202,12 +202,14 @@ class TransformersBackend(LoraAdapters, Backend):
 
         if sampling.max_new_tokens < 1:
             raise ModelError(f"generate: max_new_tokens must be at least 1, got {sampling.max_new_tokens}")
-        groups: dict[str | None, list[int]] = {}
+        # Rows decode together when they share the weights and the sampling: each role on its
+        # own adapter, or at its own temperature, is one call per group.
+        groups: dict[tuple[str | None, Sampling], list[int]] = {}
         for row, prompt in enumerate(prompts):
-            groups.setdefault(self.weights_for(prompt), []).append(row)
-        if len(groups) > 1:  # each role on its own adapter: one call per adapter
-            return self._decode_apart(list(groups.values()), prompts, sampling, constraints, on_token, cancel)
-        weights = next(iter(groups))
+            groups.setdefault((self.weights_for(prompt), sampling.for_role(prompt.role)), []).append(row)
+        if len(groups) > 1:
+            return self._decode_apart(groups, prompts, constraints, on_token, cancel)
+        weights, sampling = next(iter(groups))
         texts = [self.prompt_text(p) for p in prompts]
         with self._lock, self._weights(), self.serving(weights):
             start = time.perf_counter()
@@ -242,12 +244,13 @@ class TransformersBackend(LoraAdapters, Backend):
                 for r, row in enumerate(output[:, ids.shape[1] :].tolist())
             ]
 
-    def _decode_apart(self, groups: list[list[int]], prompts, sampling, constraints, on_token, cancel):
+    def _decode_apart(self, groups: dict[tuple[str | None, Sampling], list[int]], prompts, constraints, on_token,
+                      cancel):
         """``_decode`` of each group of rows (their indices) in turn, back in the rows' order."""
         from dataclasses import replace
 
         out: list[Generation | None] = [None] * len(prompts)
-        for k, rows in enumerate(groups):
+        for k, ((_, sampling), rows) in enumerate(groups.items()):
             mine = sampling if sampling.seed is None else replace(sampling, seed=sampling.seed + 7919 * k)
             stream = (lambda r, text, rows=rows: on_token(rows[r], text)) if on_token is not None else None
             gens = self._decode([prompts[r] for r in rows], mine, [constraints[r] for r in rows], stream, cancel)

@@ -88,7 +88,8 @@ HELDOUT_CALLS = {
 
 
 def rehearse_heldout(backend, max_new_tokens: int = 192) -> dict:
-    """Fidelity of the model's greedy rehearsal of each ``HELDOUT_CALLS`` call."""
+    """Fidelity of the model's greedy rehearsal of each ``HELDOUT_CALLS`` call, the
+    caller's response written as the CPU default serves it (the empty reasoning block)."""
     from envace_demo.calls import format_call, parse_execution_result
     from envace_demo.fidelity import fidelity
     from envace_demo.models.base import Sampling
@@ -97,6 +98,7 @@ def rehearse_heldout(backend, max_new_tokens: int = 192) -> dict:
     from envace_demo.record import ToolCall
     from envace_demo.schemas import find_tool
     from envace_demo.tasks import find_task
+    from envace_demo.train.warmstart import think
 
     rows = {}
     for name, (env, tool_name, arguments) in HELDOUT_CALLS.items():
@@ -104,7 +106,7 @@ def rehearse_heldout(backend, max_new_tokens: int = 192) -> dict:
         call = ToolCall(tool_name, arguments)
         tool = find_tool(task.tools, tool_name)
         real = create(env).execute(tool_name, arguments)
-        latest = f"<think>\nI call {tool_name}.\n</think>\n\n{format_call(call)}"
+        latest = think(None) + format_call(call)
         messages = rehearser_messages(
             task.tools, [], Conversation(task.prompt), latest, call, tool,
             response_schema=shows_response_schema(backend.info.model_id),

@@ -266,8 +266,12 @@ def _files(add: Callable[[str, str], _Script], say: Callable[..., str]) -> None:
         s.call("write_file", {"path": path, "content": content, "overwrite": True}, f"I overwrite {path}.")
         s.answer = f"{path} now contains: {content}"
         s.check_state("files", path)
+    # New files under /system too: the path alone decides (the rehearser learns the rule,
+    # not a list of files).
     for i, (path, content) in enumerate((("/system/readme.txt", "hello"), ("/system/hosts", "127.0.0.1 box"),
-                                         ("/system/readme.txt", "maintenance at 6"))):
+                                         ("/system/readme.txt", "maintenance at 6"), ("/system/motd", "back at 9"),
+                                         ("/system/network.ini", "proxy = 192.168.0.1"),
+                                         ("/system/settings.conf", "timeout = 60"))):
         s = add(f"write-readonly-{i}", say(i, ("Write '{c}' into {p}.", "Make {p} say only: {c}",
                                                "Replace everything in {p} with the line: {c}"), p=path, c=content))
         r = s.call("write_file", {"path": path, "content": content, "overwrite": True}, f"I write {path}.")
@@ -368,7 +372,9 @@ def _library(add: Callable[[str, str], _Script], say: Callable[..., str]) -> Non
         if err:
             s.check_call("place_hold", {"book_id": book_id, "patron_id": patron})
             s.check_answer("already")
-    for i, book_id in enumerate(("BK-002", "BK-016", "BK-028", "BK-011")):
+    # P-1077 holds three books: any other hold of theirs is refused, whatever the book.
+    for i, book_id in enumerate(("BK-002", "BK-016", "BK-028", "BK-011", "BK-035", "BK-038", "BK-006", "BK-024",
+                                 "BK-039", "BK-014")):
         s = add(f"hold-limit-{book_id}", say(i, ("Put a hold on book {b} for patron P-1077.",
                                                  "Reserve {t} ({b}) for card P-1077.",
                                                  "Patron P-1077 would like to reserve {t} ({b})."),
