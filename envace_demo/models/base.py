@@ -42,7 +42,7 @@ class Sampling:
                 f"({self.max_new_tokens}), which also holds the answer"
             )
 
-    def for_role(self, role: str) -> "Sampling":
+    def for_role(self, role: str) -> Sampling:
         """The sampling a ``role`` prompt is decoded with: the rehearser's own temperature
         where one is set (the actor's candidates are meant to differ; the world's response
         is one, and its likeliest prediction is the faithful one)."""

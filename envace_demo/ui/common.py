@@ -81,7 +81,10 @@ def sampling_controls(ctx: AppContext, open: bool = False) -> SamplingControls:
     opts, settings = ctx.options, ctx.settings
     with gr.Accordion("Sampling and decoding", open=open):
         with gr.Row():
-            temperature = gr.Slider(0.0, 2.0, value=_DEFAULT.temperature, step=0.05, label="temperature")
+            temperature = gr.Slider(
+                0.0, 2.0, value=_DEFAULT.temperature, step=0.05, label="temperature",
+                info="the actor's; a rehearser with an adapter of its own (the CPU default) rehearses greedily",
+            )
             top_p = gr.Slider(0.05, 1.0, value=_DEFAULT.top_p, step=0.05, label="top_p")
             top_k = gr.Slider(0, 200, value=_DEFAULT.top_k, step=1, label="top_k")
         with gr.Row():
