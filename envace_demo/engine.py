@@ -160,8 +160,10 @@ class Episode:
         self._tool_names = {t.name for t in task.tools}
         self._constrained = config.constrained and backend.supports_constraints
         self._failures = rehearses_failures(backend) if config.rehearse_failures is None else config.rehearse_failures
+        # The sampling every generation uses: the config's, the rehearser's temperature filled
+        # in from the served weights where the config leaves it (adapters.rehearse_temperature).
         self.sampling = config.sampling
-        if self.sampling.rehearse_temperature is None:  # the served weights' own (adapters.rehearse_temperature)
+        if self.sampling.rehearse_temperature is None:
             self.sampling = replace(self.sampling, rehearse_temperature=rehearse_temperature(backend))
 
     # ---- public -----------------------------------------------------------------
@@ -418,7 +420,7 @@ class Episode:
 
     def _cut_by(self) -> str:
         """Which budget cut a generation short."""
-        sampling = self.config.sampling
+        sampling = self.sampling
         think = f", {sampling.think_tokens} of them for reasoning" if sampling.think_tokens else ""
         return f"cut by the new-token limit (max_new_tokens={sampling.max_new_tokens}{think})"
 

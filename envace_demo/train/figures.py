@@ -98,7 +98,7 @@ def rehearse_heldout(backend, max_new_tokens: int = 192) -> dict:
     from envace_demo.record import ToolCall
     from envace_demo.schemas import find_tool
     from envace_demo.tasks import find_task
-    from envace_demo.train.warmstart import think
+    from envace_demo.train.warmstart import EMPTY_THOUGHT
 
     rows = {}
     for name, (env, tool_name, arguments) in HELDOUT_CALLS.items():
@@ -106,7 +106,7 @@ def rehearse_heldout(backend, max_new_tokens: int = 192) -> dict:
         call = ToolCall(tool_name, arguments)
         tool = find_tool(task.tools, tool_name)
         real = create(env).execute(tool_name, arguments)
-        latest = think(None) + format_call(call)
+        latest = EMPTY_THOUGHT + format_call(call)
         messages = rehearser_messages(
             task.tools, [], Conversation(task.prompt), latest, call, tool,
             response_schema=shows_response_schema(backend.info.model_id),
