@@ -14,14 +14,17 @@ limit draws near (``CALL_RESERVE``), so a run whose rehearsals are slow still co
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Callable, Generator, Iterator
 
+from envace_demo import grounding
 from envace_demo import memory as memory_mod
 from envace_demo.calls import parse_action, parse_execution_result
+from envace_demo.context import read_context, shots
 from envace_demo.envs.base import Environment
 from envace_demo.errors import ConfigError
 from envace_demo.events import (
@@ -32,7 +35,8 @@ from envace_demo.events import (
     RehearsalFinished,
     TurnUpdated,
 )
-from envace_demo.fidelity import fidelity, mean_fidelity
+from envace_demo.fidelity import Context as FidelityContext
+from envace_demo.fidelity import fidelity, mean_fidelity, score
 from envace_demo.generation import CUT, BatchGenerator, Cutoff
 from envace_demo.modes import MODES, mode_policy
 from envace_demo.models.adapters import rehearse_temperature
@@ -45,7 +49,7 @@ from envace_demo.prompts import (
     rehearser_prompt,
     shows_response_schema,
 )
-from envace_demo.record import Action, CallStep, Rehearsal, ToolCall, Trajectory, Turn, call_steps
+from envace_demo.record import Action, CallStep, Rehearsal, ToolCall, Trajectory, Turn, call_steps, is_error
 from envace_demo.scheduler import Outcome, Request, Run, Stop, drive, lockstep
 from envace_demo.schemas import Tool, find_tool
 from envace_demo.supervise import supervise, wait
@@ -68,6 +72,9 @@ _STOP_WORDS = {
 }
 # A backend that ignores its cancel switch is abandoned this long after being told to stop.
 _HALT_GRACE_S = 5.0
+
+# What the committed actor may read of the rehearsal memory (``EpisodeConfig.memory``).
+MEMORY_VIEWS = ("outcomes", "full", "off")
 
 # Executes one committed call for real: (tool, arguments) -> JSON response.
 Executor = Callable[[Tool, dict], Any]
@@ -107,7 +114,15 @@ class EpisodeConfig:
     # its rehearsal: a failure where success was rehearsed (or the reverse), or a fidelity
     # below this. A small model copies the memory's values and repeats its calls (a refused
     # transfer sent again, a copy written with the rehearsed content); None: keep it.
-    memory_fidelity_floor: float | None = 0.5
+    memory_fidelity_floor: float | None = 0.75
+    # What the committed actor reads of the rehearsals: "outcomes" (each rehearsed call and
+    # whether it was predicted to succeed or which error: which calls to make, not what to
+    # tell the user), "full" (the predicted values too), or "off".
+    memory: str = "outcomes"
+    # A committed call whose rehearsal predicts a failure is held the first time: not
+    # executed, the actor shown the prediction, so it can take another path (a call asked
+    # again runs for real: the rehearsal may be wrong).
+    hold_predicted_failures: bool = True
     # Turns an exception's text into what the record may show (public mode hides server paths
     # and secrets); None shows it as is.
     redact: Callable[[str], str] | None = field(default=None, repr=False, compare=False)
@@ -121,6 +136,8 @@ class EpisodeConfig:
             raise ConfigError(f"tool_seconds must be positive, not {self.tool_seconds}")
         if not 0 < self.rehearsal_share < 1:
             raise ConfigError(f"rehearsal_share must be between 0 and 1 (exclusive), not {self.rehearsal_share}")
+        if self.memory not in MEMORY_VIEWS:
+            raise ConfigError(f"memory must be one of {', '.join(MEMORY_VIEWS)}, not {self.memory!r}")
         if self.memory_fidelity_floor is not None and not 0 <= self.memory_fidelity_floor <= 1:
             raise ConfigError(f"memory_fidelity_floor must be between 0 and 1, not {self.memory_fidelity_floor}")
 
@@ -154,6 +171,7 @@ class Episode:
         self.cancel = cancel or threading.Event()
         self._deadline = 0.0
         self._generate: BatchGenerator | None = None  # the batcher, made when the run starts
+        self._rehearsals: list[Rehearsal] = []  # the run's imagined trajectories
         # Rehearser prompt -> (output, rehearsal index): a committed call asked in a prompt a
         # rehearsal already answered takes that answer (its prediction for this very call).
         self._predicted: dict[str, tuple[str, int | None]] = {}
@@ -186,19 +204,21 @@ class Episode:
             seed=self.sampling.seed,
             sampling={k: v for k, v in vars(self.sampling).items()},
         )
+        self._rehearsals = traj.rehearsals
         yield EpisodeStarted(traj)
         try:
             if policy.rehearsals:
                 yield from self._rehearse_all(traj, start)
             if policy.commit:
                 conversation = Conversation(
-                    self.task.prompt, memory=(traj.memory or {}).get("text") or None, executed=self.executor is not None
+                    self.task.prompt, memory=self._memory_text(traj.memory), executed=self.executor is not None
                 )
                 run = self._trajectory(
                     conversation, where="commit", rindex=None, turns=traj.turns, commit=True, memory=traj.memory
                 )
                 outcome = yield from drive(run, self._batcher)
                 traj.final_answer, traj.ended = outcome.final_answer, outcome.ended
+                traj.ungrounded = self._ungrounded(traj, traj.final_answer)
             else:
                 last = traj.rehearsals[-1] if traj.rehearsals else None
                 traj.final_answer = last.final_answer if last else None
@@ -270,7 +290,10 @@ class Episode:
         cfg = self.config
         real_results: list[tuple[ToolCall, Any]] = []  # few-shot entries for the rehearser
         execute = commit and self.executor is not None
-        for turn_index in range(cfg.max_steps):
+        held: set[str] = set()  # calls held once in this run (asked again, they run)
+        withdrawn = False  # an answer taken back once for values only rehearsals had
+        turn_index = 0
+        while turn_index < cfg.max_steps:
             require = cfg.require_first_call and turn_index == 0
             prompt = actor_prompt(self.backend, conversation, self.task.tools)
             gen = yield self._act_request(prompt, where, rindex, require)
@@ -287,19 +310,32 @@ class Episode:
             if not action.calls:
                 if gen.finish_reason == "length":
                     turn.error = f"{self._cut_by()}: the answer was not finished"
+                elif execute and not withdrawn and self.policy.rehearse_calls:
+                    # An answer that tells a rehearsed value as real is taken back once; the
+                    # actor answers again from the real results alone.
+                    said = self._ungrounded_in(turns, action.content, self._rehearsals)
+                    if said:
+                        withdrawn = True
+                        turn.withdrawn = f"it said {', '.join(said)}, which only rehearsals had"
+                        conversation.memory, conversation.grounded = None, True
+                        yield TurnUpdated(where, rindex, turn, None, "acted")
+                        continue  # not a step: the same state is asked again
                 yield TurnUpdated(where, rindex, turn, None, "acted")
                 return Outcome(action.content, "max_new_tokens" if turn.error else "answer")
+            turn_index += 1
             for call in action.calls:
                 step = CallStep(call)
                 turn.calls.append(step)
-                yield from self._call(turn, step, conversation, real_results, where, rindex, execute)
+                yield from self._call(turn, step, conversation, real_results, where, rindex, execute, held)
+                if execute and step.held:
+                    continue
                 if execute:
                     real_results.append((call, step.real))
                     why = memory_mod.contradiction(step, cfg.memory_fidelity_floor) if conversation.memory else None
                     if why:
                         conversation.memory = None  # the next turns read the real results alone
                         if memory is not None:
-                            memory["withdrawn"] = {"turn": turn_index, "position": len(turn.calls) - 1, "call": call.name, "why": why}
+                            memory["withdrawn"] = {"turn": turn.index, "position": len(turn.calls) - 1, "call": call.name, "why": why}
                             yield MemoryReady(memory)
                     if step.error:
                         conversation.turns.append(turn)
@@ -319,9 +355,12 @@ class Episode:
         where: str,
         rindex: int | None,
         execute: bool,
+        held: set[str] | None = None,
     ) -> Generator[Event | Request, Generation, None]:
         """Validate one call, then rehearse it (where the mode does), then execute it (in
-        a commit with an environment); the turn is reported after each phase."""
+        a commit with an environment) unless its rehearsal foresaw a failure: then it is
+        held once (``EpisodeConfig.hold_predicted_failures``); the turn is reported after
+        each phase."""
         tool = find_tool(self.task.tools, step.call.name)
         step.validation_errors = check_arguments(tool, step.call.arguments) if tool else []
         step.valid = tool is not None and not step.validation_errors
@@ -330,10 +369,16 @@ class Episode:
         rehearse = self.policy.rehearse_calls
         try:
             if rehearse:
-                yield from self._rehearse(turn, step, tool, conversation, real_results, where, rindex)
+                context = self._read_context(step, tool) if execute else []
+                yield from self._rehearse(turn, step, tool, conversation, real_results, where, rindex, context)
                 yield TurnUpdated(where, rindex, turn, at, "rehearsed")
+                if execute and held is not None and self._hold(step, held):
+                    return
             if execute:
                 self._execute(step, tool)
+                if rehearse:
+                    shown = shots(self.config.known_results, real_results, context)
+                    self._score(step, tool, shown, conversation)
                 yield TurnUpdated(where, rindex, turn, at, "executed")
                 self._batcher.check_limits()  # Stop or the time limit during the call
         except Stop as stop:
@@ -346,6 +391,58 @@ class Episode:
             raise
 
     # ---- phases ---------------------------------------------------------------------
+
+    def _read_context(self, step: CallStep, tool: Tool | None) -> list[tuple[ToolCall, Any]]:
+        """The real reads that show what ``step``'s call depends on (the environment names
+        them), made before it is rehearsed; recorded on the step."""
+        if self.environment is None or tool is None or not step.valid:
+            return []
+        try:
+            reads = self.environment.context_reads(tool.original_name, step.call.arguments)
+            pairs = read_context(reads, self.environment.execute)
+        except Exception:  # noqa: BLE001 - a context is a help, never a reason to fail the run
+            return []
+        step.context = [{"call": c.to_dict(), "result": r} for c, r in pairs]
+        return pairs
+
+    def _hold(self, step: CallStep, held: set[str]) -> bool:
+        """Whether ``step`` is held: its rehearsal predicted a failure, and the same call was
+        not held before in this run."""
+        if not self.config.hold_predicted_failures or not is_error(step.rehearsed) or _rehearsal_failed(step.rehearsed):
+            return False
+        key = json.dumps(step.call.to_dict(), sort_keys=True, default=str)
+        if key in held:
+            return False
+        held.add(key)
+        step.held = True
+        return True
+
+    def _memory_text(self, memory: dict | None) -> str | None:
+        """The rehearsal memory as the committed actor reads it (``EpisodeConfig.memory``)."""
+        if not memory or self.config.memory == "off":
+            return None
+        if self.config.memory == "full":
+            return memory.get("text") or None
+        return memory_mod.render(memory.get("attempts", []), values=False) or None
+
+    def _ungrounded_in(self, turns: list[Turn], answer: str | None, rehearsals: list[Rehearsal] = ()) -> list[str]:
+        """The values of ``answer`` that only rehearsals had (``grounding.py``)."""
+        committed = call_steps(turns)
+        imagined = [c for r in rehearsals for c in call_steps(r.turns)]
+        rehearsed = [c.rehearsed for c in [*committed, *imagined]]
+        rehearsed += [r.final_answer for r in rehearsals]
+        real: list[Any] = [self.task.prompt, *(t.to_openai() for t in self.task.tools)]
+        for c in committed:
+            real += [c.call.arguments, c.real, *(x.get("result") for x in c.context)]
+        for c in imagined:
+            real.append(c.call.arguments)  # an argument is the actor's, not a prediction
+        real += [r for _, r in self.config.known_results]
+        return grounding.ungrounded(answer, rehearsed, real)
+
+    def _ungrounded(self, traj: Trajectory, answer: str | None) -> list[str]:
+        if not self.policy.rehearse_calls:
+            return []
+        return self._ungrounded_in(traj.turns, answer, traj.rehearsals)
 
     def _act_request(self, prompt: Any, where: str, rindex: int | None, require: bool) -> Request:
         constraint = self._constraint("actor", tools=tuple(self.task.tools), require_call=require)
@@ -364,6 +461,7 @@ class Episode:
         real_results: list[tuple[ToolCall, Any]],
         where: str,
         rindex: int | None,
+        context: list[tuple[ToolCall, Any]] = (),
     ) -> Generator[Request, Generation, None]:
         decided = validation_error(step.call, tool, step.validation_errors)
         if decided is None:
@@ -376,7 +474,7 @@ class Episode:
             step.rehearsal_text = None
             return
         messages = rehearser_messages(
-            self.task.tools, [*self.config.known_results, *real_results], conversation, turn.action.text, step.call, tool,
+            self.task.tools, shots(self.config.known_results, real_results, list(context)), conversation, turn.action.text, step.call, tool,
             response_schema=shows_response_schema(self.backend.info.model_id, self.config.response_schema),
         )
         prompt = rehearser_prompt(self.backend, messages)
@@ -415,8 +513,22 @@ class Episode:
             step.real, step.error = _real_call(call, self.cancel, self._deadline, self.config.tool_seconds, self._shown)
             self._mark_write(step, tool)
         step.execute_seconds = round(time.monotonic() - started, 3)
-        if step.rehearsed is not None and not _rehearsal_failed(step.rehearsed):
-            step.fidelity = fidelity(step.rehearsed, step.real)
+
+    def _score(self, step: CallStep, tool: Tool | None, shown: list[tuple[ToolCall, Any]],
+               conversation: Conversation) -> None:
+        """The committed call's fidelity and its parts (``fidelity.score``): a rehearsal cut
+        or unparsable is a miss; values the rehearser's context held are the knowable ones."""
+        if step.real is None or not self.policy.rehearse_calls or step.error:
+            return
+        history = [r for t in conversation.turns for _, r in conversation.results(t)]
+        context = FidelityContext(
+            arguments=step.call.arguments,
+            known=tuple([*(r for _, r in shown), *history]),
+            description=json.dumps(tool.to_openai(), ensure_ascii=False) if tool else "",
+        )
+        parts = score(step.rehearsed, step.real, context)
+        step.fidelity = fidelity(step.rehearsed, step.real)
+        step.outcome_right, step.knowable, step.unknowable = parts.outcome_right, parts.knowable, parts.unknowable
 
     def _cut_by(self) -> str:
         """Which budget cut a generation short."""

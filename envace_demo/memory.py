@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from envace_demo.record import CallStep, Rehearsal, call_steps, is_error
+from envace_demo.record import CallStep, Rehearsal, call_steps, error_code, is_error
 
 _MAX_RESULT_CHARS = 240
 
@@ -54,12 +54,6 @@ def contradiction(step: CallStep, floor: float | None) -> str | None:
     return None
 
 
-def error_code(result: Any) -> str:
-    error = result.get("error") if isinstance(result, dict) else None
-    code = error.get("code") if isinstance(error, dict) else None
-    return str(code) if code else "error"
-
-
 def _runs(calls: list[dict]) -> list[tuple[dict, int]]:
     """Consecutive identical calls with identical predictions, as (call, times): a small
     model repeats a call, and a memory that repeats it too teaches the repetition."""
@@ -72,7 +66,10 @@ def _runs(calls: list[dict]) -> list[tuple[dict, int]]:
     return runs
 
 
-def render(attempts: list[dict]) -> str:
+def render(attempts: list[dict], values: bool = True) -> str:
+    """The memory as the committed actor reads it; without ``values`` each rehearsed call
+    shows only its predicted outcome (success, or which error): which calls to make and
+    which to avoid, and nothing a rehearsal invented to tell the user."""
     if not attempts:
         return ""
     lines = [
@@ -80,6 +77,7 @@ def render(attempts: list[dict]) -> str:
         "results below were predicted, not real. They are not a plan to repeat: make only the calls "
         "the user's request needs, avoid predicted errors, and answer as soon as you have what was "
         "asked. Never change anything the user did not ask to change."
+        + ("" if values else " Tell the user only what the real tool results say.")
     ]
     for a in attempts:
         cut = " (cut short: the rehearsal time ran out)" if a.get("cut") else ""
@@ -92,12 +90,16 @@ def render(attempts: list[dict]) -> str:
             if c.get("cut") and c["predicted"] is None:  # no prediction to show, nor an error
                 lines.append(f"- called {c['name']} {args}{again} -> not rehearsed (the time ran out)")
                 continue
-            mark = " (predicted error)" if c["predicted_error"] else ""
-            lines.append(f"- called {c['name']} {args}{again} -> {_short(c['predicted'])}{mark}")
+            if values:
+                mark = " (predicted error)" if c["predicted_error"] else ""
+                lines.append(f"- called {c['name']} {args}{again} -> {_short(c['predicted'])}{mark}")
+            else:
+                outcome = f"predicted error {error_code(c['predicted'])}" if c["predicted_error"] else "predicted success"
+                lines.append(f"- called {c['name']} {args}{again} -> {outcome}")
             if c["invalid_arguments"]:
                 lines.append(f"  arguments invalid: {'; '.join(c['invalid_arguments'][:3])}")
         for e in a["errors"]:
             lines.append(f"- error: {e}")
-        if a["answer"]:
+        if a["answer"] and values:
             lines.append(f"- answer reached: {a['answer'][:_MAX_RESULT_CHARS]}")
     return "\n".join(lines)

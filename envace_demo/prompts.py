@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from envace_demo.models.base import Prompt
-from envace_demo.record import ToolCall, Turn
+from envace_demo.record import ToolCall, Turn, error_code
 from envace_demo.schemas import Tool
 
 # Section labels and tags of the rehearsal contract: the EnvACE models were trained on them.
@@ -112,6 +112,10 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+# What the actor reads for a held call once the rehearser's own wording is withdrawn.
+HELD_MESSAGE = "rehearsal foresaw this failure; the call was not executed"
+
+
 @dataclass
 class Conversation:
     """The actor's view of an episode: the user's request and its turns so far (the
@@ -122,10 +126,23 @@ class Conversation:
     turns: list[Turn] = field(default_factory=list)
     memory: str | None = None  # rehearsal memory, shown to the committed actor
     executed: bool = False
+    # Only what is real: a held call's message keeps its predicted error code and drops the
+    # rehearser's wording (whose values no real result backs).
+    grounded: bool = False
 
     def results(self, turn: Turn) -> list[tuple[ToolCall, Any]]:
-        """The tool messages that answered ``turn``."""
-        return [(c.call, c.real if self.executed else c.rehearsed) for c in turn.calls]
+        """The tool messages that answered ``turn``: a held call (not executed, its failure
+        foreseen) is answered by its prediction."""
+        return [(c.call, self._message(c)) for c in turn.calls]
+
+    def _message(self, step: Any) -> Any:
+        if not self.executed:
+            return step.rehearsed
+        if not step.held:
+            return step.real
+        if self.grounded:
+            return {"error": {"code": error_code(step.rehearsed), "message": HELD_MESSAGE}}
+        return step.rehearsed
 
     def actor_messages(self) -> list[dict]:
         messages: list[dict] = []

@@ -82,6 +82,18 @@ class CallStep:
     write: bool | None = None
     # A write on a request that asks only to read (``writes.unrequested_write``).
     unrequested_write: bool = False
+    # Held: the rehearsal predicted a failure, so the call was not executed; the actor was
+    # shown the prediction instead (``real`` stays None). The same call asked again runs.
+    held: bool = False
+    # The real reads the engine made for the rehearser before it predicted this call
+    # (``Environment.context_reads``): [{"call": {name, arguments}, "result": ...}].
+    context: list[dict[str, JSON]] = field(default_factory=list)
+    # The fidelity's parts (``fidelity.score``): the outcome (success, or which error) right,
+    # and the share of the real values right among those the rehearser's context made
+    # knowable and among the rest. None where there is nothing to compare.
+    outcome_right: bool | None = None
+    knowable: float | None = None
+    unknowable: float | None = None
 
 
 @dataclass
@@ -98,6 +110,9 @@ class Turn:
     act_tokens: int = 0
     prompt_tokens: int = 0
     actor_prompt: str | None = None  # the rendered prompt
+    # An answer taken back: it carried values only rehearsals had (``grounding.py``); the
+    # actor answered again from the real results alone.
+    withdrawn: str | None = None
 
     def tokens(self) -> int:
         """New tokens this turn generated: the action and its rehearsals."""
@@ -165,6 +180,9 @@ class Trajectory:
     # Before the episode: the run's wait in the app's queue (None: it did not queue).
     queued_seconds: float | None = None
     final_state: dict[str, JSON] | None = None
+    # Values of the final answer that only rehearsals had (no real result, no request, no
+    # call's arguments): a rehearsed value told to the user as if it were real.
+    ungrounded: list[str] = field(default_factory=list)
 
     def committed_calls(self) -> list[ToolCall]:
         return [c.call for c in call_steps(self.turns)]
@@ -175,6 +193,8 @@ class Trajectory:
         return {
             "real_calls": sum(1 for c in committed if c.real is not None),
             "real_errors": sum(1 for c in committed if is_error(c.real)),
+            "held_calls": sum(1 for c in committed if c.held),
+            "context_reads": sum(len(c.context) for c in committed),
             "imagined_calls": len(call_steps(imagined)),
             "tokens": sum(t.tokens() for t in imagined + self.turns),
             "seconds": round(self.seconds, 3),
@@ -196,6 +216,13 @@ class Trajectory:
 def is_error(result: Any) -> bool:
     """A failure, in the environments' or the contract's form."""
     return isinstance(result, dict) and ("error" in result or "error_tool_call" in result)
+
+
+def error_code(result: Any) -> str:
+    """The code of a failure in the environments' or the contract's form ("error" if none)."""
+    err = result.get("error", result.get("error_tool_call")) if isinstance(result, dict) else None
+    code = err.get("code") if isinstance(err, dict) else None
+    return str(code) if code else "error"
 
 
 _ADAPTER = TypeAdapter(Trajectory)

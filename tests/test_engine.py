@@ -61,8 +61,8 @@ def test_parallel_mode_rehearses_then_commits_each_call_rehearsed_and_real(scrip
     (step,) = turn.calls
     assert step.rehearsed == predicted and step.real["balance"] == 310.25
     assert 0.0 < step.fidelity < 1.0 and traj.fidelity == step.fidelity
-    # A fidelity below the floor (0.5) withdraws the memory after the call, and says so.
-    withdrawn = step.fidelity < 0.5
+    # A fidelity below the floor (0.75) withdraws the memory after the call, and says so.
+    withdrawn = step.fidelity < 0.75
     assert len(memory_events) == 1 + withdrawn and ("withdrawn" in traj.memory) is withdrawn
     # The committed actor was guided by the memory: it sits in its prompt.
     assert "Rehearsal memory" in turn.actor_prompt and step.rehearser_prompt
@@ -242,7 +242,7 @@ def test_a_committed_call_whose_rehearsal_runs_long_is_still_made_for_real():
                            pace=lambda text, committing: 60.0 if committing and CURRENT_TOOL in text else 0.0)
     traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1, episode_seconds=3.0), create("bank"))
     (step,) = traj.turns[0].calls
-    assert step.rehearsal_cut and step.rehearsed is None and step.fidelity is None
+    assert step.rehearsal_cut and step.rehearsed is None and step.fidelity == 0.0  # a miss, counted
     assert step.real["balance"] == 310.25 and step.error is None
     assert traj.ended == "answer" and traj.success is True
 
@@ -358,7 +358,9 @@ def test_embedded_model_imagines_a_pasted_schema(embedded_backend):
 def test_calls_that_fail_validation_are_answered_by_the_engine_not_the_model(scripted):
     bad = call_text("get_account", {"account_id": "1003"})  # breaks the declared ^ACC-[0-9]{4}$
     backend = scripted(actor=[bad, ANSWER, bad, ANSWER], rehearser=[])  # the rehearser is never asked
-    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), create("bank"))
+    # Held by default (tests/test_foresight.py); here the real call is made to compare verdicts.
+    config = EpisodeConfig(mode="parallel", n=1, hold_predicted_failures=False)
+    traj = run_episode(backend, _task(), config, create("bank"))
     for step in (traj.rehearsals[0].turns[0].calls[0], traj.turns[0].calls[0]):
         assert step.valid is False and step.rehearsal_text is None
         error = step.rehearsed["error_tool_call"]
@@ -380,7 +382,8 @@ def test_a_failure_met_again_in_an_unchanged_world_is_said_by_the_engine(scripte
         rehearser=[result_text(paid), result_text({"balance": 15.5}), result_text(paid)],  # three asks, not four
     )
     task = Task("w", "Withdraw $400 from ACC-1005.", create("bank").tools())
-    traj = run_episode(backend, task, EpisodeConfig(mode="parallel", n=1, max_steps=6), create("bank"))
+    config = EpisodeConfig(mode="parallel", n=1, max_steps=6, hold_predicted_failures=False)
+    traj = run_episode(backend, task, config, create("bank"))
     first, again, balance, after_success = call_steps(traj.turns)
     assert first.real["error"]["code"] == "INSUFFICIENT_FUNDS" and first.rehearsal_text is not None
     # The same call (400 == 400.0), nothing in between: the engine repeats the real failure.
@@ -579,7 +582,8 @@ def test_a_real_refusal_of_a_rehearsed_success_withdraws_the_memory(scripted, fl
     backend = scripted(
         actor=[call_text("transfer", TRANSFER), "<think>x</think>\nDone.",  # the rehearsal
                call_text("transfer", TRANSFER), call_text("transfer", allowed), "<think>x</think>\nSent 1000."],
-        rehearser=[result_text(TRANSFER_DONE), result_text(dict(TRANSFER_DONE, amount=1000.0))],
+        # the committed call's prompt holds the accounts read first: it is rehearsed anew
+        rehearser=[result_text(TRANSFER_DONE), result_text(TRANSFER_DONE), result_text(dict(TRANSFER_DONE, amount=1000.0))],
     )
     task = find_task("bank", "transfer-over-daily-limit")
     config = EpisodeConfig(mode="parallel", n=1, max_steps=3, memory_fidelity_floor=floor)
@@ -611,7 +615,7 @@ def test_the_cli_says_where_the_memory_was_withdrawn(scripted):
     backend = scripted(
         actor=[call_text("transfer", TRANSFER), "<think>x</think>\nDone.", call_text("transfer", TRANSFER),
                "<think>x</think>\nRefused."],
-        rehearser=[result_text(TRANSFER_DONE)],
+        rehearser=[result_text(TRANSFER_DONE)] * 2,
     )
     out = io.StringIO()
     task = find_task("bank", "transfer-over-daily-limit")

@@ -32,14 +32,21 @@ def _print_step(where: str, event: TurnUpdated, out) -> None:
     if event.call is None:
         if turn.error:
             print(f"{prefix} error: {turn.error}", file=out)
+        elif turn.withdrawn:
+            print(f"{prefix} answer taken back ({turn.withdrawn}): {turn.action.content}", file=out)
         else:
             print(f"{prefix} answer: {turn.action.content}", file=out)
         return
     step = turn.calls[event.call]
     valid = "valid" if step.valid else "INVALID: " + "; ".join(step.validation_errors)
     print(f"{prefix} call {step.call.name} {_short(step.call.arguments)} ({valid})", file=out)
+    for read in step.context:
+        print(f"{prefix}   read first: {read['call']['name']} {_short(read['call']['arguments'])} -> {_short(read['result'])}",
+              file=out)
     if step.rehearsed is not None:
         print(f"{prefix}   rehearsed: {_short(step.rehearsed)}", file=out)
+    if step.held:
+        print(f"{prefix}   held: the rehearsal foresaw this failure; not executed", file=out)
     if step.real is not None:
         fid = "" if step.fidelity is None else f"  [fidelity {step.fidelity:.2f}]"
         print(f"{prefix}   real:      {_short(step.real)}{fid}", file=out)

@@ -95,6 +95,13 @@ class BankEnvironment(ToolEnvironment):
             "freeze_account": self.freeze_account,
         }
 
+    def context_reads(self, name: str, arguments: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        keys = {"transfer": ("from_account_id", "to_account_id")}.get(name, ("account_id",))
+        if not self.writes(name):
+            return []
+        ids = [arguments.get(k) for k in keys]
+        return [("get_account", {"account_id": i}) for i in dict.fromkeys(ids) if isinstance(i, str) and i.strip()]
+
     # -- helpers ---------------------------------------------------------------
 
     def _lookup(self, raw_id: str) -> tuple[str, dict[str, Any]]:

@@ -37,6 +37,13 @@ class Environment(ABC):
         None where the environment does not know (the default)."""
         return None
 
+    def context_reads(self, name: str, arguments: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """The reads (tool name, arguments) that show the state a call of ``name`` with
+        ``arguments`` depends on: the rehearser reads them for real before it predicts that
+        call (they change nothing), so what it must know is in its context. None by default
+        (an environment that does not know which of its tools read what)."""
+        return []
+
     def close(self) -> None:
         """Release what the environment holds (a server connection); nothing for in-memory ones."""
 

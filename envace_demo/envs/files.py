@@ -131,6 +131,19 @@ class FilesEnvironment(ToolEnvironment):
         if parent not in self._dirs:
             raise Failure("NOT_FOUND", f"no such directory: {parent}")
 
+    def context_reads(self, name: str, arguments: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        # A write depends on its directory: whether it exists, and what is in it already.
+        keys = {"move_file": ("source", "destination")}.get(name, ("path",))
+        if not self.writes(name):
+            return []
+        parents = []
+        for key in keys:
+            try:
+                parents.append(posixpath.dirname(_normalize(arguments[key])))
+            except (KeyError, TypeError, AttributeError, Failure):
+                continue
+        return [("list_directory", {"path": p}) for p in dict.fromkeys(parents)]
+
     # -- tools -----------------------------------------------------------------
 
     def list_directory(self, args: dict[str, Any]) -> dict[str, Any]:

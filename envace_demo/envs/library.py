@@ -119,6 +119,12 @@ class LibraryEnvironment(ToolEnvironment):
             "place_hold": self.place_hold,
         }
 
+    def context_reads(self, name: str, arguments: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        book_id = arguments.get("book_id")
+        if name != "place_hold" or not isinstance(book_id, str) or not book_id.strip():
+            return []
+        return [("get_book", {"book_id": book_id})]
+
     # -- helpers ---------------------------------------------------------------
 
     def _book(self, raw_id: str) -> tuple[str, dict[str, Any]]:

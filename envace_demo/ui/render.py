@@ -519,9 +519,12 @@ def _step_html(i: int, turn: Turn, s: CallStep | None, traj: Trajectory, condens
         body = (
             f'<div class="ev-err">{esc(turn.error)}</div>' if turn.error else ""
         ) + f'<div class="ev-answer-text">{esc(turn.action.content or "")}</div>'
+        if turn.withdrawn:
+            body += f'<div class="ev-note">{esc(WITHDRAWN_ANSWER_NOTE.format(why=turn.withdrawn))}</div>'
+        label = "unparsed turn" if turn.error else "answer taken back" if turn.withdrawn else "answer"
         return (
             f'<div class="ev-step ev-step-answer" data-step="{i}"><div class="ev-bar">'
-            f'<span class="ev-num">{i + 1}</span> {"unparsed turn" if turn.error else "answer"}</div>{body}</div>'
+            f'<span class="ev-num">{i + 1}</span> {label}</div>{body}</div>'
         )
     bar = (
         f'<div class="ev-bar"><span class="ev-num">{i + 1}</span> <code>{esc(call_title(s))}</code> '
@@ -544,7 +547,13 @@ def _step_html(i: int, turn: Turn, s: CallStep | None, traj: Trajectory, condens
         rehearsed += f'<div class="ev-note">{esc(why)}</div>'
     elif s.rehearsal_from is not None:
         rehearsed += f'<div class="ev-note">{esc(reused_note(s.rehearsal_from))}</div>'
-    if s.real is not None:
+    if s.context:
+        reads = "".join(_pre(f"{c['call']['name']} {to_json(c['call']['arguments'], None, None)} -> "
+                             f"{to_json(c['result'], _SHORT_JSON, None)}", "ev-json") for c in s.context)
+        rehearsed += f'<details class="ev-think"><summary>read first, for real ({len(s.context)})</summary>{reads}</details>'
+    if s.held:
+        real = f'<div class="ev-note">{esc(HELD_NOTE)}</div>'
+    elif s.real is not None:
         real = _pre(to_json(s.real, limit), "ev-json ev-is-error" if is_error(s.real) else "ev-json")
     elif traj.environment is None:
         real = '<div class="ev-empty">no environment: not executed</div>'
@@ -565,6 +574,9 @@ def _step_html(i: int, turn: Turn, s: CallStep | None, traj: Trajectory, condens
     )
 
 
+HELD_NOTE = ("held: the rehearsal foresaw this failure, so the call was not executed; the actor read the "
+             "prediction and chose again (the same call asked again runs for real)")
+WITHDRAWN_ANSWER_NOTE = "taken back: {why}; the actor answered again from the real results alone"
 WITHDRAWN_NOTE = "the rehearsal memory was withdrawn here: {why}; the next turns read the real results alone"
 
 
@@ -616,6 +628,7 @@ def outcome_html(traj: Trajectory | None) -> str:
     chips = [
         ("real calls", t["real_calls"]),
         ("real errors", t["real_errors"]),
+        ("held calls", t["held_calls"]),
         ("real writes", writes["real_writes"]),
         ("imagined calls", t["imagined_calls"]),
         ("tokens", t["tokens"]),
@@ -624,8 +637,14 @@ def outcome_html(traj: Trajectory | None) -> str:
     ]
     if traj.queued_seconds:  # the visitor waited that too: the wall time they saw, the wait apart
         total = seconds_text(t["seconds"] + traj.queued_seconds)
-        chips[4] = ("wall time", f"{total} ({seconds_text(traj.queued_seconds)} queued)")
+        chips = [("wall time", f"{total} ({seconds_text(traj.queued_seconds)} queued)") if k == "wall time" else (k, v)
+                 for k, v in chips]
     chip_html = "".join(f'<span class="ev-chip"><b>{esc(v)}</b> {esc(k)}</span>' for k, v in chips)
+    if traj.ungrounded:
+        chip_html += (
+            f'<span class="ev-badge ev-bad">answer holds {esc(", ".join(traj.ungrounded))}: '
+            "only rehearsals had it</span>"
+        )
     if writes["unrequested_writes"]:
         chip_html += (
             f'<span class="ev-badge ev-bad">{writes["unrequested_writes"]} write'

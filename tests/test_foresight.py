@@ -1,0 +1,120 @@
+"""Rehearsal that helps and never hurts: a foreseen failure is held, not committed; the
+rehearser reads the state a write depends on first; an answer never tells a rehearsed
+value as real (scripted backend: exact outputs force each path)."""
+
+from conftest import call_text, result_text
+from envace_demo.engine import EpisodeConfig, run_episode
+from envace_demo.envs.registry import create
+from envace_demo.grounding import ungrounded, values
+from envace_demo.prompts import HELD_MESSAGE
+from envace_demo.record import call_steps
+from envace_demo.tasks import Task
+
+WITHDRAW = call_text("withdraw", {"account_id": "ACC-1005", "amount": 40})
+BALANCE = call_text("get_account", {"account_id": "ACC-1005"})
+REFUSED = {"error": {"code": "INSUFFICIENT_FUNDS", "message": "ACC-1005 holds 15.50, less than 40.00"}}
+PAID = {"transaction_id": "TX-5008", "account_id": "ACC-1005", "amount": 40, "new_balance": 0}
+
+
+def _task(prompt="Withdraw $40 from ACC-1005."):
+    return Task("w", prompt, create("bank").tools())
+
+
+def test_a_foreseen_failure_is_held_and_the_run_takes_another_path(scripted):
+    backend = scripted(
+        actor=["<think></think>\nNo call.", WITHDRAW, "<think></think>\nThe account holds too little: 15.50 USD."],
+        rehearser=[result_text(REFUSED)],
+    )
+    env = create("bank")
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), env)
+    (step,) = call_steps(traj.turns)
+    assert step.held and step.real is None  # not executed
+    # The rehearser read the account first, for real, and the read is on the step.
+    assert step.context == [{"call": {"name": "get_account", "arguments": {"account_id": "ACC-1005"}},
+                             "result": create("bank").execute("get_account", {"account_id": "ACC-1005"})}]
+    assert "Tool name:\\nget_account" in step.rehearser_prompt and "15.5" in step.rehearser_prompt
+    # The actor read the prediction as the call's message, then answered.
+    assert "INSUFFICIENT_FUNDS" in traj.turns[1].actor_prompt
+    totals = traj.totals()
+    assert (totals["real_calls"], totals["real_errors"], totals["held_calls"]) == (0, 0, 1)
+    assert env.state()["accounts"]["ACC-1005"]["balance"] == 15.5
+    assert traj.ungrounded == []  # 15.50 came from the real read
+
+
+def test_the_same_call_asked_again_after_a_hold_runs_for_real(scripted):
+    backend = scripted(
+        actor=["<think></think>\nNo call.", WITHDRAW, WITHDRAW, "<think></think>\nRefused: insufficient funds."],
+        rehearser=[result_text(REFUSED), result_text(REFUSED)],
+    )
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), create("bank"))
+    first, second = call_steps(traj.turns)
+    assert first.held and not second.held
+    assert second.real["error"]["code"] == "INSUFFICIENT_FUNDS" and second.outcome_right is not False
+
+
+def test_no_hold_without_rehearsal_or_when_switched_off(scripted):
+    for mode, config in (("none", {}), ("parallel", {"hold_predicted_failures": False})):
+        backend = scripted(
+            actor=(["<think></think>\nNo call."] if mode == "parallel" else []) + [WITHDRAW, "<think></think>\nRefused."],
+            rehearser=[result_text(REFUSED)],
+        )
+        traj = run_episode(backend, _task(), EpisodeConfig(mode=mode, n=1, **config), create("bank"))
+        (step,) = call_steps(traj.turns)
+        assert not step.held and step.real["error"]["code"] == "INSUFFICIENT_FUNDS"
+
+
+def test_a_predicted_success_is_executed(scripted):
+    backend = scripted(
+        actor=["<think></think>\nNo call.", BALANCE, "<think></think>\nIt holds 15.50 USD."],
+        rehearser=[result_text({"account_id": "ACC-1005", "balance": 15.5})],
+    )
+    traj = run_episode(backend, _task("What is the balance of ACC-1005?"), EpisodeConfig(mode="parallel", n=1),
+                       create("bank"))
+    (step,) = call_steps(traj.turns)
+    assert not step.held and step.real["balance"] == 15.5
+    assert step.context == []  # a read depends on nothing the engine reads first
+
+
+def test_an_answer_with_a_value_only_a_rehearsal_had_is_taken_back(scripted):
+    predicted = {"account_id": "ACC-1005", "balance": 1250.0, "status": "active"}
+    backend = scripted(
+        # one imagined run (read, answer with the rehearsed balance), then the committed run
+        actor=[BALANCE, "<think></think>\nIt holds 1250.00 USD.", BALANCE,
+               "<think></think>\nIt holds 1250.00 USD.", "<think></think>\nIt holds 15.50 USD."],
+        rehearser=[result_text(predicted), result_text(predicted)],
+    )
+    traj = run_episode(backend, _task("What is the balance of ACC-1005?"),
+                       EpisodeConfig(mode="parallel", n=1, memory="full"), create("bank"))
+    taken_back, final = traj.turns[1], traj.turns[2]
+    assert taken_back.withdrawn and "1250" in taken_back.withdrawn
+    # Asked again, the actor read the real results alone: no memory in its prompt.
+    assert "Rehearsal memory" in traj.turns[0].actor_prompt and "Rehearsal memory" not in final.actor_prompt
+    assert traj.final_answer == "It holds 15.50 USD." and traj.ungrounded == []
+
+
+def test_an_answer_that_repeats_a_rehearsed_value_twice_is_marked_ungrounded(scripted):
+    predicted = {"account_id": "ACC-1005", "balance": 1250.0}
+    wrong = "<think></think>\nIt holds 1250.00 USD."
+    backend = scripted(actor=[BALANCE, wrong, BALANCE, wrong, wrong], rehearser=[result_text(predicted)] * 2)
+    traj = run_episode(backend, _task("What is the balance of ACC-1005?"), EpisodeConfig(mode="parallel", n=1),
+                       create("bank"))
+    assert traj.ungrounded == ["1250"] and traj.final_answer == "It holds 1250.00 USD."
+
+
+def test_a_held_call_shows_only_its_error_code_once_the_rehearsers_wording_is_withdrawn(scripted):
+    worded = {"error": {"code": "INSUFFICIENT_FUNDS", "message": "only 3.00 left"}}
+    backend = scripted(
+        actor=["<think></think>\nNo call.", WITHDRAW, "<think></think>\nOnly 3.00 USD left.",
+               "<think></think>\nThe bank refused: insufficient funds."],
+        rehearser=[result_text(worded)],
+    )
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), create("bank"))
+    assert traj.turns[1].withdrawn and "3" in traj.turns[1].withdrawn
+    assert HELD_MESSAGE in traj.turns[2].actor_prompt and "only 3.00 left" not in traj.turns[2].actor_prompt
+    assert traj.ungrounded == []
+
+
+def test_values_normalize_numbers_and_identifiers():
+    assert values("$1,250.00 on acc-1003, then 15.50") == {"1250", "ACC-1003", "15.5"}
+    assert ungrounded("1 of 2 copies", [{"available": 1, "copies": 2}], [{"available": 0, "copies": 2}]) == ["1"]
+    assert ungrounded("none", [{"a": 1}], []) == []
