@@ -34,6 +34,7 @@ from envace_demo.events import (
     MemoryReady,
     RehearsalFinished,
     TurnUpdated,
+    UserTurnStarted,
 )
 from envace_demo.fidelity import Context as FidelityContext
 from envace_demo.fidelity import fidelity, mean_fidelity, score
@@ -175,7 +176,10 @@ class Episode:
         # Rehearser prompt -> (output, rehearsal index): a committed call asked in a prompt a
         # rehearsal already answered takes that answer (its prediction for this very call).
         self._predicted: dict[str, tuple[str, int | None]] = {}
-        self._tool_names = {t.name for t in task.tools}
+        # The user turn being run and the tools offered in it (a conversation may add some).
+        self._user_turn = 0
+        self._tools = task.tools_at(0)
+        self._tool_names = {t.name for t in self._tools}
         self._constrained = config.constrained and backend.supports_constraints
         self._failures = rehearses_failures(backend) if config.rehearse_failures is None else config.rehearse_failures
         # The sampling every generation uses: the config's, the rehearser's temperature filled
@@ -198,6 +202,7 @@ class Episode:
             model=self.backend.info.to_dict(),
             tools=[t.to_dict() for t in self.task.tools],
             prompt=self.task.prompt,
+            follow_ups=list(self.task.follow_ups),
             environment=self.task.env,
             task=self.task.name,
             n=policy.rehearsals,
@@ -207,19 +212,10 @@ class Episode:
         self._rehearsals = traj.rehearsals
         yield EpisodeStarted(traj)
         try:
-            if policy.rehearsals:
-                yield from self._rehearse_all(traj, start)
             if policy.commit:
-                conversation = Conversation(
-                    self.task.prompt, memory=self._memory_text(traj.memory), executed=self.executor is not None
-                )
-                run = self._trajectory(
-                    conversation, where="commit", rindex=None, turns=traj.turns, commit=True, memory=traj.memory
-                )
-                outcome = yield from drive(run, self._batcher)
-                traj.final_answer, traj.ended = outcome.final_answer, outcome.ended
-                traj.ungrounded = self._ungrounded(traj, traj.final_answer)
+                yield from self._converse(traj, start)
             else:
+                yield from self._rehearse_all(traj, start, [])
                 last = traj.rehearsals[-1] if traj.rehearsals else None
                 traj.final_answer = last.final_answer if last else None
                 traj.ended = last.ended if last else "no_rehearsal"
@@ -235,15 +231,52 @@ class Episode:
                 traj.success, traj.check_reasons = verdict.success, verdict.reasons
         yield EpisodeFinished(traj)
 
+    def _converse(self, traj: Trajectory, start: float) -> Generator[Event, None, None]:
+        """Each user turn in order: rehearse it (where the mode does) from the real
+        conversation so far, then commit it; the environment's state carries over."""
+        earlier: list[tuple[str, list[Turn]]] = []  # the user turns answered so far, for real
+        real_results: list[tuple[ToolCall, Any]] = []  # every real result so far: few-shot
+        for k, user in enumerate(self.task.user_turns):
+            self._user_turn, self._tools = k, self.task.tools_at(k)
+            self._tool_names = {t.name for t in self._tools}
+            if k:
+                yield UserTurnStarted(k, user)
+            if self.policy.rehearsals:
+                yield from self._rehearse_all(traj, start, earlier)
+            memory = traj.memory if self.policy.rehearsals else None
+            conversation = Conversation(
+                user, memory=self._memory_text(memory), executed=self.executor is not None, earlier=list(earlier)
+            )
+            first = len(traj.turns)
+            run = self._trajectory(conversation, "commit", None, traj.turns, commit=True, memory=memory,
+                                   real_results=real_results)
+            outcome = yield from drive(run, self._batcher)
+            traj.answers.append(outcome.final_answer)
+            traj.final_answer, traj.ended = outcome.final_answer, outcome.ended
+            said = self._ungrounded(traj, outcome.final_answer)
+            traj.ungrounded = sorted({*traj.ungrounded, *said})
+            # The next turn reads this one as it happened: its steps and its answer.
+            answered = [t for t in traj.turns[first:] if not t.withdrawn]
+            earlier.append((user, answered))
+            if outcome.ended in ("environment_error", "no_environment"):
+                break  # nothing to build the next turn on
+
     # ---- rehearsal ----------------------------------------------------------------
 
-    def _rehearse_all(self, traj: Trajectory, start: float) -> Generator[Event, None, None]:
-        rehearsals = [Rehearsal(index=k) for k in range(self.policy.rehearsals)]
+    def _rehearse_all(
+        self, traj: Trajectory, start: float, earlier: list[tuple[str, list[Turn]]]
+    ) -> Generator[Event, None, None]:
+        """The N imagined trajectories of the current user turn, from the real conversation
+        before it (``earlier``); their memory becomes ``traj.memory``."""
+        user = self.task.user_turns[self._user_turn]
+        base = len(traj.rehearsals)
+        rehearsals = [Rehearsal(index=base + k, user_turn=self._user_turn) for k in range(self.policy.rehearsals)]
 
-        def ended(k: int, outcome: Outcome) -> Iterator[Event]:
-            rehearsals[k].final_answer, rehearsals[k].ended = outcome.final_answer, outcome.ended
-            rehearsals[k].cut = outcome.ended == REHEARSAL_TIME
-            yield RehearsalFinished(rehearsals[k])
+        def ended(index: int, outcome: Outcome) -> Iterator[Event]:
+            rehearsal = rehearsals[index - base]
+            rehearsal.final_answer, rehearsal.ended = outcome.final_answer, outcome.ended
+            rehearsal.cut = outcome.ended == REHEARSAL_TIME
+            yield RehearsalFinished(rehearsal)
 
         if self.policy.commit:  # the rest of the time is the committed run's
             share = self.config.episode_seconds * self.config.rehearsal_share
@@ -253,24 +286,26 @@ class Episode:
                 for k, rehearsal in enumerate(rehearsals):
                     self._batcher.check_limits()  # an attempt that cannot start is not begun
                     traj.rehearsals.append(rehearsal)
-                    mem = memory_mod.summarize(traj.rehearsals[:-1])
-                    conversation = Conversation(self.task.prompt, memory=(mem or {}).get("text") or None)
+                    mem = memory_mod.summarize(rehearsals[:k])
+                    conversation = Conversation(user, memory=(mem or {}).get("text") or None, earlier=list(earlier))
                     try:
                         outcome = yield from drive(self._rehearsal(conversation, rehearsal), self._batcher)
                     except Stop as stop:
-                        yield from ended(k, Outcome(None, stop.reason))
+                        yield from ended(rehearsal.index, Outcome(None, stop.reason))
                         raise
-                    yield from ended(k, outcome)
+                    yield from ended(rehearsal.index, outcome)
             else:
                 traj.rehearsals.extend(rehearsals)
-                runs = {r.index: self._rehearsal(Conversation(self.task.prompt), r) for r in rehearsals}
+                runs = {r.index: self._rehearsal(Conversation(user, earlier=list(earlier)), r) for r in rehearsals}
                 yield from lockstep(runs, self._batcher, ended)
         except Stop as stop:
             if stop.reason != REHEARSAL_TIME:
                 raise
         finally:
             self._batcher.cutoff = None
-        traj.memory = memory_mod.summarize(traj.rehearsals)
+        traj.memory = memory_mod.summarize(rehearsals)
+        if len(self.task.user_turns) > 1:
+            traj.memory["user_turn"] = self._user_turn
         yield MemoryReady(traj.memory)
 
     def _rehearsal(self, conversation: Conversation, rehearsal: Rehearsal) -> Run:
@@ -286,21 +321,24 @@ class Episode:
         turns: list[Turn],
         commit: bool,
         memory: dict | None = None,
+        real_results: list[tuple[ToolCall, Any]] | None = None,
     ) -> Run:
         cfg = self.config
-        real_results: list[tuple[ToolCall, Any]] = []  # few-shot entries for the rehearser
+        # Few-shot entries for the rehearser: the real results of the conversation so far
+        # (a committed run appends to its caller's list, so the next user turn has them).
+        real_results = [] if real_results is None else real_results
         execute = commit and self.executor is not None
         held: set[str] = set()  # calls held once in this run (asked again, they run)
         withdrawn = False  # an answer taken back once for values only rehearsals had
         turn_index = 0
         while turn_index < cfg.max_steps:
             require = cfg.require_first_call and turn_index == 0
-            prompt = actor_prompt(self.backend, conversation, self.task.tools)
+            prompt = actor_prompt(self.backend, conversation, self._tools)
             gen = yield self._act_request(prompt, where, rindex, require)
             action = parse_action(
                 gen.text, self._tool_names, require_call=require, cut=gen.finish_reason == "length"
             )
-            turn = _new_turn(turns, action, gen, prompt)
+            turn = _new_turn(turns, action, gen, prompt, self._user_turn)
             if action.error:
                 turn.error = f"{action.error}: {action.error_message}"
                 if gen.finish_reason == "length":
@@ -361,7 +399,7 @@ class Episode:
         a commit with an environment) unless its rehearsal foresaw a failure: then it is
         held once (``EpisodeConfig.hold_predicted_failures``); the turn is reported after
         each phase."""
-        tool = find_tool(self.task.tools, step.call.name)
+        tool = find_tool(self._tools, step.call.name)
         step.validation_errors = check_arguments(tool, step.call.arguments) if tool else []
         step.valid = tool is not None and not step.validation_errors
         at = len(turn.calls) - 1
@@ -373,6 +411,7 @@ class Episode:
                 yield from self._rehearse(turn, step, tool, conversation, real_results, where, rindex, context)
                 yield TurnUpdated(where, rindex, turn, at, "rehearsed")
                 if execute and held is not None and self._hold(step, held):
+                    yield TurnUpdated(where, rindex, turn, at, "held")
                     return
             if execute:
                 self._execute(step, tool)
@@ -431,7 +470,7 @@ class Episode:
         imagined = [c for r in rehearsals for c in call_steps(r.turns)]
         rehearsed = [c.rehearsed for c in [*committed, *imagined]]
         rehearsed += [r.final_answer for r in rehearsals]
-        real: list[Any] = [self.task.prompt, *(t.to_openai() for t in self.task.tools)]
+        real: list[Any] = [*self.task.user_turns, *(t.to_openai() for t in self.task.tools_at(len(self.task.user_turns)))]
         for c in committed:
             real += [c.call.arguments, c.real, *(x.get("result") for x in c.context)]
         for c in imagined:
@@ -445,7 +484,7 @@ class Episode:
         return self._ungrounded_in(traj.turns, answer, traj.rehearsals)
 
     def _act_request(self, prompt: Any, where: str, rindex: int | None, require: bool) -> Request:
-        constraint = self._constraint("actor", tools=tuple(self.task.tools), require_call=require)
+        constraint = self._constraint("actor", tools=tuple(self._tools), require_call=require)
         return Request(prompt, constraint, "actor", where, rindex)
 
     def _constraint(self, role: str, **values: Any) -> Constraint | None:
@@ -474,7 +513,7 @@ class Episode:
             step.rehearsal_text = None
             return
         messages = rehearser_messages(
-            self.task.tools, shots(self.config.known_results, real_results, list(context)), conversation, turn.action.text, step.call, tool,
+            self._tools, shots(self.config.known_results, real_results, list(context)), conversation, turn.action.text, step.call, tool,
             response_schema=shows_response_schema(self.backend.info.model_id, self.config.response_schema),
         )
         prompt = rehearser_prompt(self.backend, messages)
@@ -568,9 +607,10 @@ def known_reads(traj: Trajectory, limit: int = 8) -> list[tuple[ToolCall, Any]]:
     return out[:limit]
 
 
-def _new_turn(turns: list[Turn], action: Action, gen: Generation, prompt: Any) -> Turn:
+def _new_turn(turns: list[Turn], action: Action, gen: Generation, prompt: Any, user_turn: int = 0) -> Turn:
     turn = Turn(
         index=len(turns),
+        user_turn=user_turn,
         action=action,
         act_seconds=round(gen.seconds, 3),
         act_tokens=gen.new_tokens,

@@ -8,7 +8,7 @@ from typing import Literal
 from envace_demo.record import Rehearsal, Trajectory, Turn
 
 Where = Literal["rehearsal", "commit"]
-Phase = Literal["acted", "rehearsed", "executed"]
+Phase = Literal["acted", "rehearsed", "held", "executed"]
 
 
 @dataclass
@@ -39,6 +39,14 @@ class TurnUpdated:
 
 
 @dataclass
+class UserTurnStarted:
+    """The user's next message in a conversation: what follows answers it."""
+
+    index: int  # its position among the user turns (the first is 0, never announced)
+    text: str
+
+
+@dataclass
 class RehearsalFinished:
     rehearsal: Rehearsal
 
@@ -53,4 +61,6 @@ class EpisodeFinished:
     trajectory: Trajectory
 
 
-Event = EpisodeStarted | Generating | TurnUpdated | RehearsalFinished | MemoryReady | EpisodeFinished
+Event = (
+    EpisodeStarted | Generating | TurnUpdated | UserTurnStarted | RehearsalFinished | MemoryReady | EpisodeFinished
+)

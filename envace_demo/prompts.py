@@ -129,14 +129,17 @@ class Conversation:
     # Only what is real: a held call's message keeps its predicted error code and drops the
     # rehearser's wording (whose values no real result backs).
     grounded: bool = False
+    # The conversation's earlier user turns, each with the committed turns that answered it
+    # (its final answer included): they happened for real.
+    earlier: list[tuple[str, list[Turn]]] = field(default_factory=list)
 
     def results(self, turn: Turn) -> list[tuple[ToolCall, Any]]:
         """The tool messages that answered ``turn``: a held call (not executed, its failure
         foreseen) is answered by its prediction."""
         return [(c.call, self._message(c)) for c in turn.calls]
 
-    def _message(self, step: Any) -> Any:
-        if not self.executed:
+    def _message(self, step: Any, committed: bool = False) -> Any:
+        if not (self.executed or committed):
             return step.rehearsed
         if not step.held:
             return step.real
@@ -144,12 +147,22 @@ class Conversation:
             return {"error": {"code": error_code(step.rehearsed), "message": HELD_MESSAGE}}
         return step.rehearsed
 
+    def segments(self) -> list[tuple[str, list[Turn], bool]]:
+        """(user message, turns, committed) of every user turn so far, this one last."""
+        return [*((u, t, True) for u, t in self.earlier), (self.user, self.turns, self.executed)]
+
     def actor_messages(self) -> list[dict]:
         messages: list[dict] = []
         if self.memory:
             messages.append({"role": "system", "content": self.memory})
-        messages.append({"role": "user", "content": self.user})
-        for turn in self.turns:
+        for user, turns, committed in self.segments():
+            messages.append({"role": "user", "content": user})
+            messages += self._turn_messages(turns, committed)
+        return messages
+
+    def _turn_messages(self, turns: list[Turn], committed: bool) -> list[dict]:
+        messages: list[dict] = []
+        for turn in turns:
             msg: dict[str, Any] = {
                 "role": "assistant",
                 "content": turn.action.content,
@@ -161,8 +174,9 @@ class Conversation:
                     for c in turn.action.calls
                 ]
             messages.append(msg)
-            for call, result in self.results(turn):
-                messages.append({"role": "tool", "name": call.name, "content": _json(result)})
+            for step in turn.calls:
+                content = _json(self._message(step, committed))
+                messages.append({"role": "tool", "name": step.call.name, "content": content})
         return messages
 
     def history(self) -> str:
@@ -170,17 +184,20 @@ class Conversation:
         ``User:``, ``Assistant:`` (the caller's own text, reasoning included, then its calls
         as ``<tool_call>`` blocks) and ``Tool[name]:`` entries joined by a blank line; system
         messages (the rehearsal memory) left out."""
-        entries = [f"User: {self.user.strip()}"] if self.user.strip() else []
-        for turn in self.turns:
-            text = written_before_calls(turn.action.text).strip()
-            for call in turn.action.calls:
-                text += f'\n<tool_call>\n{{"name": "{call.name}", "arguments": {_json(call.arguments)}}}\n</tool_call>'
-            if text:
-                entries.append(f"Assistant: {text}")
-            for call, result in self.results(turn):
-                content = _json(result).strip()
-                if content:
-                    entries.append(f"Tool[{call.name}]: {content}")
+        entries: list[str] = []
+        for user, turns, committed in self.segments():
+            if user.strip():
+                entries.append(f"User: {user.strip()}")
+            for turn in turns:
+                text = written_before_calls(turn.action.text).strip()
+                for call in turn.action.calls:
+                    text += f'\n<tool_call>\n{{"name": "{call.name}", "arguments": {_json(call.arguments)}}}\n</tool_call>'
+                if text:
+                    entries.append(f"Assistant: {text}")
+                for step in turn.calls:
+                    content = _json(self._message(step, committed)).strip()
+                    if content:
+                        entries.append(f"Tool[{step.call.name}]: {content}")
         return tokenizer_safe("\n\n".join(entries)) if entries else NO_HISTORY
 
 

@@ -105,6 +105,7 @@ class Turn:
     index: int
     action: Action
     calls: list[CallStep] = field(default_factory=list)
+    user_turn: int = 0  # which of the conversation's user messages this turn answers
     error: str | None = None
     act_seconds: float = 0.0
     act_tokens: int = 0
@@ -144,9 +145,10 @@ class Rehearsal:
     # Cut short when the rehearsals' share of the time ran out; what it reached still
     # feeds the memory.
     cut: bool = False
+    user_turn: int = 0  # the user message it rehearsed (each is rehearsed before it is committed)
 
 
-VERSION = 2
+VERSION = 3
 
 
 @dataclass
@@ -162,7 +164,8 @@ class Trajectory:
     mode: str
     model: dict[str, JSON]
     tools: list[dict[str, JSON]]
-    prompt: str
+    prompt: str  # the user's first message
+    follow_ups: list[str] = field(default_factory=list)  # the user's later messages, in order
     environment: str | None = None
     task: str | None = None
     n: int = 0
@@ -180,7 +183,9 @@ class Trajectory:
     # Before the episode: the run's wait in the app's queue (None: it did not queue).
     queued_seconds: float | None = None
     final_state: dict[str, JSON] | None = None
-    # Values of the final answer that only rehearsals had (no real result, no request, no
+    # The committed run's answer to each user message (None where a turn ended without one).
+    answers: list[str | None] = field(default_factory=list)
+    # Values of an answer that only rehearsals had (no real result, no request, no
     # call's arguments): a rehearsed value told to the user as if it were real.
     ungrounded: list[str] = field(default_factory=list)
 
@@ -229,7 +234,7 @@ _ADAPTER = TypeAdapter(Trajectory)
 
 
 def record_schema() -> dict:
-    """The JSON Schema of an exported record (version 2), derived from the dataclasses."""
+    """The JSON Schema of an exported record (version 3), derived from the dataclasses."""
     schema = _ADAPTER.json_schema(mode="serialization")
     schema["properties"] = {
         "version": {"const": VERSION},
@@ -243,11 +248,24 @@ def record_schema() -> dict:
 
 
 def upgrade(data: Any) -> Any:
-    """A version-1 record (one step per call, each with a copy of its turn's action) in
-    the version-2 shape (turns holding their calls); other data is returned as is, for
-    validation to judge."""
-    if not isinstance(data, dict) or data.get("version", 1) != 1:
+    """An older record in today's shape: version 1 (one step per call, each with a copy of
+    its turn's action) as turns holding their calls; versions 1 and 2 (one user message)
+    as a conversation of one turn, its answer the final one. Other data is returned as is,
+    for validation to judge."""
+    if not isinstance(data, dict) or data.get("version", 1) not in (1, 2):
         return data
+    if data.get("version", 1) == 2:
+        return _one_turn(data)
+    return _one_turn(_version_1(data))
+
+
+def _one_turn(data: dict) -> dict:
+    out = {k: v for k, v in data.items() if k != "version"}
+    out.setdefault("answers", [data.get("final_answer")] if data.get("turns") else [])
+    return out
+
+
+def _version_1(data: dict) -> dict:
     out = {k: v for k, v in data.items() if k not in ("steps", "version")}
     out["turns"] = _turns_of(data.get("steps", []))
     rehearsals = data.get("rehearsals", [])
@@ -316,8 +334,8 @@ def load_trajectory(source: str | bytes | dict, max_bytes: int = MAX_RECORD_BYTE
     if not isinstance(data, dict):
         raise TrajectoryError(f"record: expected a JSON object, got {type(data).__name__}")
     version = data.get("version", 1)
-    if type(version) is not int or version not in (1, VERSION):
-        raise TrajectoryError(f"record.version: {version!r} is not a version this program reads (1 or {VERSION})")
+    if type(version) is not int or version not in (1, 2, VERSION):
+        raise TrajectoryError(f"record.version: {version!r} is not a version this program reads (1 to {VERSION})")
     try:
         return _ADAPTER.validate_python(upgrade(data))
     except ValidationError as err:

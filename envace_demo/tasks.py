@@ -45,9 +45,24 @@ class Task:
     check: dict | None = None
     split: str = "train"
     source: str = ""
+    # A conversation: the user's later turns, each sent once the one before is answered.
+    follow_ups: list[str] = field(default_factory=list)
+    # Tools that join the conversation at a user turn (index into ``user_turns``; BFCL's
+    # miss_func entries hold some back until the turn that needs them).
+    added_tools: dict[int, list[Tool]] = field(default_factory=dict)
+
+    @property
+    def user_turns(self) -> list[str]:
+        """Every user message of the conversation, in order."""
+        return [self.prompt, *self.follow_ups]
+
+    def tools_at(self, turn: int) -> list[Tool]:
+        """The tools offered at user turn ``turn``: the task's own and those added so far."""
+        added = [t for k in sorted(self.added_tools) if k <= turn for t in self.added_tools[k]]
+        return [*self.tools, *added]
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "name": self.name,
             "prompt": self.prompt,
             "env": self.env,
@@ -55,6 +70,11 @@ class Task:
             "check": self.check,
             "split": self.split,
         }
+        if self.follow_ups:
+            out["follow_ups"] = list(self.follow_ups)
+        if self.added_tools:
+            out["added_tools"] = {str(k): [t.to_dict() for t in v] for k, v in self.added_tools.items()}
+        return out
 
 
 def task_from_record(
@@ -100,6 +120,11 @@ def task_from_record(
             tools = load_tools(record["tools"], policy)
         else:
             raise TaskError(f"{where}: a task needs an 'env' or 'tools'")
+        follow_ups = record.get("follow_ups", [])
+        if not isinstance(follow_ups, list) or not all(isinstance(u, str) and u.strip() for u in follow_ups):
+            raise TaskError(f"{where}: 'follow_ups' must be a list of non-empty strings (the user's later turns)")
+        for k, turn in enumerate(follow_ups):
+            policy.check_prompt(turn, f"follow_ups[{k}]")
         return Task(
             name=name,
             prompt=prompt,
@@ -108,6 +133,7 @@ def task_from_record(
             check=validate_check(record.get("check"), where),
             split=str(record.get("split", "train")),
             source="project",
+            follow_ups=list(follow_ups),
         )
     except TaskError:
         raise

@@ -182,7 +182,7 @@ def test_record_round_trips_through_json(scripted):
     data = json.loads(json.dumps(traj.to_dict()))
     for key in ("version", "mode", "model", "tools", "rehearsals", "memory", "turns", "final_answer", "success"):
         assert key in data
-    assert data["version"] == 2 and set(data["turns"][0]["action"]) >= {"text", "thinking", "calls"}
+    assert data["version"] == 3 and set(data["turns"][0]["action"]) >= {"text", "thinking", "calls"}
     assert "action" not in data["turns"][0]["calls"][0]  # a call does not repeat its turn
     again = Trajectory.from_dict(data)
     assert again.to_dict() == data

@@ -107,3 +107,66 @@ def test_report_files_and_charts_have_titles_and_axis_titles(tmp_path):
     assert "| overall | sequential |" in text and "charts/success_difference.html" in text
     assert json.loads((tmp_path / "summary.json").read_text())["rows"] == json.loads(json.dumps(summary["rows"]))
     assert (tmp_path / "charts" / "success.html").stat().st_size > 0 and (tmp_path / "charts" / "plotly.min.js").exists()
+
+
+def _bank_run(mode, steps, answer, success, ungrounded=()):
+    """A hand-built episode: one call a turn (``steps``: CallStep), then the answer."""
+    from envace_demo.record import Action, Trajectory, Turn
+
+    turns = [Turn(index=i, action=Action(text="", calls=[s.call]), calls=[s]) for i, s in enumerate(steps)]
+    turns.append(Turn(index=len(turns), action=Action(text=answer, content=answer)))
+    return Trajectory(mode=mode, model={}, tools=[], prompt="p", task="t", turns=turns, final_answer=answer,
+                      success=success, ended="answer", ungrounded=list(ungrounded))
+
+
+def test_the_summary_counts_what_rehearsal_changed_from_the_rows_alone(tmp_path):
+    from envace_demo.evaluation.table import changes_table
+    from envace_demo.record import CallStep, ToolCall
+
+    no_funds = {"error": {"code": "INSUFFICIENT_FUNDS", "message": "too little"}}
+    withdraw, get = ToolCall("withdraw", {"amount": 500}), ToolCall("get_account", {"id": "A"})
+
+    def held():
+        return CallStep(call=withdraw, rehearsed=no_funds, held=True, outcome_right=True, knowable=1.0, unknowable=0.5)
+
+    def failed():
+        return CallStep(call=withdraw, real=no_funds)
+
+    def read(right=None):
+        return CallStep(call=get, real={"balance": 310.25}, rehearsed={"balance": 310.25}, outcome_right=right,
+                        knowable=1.0 if right else None, unknowable=0.0 if right is not None else None)
+
+    episodes = [  # task: (none's run, parallel's run)
+        ("a", _bank_run("none", [failed()], "Done.", False), _bank_run("parallel", [held()], "Too little.", True)),
+        ("b", _bank_run("none", [read()], "310.25", True), _bank_run("parallel", [read(True)], "300", False, ["300"])),
+        ("c", _bank_run("none", [read()], "310.25", True), _bank_run("parallel", [read(False)], "310.25", True)),
+    ]
+    records = []
+    for task, without, with_ in episodes:
+        for traj in (without, with_):
+            r = json.loads(json.dumps(episode_record(f"f:{task}", "bank", traj.mode, 0, traj)))
+            records.append({k: v for k, v in r.items() if k != "trajectory"})  # as the app keeps them
+    records.append(rec("d", "none", 0, True, category="bank"))  # rows without call records: verdicts only
+    records.append(rec("d", "parallel", 0, False, category="bank"))
+    summary = summarize(records, ["none", "parallel"])
+    none, par = row(summary, "bank", "none"), row(summary, "bank", "parallel")
+    assert "divergence" not in none and none["ungrounded_answers"] == 0
+    assert par["divergence"] == {
+        "pairs": 4, "helped": 1, "hurt": 2, "same": 1, "unread": 1,
+        "kinds": {"failure_avoided": 1, "different_call": 0, "rehearsed_value": 1, "answer": 0, "nothing": 1},
+    }
+    assert par["ungrounded_answers"] == 1
+    assert none["real_calls"]["mean"] == 1.0 and none["real_errors"]["mean"] == pytest.approx(1 / 3)
+    assert par["real_calls"]["mean"] == pytest.approx(2 / 3) and par["held_calls"]["mean"] == pytest.approx(1 / 3)
+    assert par["real_errors"]["mean"] == 0.0 and par["diff"]["real_errors"]["mean"] == pytest.approx(-1 / 3)
+    # The fidelity's parts: a mean over the episodes that have them.
+    assert par["outcome_right"]["mean"] == pytest.approx(2 / 3) and par["outcome_right"]["n"] == 3
+    assert par["knowable"]["mean"] == 1.0 and par["unknowable"]["mean"] == pytest.approx(1 / 6)
+    assert none["outcome_right"]["n"] == 0
+    text = changes_table(summary)
+    assert "| bank | parallel | 0.67 | 0.00 | 0.33 | 1 of 4 | 66.7% | 100.0% | 16.7% | 1 / 2 / 1 |" in text
+    assert "failure avoided 1, rehearsed value 1, nothing 1 (1 pair without call records)" in text
+    (none_line,) = [line for line in text.splitlines() if line.startswith("| bank | none |")]
+    assert none_line == "| bank | none | 1.00 | 0.33 | 0.00 | 0 of 4 | — | — | — | — | — |"  # no rehearsal, no pairs
+    report = write_report(tmp_path, summary, {"n": 2}).read_text()
+    assert "## What rehearsal changed" in report and "1 / 2 / 1" in report

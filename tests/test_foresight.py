@@ -118,3 +118,32 @@ def test_values_normalize_numbers_and_identifiers():
     assert values("$1,250.00 on acc-1003, then 15.50") == {"1250", "ACC-1003", "15.5"}
     assert ungrounded("1 of 2 copies", [{"available": 1, "copies": 2}], [{"available": 0, "copies": 2}]) == ["1"]
     assert ungrounded("none", [{"a": 1}], []) == []
+
+
+def test_a_conversation_carries_the_state_and_rehearses_each_user_turn(scripted):
+    from envace_demo.events import UserTurnStarted
+    from envace_demo.engine import Episode
+
+    deposit = call_text("deposit", {"account_id": "ACC-1003", "amount": 100})
+    balance = call_text("get_account", {"account_id": "ACC-1003"})
+    backend = scripted(
+        actor=["<think></think>\nNo call.", deposit, "<think></think>\nDeposited.",  # user turn 1
+               "<think></think>\nNo call.", balance, "<think></think>\nIt holds 410.25 USD."],  # user turn 2
+        rehearser=[result_text({"transaction_id": "TX-5008", "new_balance": 410.25}),
+                   result_text({"account_id": "ACC-1003", "balance": 410.25})],
+    )
+    task = Task("c", "Deposit $100 into ACC-1003.", create("bank").tools(), follow_ups=["What is its balance now?"])
+    env = create("bank")
+    events = list(Episode(backend, task, EpisodeConfig(mode="parallel", n=1), env).run())
+    traj = events[-1].trajectory
+    assert [e.index for e in events if isinstance(e, UserTurnStarted)] == [1]
+    assert [t.user_turn for t in traj.turns] == [0, 0, 1, 1]
+    assert [r.user_turn for r in traj.rehearsals] == [0, 1]
+    assert traj.answers == ["Deposited.", "It holds 410.25 USD."] and traj.final_answer == traj.answers[-1]
+    # The second turn reads the first as it happened: the real deposit, then its answer.
+    prompt = traj.turns[2].actor_prompt
+    assert prompt.index("Deposit $100") < prompt.index("Deposited.") < prompt.index("What is its balance now?")
+    # The state carried over: the real read sees the deposit; the rehearser's few-shot holds it.
+    assert traj.turns[2].calls[0].real["balance"] == 410.25
+    assert "TX-5008" in traj.turns[2].calls[0].rehearser_prompt
+    assert traj.follow_ups == ["What is its balance now?"]

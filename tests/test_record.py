@@ -59,7 +59,7 @@ def test_an_export_fits_its_schema_and_loads_back_the_same(scripted):
     schema = record_schema()
     Draft202012Validator.check_schema(schema)
     assert list(Draft202012Validator(schema).iter_errors(data)) == []
-    assert data["version"] == 2 and schema["properties"]["version"] == {"const": 2}
+    assert data["version"] == 3 and schema["properties"]["version"] == {"const": 3}
     assert load_trajectory(json.dumps(data)).to_dict() == data
 
 
@@ -92,5 +92,13 @@ def test_a_version_1_turn_with_several_calls_becomes_one_turn():
 
 
 def test_a_record_of_an_unknown_version_is_refused_by_name():
-    with pytest.raises(TrajectoryError, match=r"^record\.version: 3 is not a version this program reads \(1 or 2\)"):
-        load_trajectory({"version": 3, "mode": "none", "model": {}, "tools": [], "prompt": "q"})
+    with pytest.raises(TrajectoryError, match=r"^record\.version: 4 is not a version this program reads \(1 to 3\)"):
+        load_trajectory({"version": 4, "mode": "none", "model": {}, "tools": [], "prompt": "q"})
+
+
+def test_a_version_2_record_upgrades_to_a_conversation_of_one_user_turn():
+    old = {"version": 2, "mode": "none", "model": {}, "tools": [], "prompt": "q", "final_answer": "a",
+           "turns": [{"index": 0, "action": {"text": "a", "content": "a"}}]}
+    traj = load_trajectory(old)
+    assert traj.follow_ups == [] and traj.answers == ["a"] and traj.turns[0].user_turn == 0
+    assert Trajectory.from_dict(traj.to_dict()) == traj

@@ -136,3 +136,18 @@ def test_base_against_trained_without_an_adapter_is_refused_and_runs_nothing(scr
     assert "ev-status-error" in str(updates[-1]) and "without an adapter" in str(updates[-1])
     assert not session.compared
     demo.close()
+
+
+def test_compare_says_where_rehearsal_changed_the_run_above_the_two_sides(scripted, tmp_path):
+    from envace_demo.ui import build_app
+    from envace_demo.ui.session import Session
+
+    demo = build_app(Settings(), holder=_scripted_holder(scripted))
+    (run_compare,) = [f.fn for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "run_compare"]
+    session = Session(folder=tmp_path)
+    updates = list(run_compare(session, "bank", "check-balance", "parallel", 1, "rehearsal", 0.6, 0.95, 20, 64, 0, False, 3))
+    (status,) = [v for k, v in updates[-1].items() if isinstance(v, str) and "ev-status" in v]
+    # Both sides look the balance up and answer alike: the line says so, under "done".
+    assert "done" in status and status.count("ev-status ") == 2
+    assert any(lead in status for lead in ("No difference:", "Rehearsal helped:", "Rehearsal hurt:", "Same outcome:"))
+    demo.close()

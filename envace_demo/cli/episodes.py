@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from envace_demo.engine import Episode, EpisodeConfig
-from envace_demo.events import EpisodeFinished, MemoryReady, RehearsalFinished, TurnUpdated
+from envace_demo.events import EpisodeFinished, MemoryReady, RehearsalFinished, TurnUpdated, UserTurnStarted
 from envace_demo.record import Trajectory
 from envace_demo.settings import Settings
 from envace_demo.tasks import Task
@@ -105,13 +105,15 @@ def _run_task(
                 return event.trajectory
             continue
         if isinstance(event, TurnUpdated) and (
-            event.phase == "executed" or (event.phase == "rehearsed" and event.where == "rehearsal")
+            event.phase in ("executed", "held") or (event.phase == "rehearsed" and event.where == "rehearsal")
             or (event.phase == "acted" and event.call is None)
         ):
             where = f"[rehearsal {event.rehearsal + 1}]" if event.where == "rehearsal" else "[commit]"
             _print_step(where, event, out)
         elif isinstance(event, TurnUpdated) and event.phase == "rehearsed" and not episode.executor:
             _print_step("[commit]", event, out)
+        elif isinstance(event, UserTurnStarted):
+            print(f"--- user (turn {event.index + 1}): {event.text}", file=out)
         elif isinstance(event, RehearsalFinished):
             print(f"[rehearsal {event.rehearsal.index + 1}] ended: {event.rehearsal.ended}", file=out)
         elif isinstance(event, MemoryReady) and event.memory.get("withdrawn"):

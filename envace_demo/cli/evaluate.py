@@ -161,6 +161,9 @@ def _print_eval(args: argparse.Namespace, records: list[dict], meta: dict, total
     else:
         print(table.markdown_table(summary))
         print(f"\nΔ: difference to none on the same task and seed; brackets: {table.INTERVAL}.")
+        print("\nWhat rehearsal changed:\n")
+        print(table.changes_table(summary))
+        print(f"\n{table.CHANGES_NOTE}")
 
 
 def _eval_totals(records: list[dict], modes: list[str], seeds: list[int], backend, config: EpisodeConfig) -> dict:
@@ -170,6 +173,7 @@ def _eval_totals(records: list[dict], modes: list[str], seeds: list[int], backen
     valid = sum(r["valid_calls"] for r in ok)
     parse_errors = sum(r["parse_errors"] for r in ok)
     judged = [r for r in ok if r["success"] is not None]
+    counts = {k: sum(int(r.get(k) or 0) for r in ok) for k in ("real_calls", "real_errors", "held_calls")}
     successes = sum(1 for r in judged if r["success"])
     attempted = calls + parse_errors
     return {
@@ -189,4 +193,6 @@ def _eval_totals(records: list[dict], modes: list[str], seeds: list[int], backen
         "success_rate": round(successes / len(judged), 4) if judged else None,
         "successes": successes,
         "judged": len(judged),
+        **counts,
+        "ungrounded_answers": sum(1 for r in ok if r.get("ungrounded")),
     }

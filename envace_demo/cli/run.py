@@ -26,6 +26,10 @@ def register(sub) -> None:
     )
     p.add_argument("--task", help="a task of the environment (default: its first)")
     p.add_argument("--prompt", help="the user's request (overrides the task's)")
+    p.add_argument(
+        "--follow-up", "--follow_up", dest="follow_up", action="append", default=[], metavar="MESSAGE",
+        help="a later user message of the same conversation, sent once the one before is answered; repeat in order",
+    )
     p.add_argument("--manual", action="store_true", help="with --tools: you type each committed call's real response")
 
 
@@ -48,6 +52,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         task = Task(name="custom", prompt=args.prompt, tools=load_tools(text))
     if args.prompt:
         task.prompt, task.check = args.prompt, None  # a new request: the task's check no longer applies
+    if args.follow_up:
+        task.follow_ups, task.check = [*task.follow_ups, *args.follow_up], None
     out = sys.stderr if args.json else sys.stdout
     shown: dict = {}
     if args.manual:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from envace_demo.evaluation.table import INTERVAL, OVERALL, RATES, markdown_table
+from envace_demo.evaluation.table import CHANGES_NOTE, INTERVAL, OVERALL, RATES, changes_table, markdown_table
 
 COLORS = {"none": "#94a3b8", "parallel": "#6366f1", "sequential": "#0ea5e9"}
 _LAYOUT = dict(template="plotly_white", height=340, margin=dict(l=60, r=10, t=50, b=60), legend_title_text="mode")
@@ -128,6 +128,12 @@ def write_report(out_dir: Path, summary: dict, meta: dict) -> Path:
         "Rates are means over episodes (an `overall` row pools every episode).",
         "",
         markdown_table(summary),
+        "",
+        "## What rehearsal changed",
+        "",
+        CHANGES_NOTE,
+        "",
+        changes_table(summary),
         "",
         "## Charts",
         "",

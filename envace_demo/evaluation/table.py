@@ -15,6 +15,19 @@ Metrics, per episode:
   was both rehearsed and executed for real (never in mode ``none``, never without an
   environment).
 - ``tokens``: every generated token (rehearsals included); ``seconds``: wall time.
+- ``real_calls``, ``real_errors``, ``held_calls`` (committed calls not executed because
+  their rehearsal foresaw a failure), ``context_reads`` (real reads made for the
+  rehearser): counts from the record's totals.
+- ``outcome_right`` (share of calls whose rehearsed outcome, success or which error, was
+  right), ``knowable`` and ``unknowable`` (mean share of real values the rehearsal got
+  right, among those its context made knowable and among the rest): the fidelity's parts,
+  means over the episode's call steps that have them.
+
+Per (category, mode) the table also counts ``ungrounded_answers`` (episodes whose answer
+carries values only rehearsals had), and for every mode but the baseline pairs each
+episode with the baseline's of the same task and seed (``divergence``): how many it
+helped, hurt or left the same, and the kind of their first divergence
+(``divergence.first_divergence``), from the rows alone (``call_outcomes``).
 
 Episodes that ended in an error of the model server (``error`` set) count in
 ``errors`` and in no metric, and their pairs are dropped from the differences.
@@ -25,10 +38,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from envace_demo.evaluation.divergence import KINDS, VERDICTS, call_outcomes, first_divergence, verdict_of
 from envace_demo.record import Trajectory, call_steps
 
 METRICS = ("validity", "success", "fidelity", "tokens", "seconds")
-RATES = ("validity", "success", "fidelity")  # shown in percent / percentage points
+# What rehearsal changed, per episode: counts of the committed run, and the fidelity's parts.
+PARTS = ("real_calls", "real_errors", "held_calls", "context_reads", "outcome_right", "knowable", "unknowable")
+RATES = ("validity", "success", "fidelity", "outcome_right", "knowable", "unknowable")  # in percent / points
 OVERALL = "overall"
 BASELINE = "none"
 RESAMPLES = 2000
@@ -66,7 +82,7 @@ def episode_record(
     if traj is None:
         return {**rec, "task": task_id.split(":", 1)[-1], "error": error or "unknown error", "ended": "error",
                 "success": None, "validity": None, "fidelity": None, "tokens": 0, "seconds": 0.0,
-                "calls": 0, "valid_calls": 0, "parse_errors": 0}
+                "calls": 0, "valid_calls": 0, "parse_errors": 0, **{k: None for k in PARTS}}
     tool_steps = call_steps(traj.turns)
     parse_errors = sum(1 for t in traj.turns if t.action.error is not None)
     valid = sum(1 for s in tool_steps if s.valid)
@@ -89,7 +105,27 @@ def episode_record(
         "tokens": totals["tokens"],
         "seconds": round(traj.seconds, 3),
         "committed_calls": [c.to_dict() for c in traj.committed_calls()],
+        # What pairing with the baseline needs (``divergence``), without the trajectory.
+        "call_outcomes": call_outcomes(traj),
+        "final_answer": traj.final_answer,
+        "ungrounded": list(traj.ungrounded),
+        "withdrawn_answers": sum(1 for t in traj.turns if t.withdrawn),
+        **{k: totals[k] for k in ("real_calls", "real_errors", "held_calls", "context_reads")},
+        **_fidelity_parts(tool_steps),
         "trajectory": traj.to_dict(),
+    }
+
+
+def _mean(values: list[float]) -> float | None:
+    return round(sum(values) / len(values), 4) if values else None
+
+
+def _fidelity_parts(steps: list) -> dict:
+    """The episode's means of the fidelity's parts over the call steps that have them."""
+    return {
+        "outcome_right": _mean([float(s.outcome_right) for s in steps if s.outcome_right is not None]),
+        "knowable": _mean([s.knowable for s in steps if s.knowable is not None]),
+        "unknowable": _mean([s.unknowable for s in steps if s.unknowable is not None]),
     }
 
 
@@ -121,9 +157,45 @@ def _stat(values: list[float], seed: int) -> dict:
     return {"mean": sum(values) / len(values), "n": len(values), "ci": list(ci) if ci else None}
 
 
+def _pairable(rec: dict) -> dict | Trajectory | None:
+    """What ``first_divergence`` reads of a row: the row itself (it has ``call_outcomes``),
+    else the trajectory it carries (rows written before), else None."""
+    if isinstance(rec.get("call_outcomes"), list):
+        return rec
+    if isinstance(rec.get("trajectory"), dict):
+        try:
+            return Trajectory.from_dict(rec["trajectory"])
+        except Exception:  # a row from another version: no divergence, the rest still counts
+            return None
+    return None
+
+
+def _divergences(mine: list[dict], base: dict) -> dict:
+    """Each episode of ``mine`` against the baseline's of the same task and seed: the
+    verdicts (from success) of every pair without an error, and the kinds of first
+    divergence of those whose calls are recorded (``unread``: pairs whose are not)."""
+    out: dict[str, Any] = {"pairs": 0, **{v: 0 for v in VERDICTS}, "kinds": {k: 0 for k in KINDS}, "unread": 0}
+    for r in mine:
+        other = base.get((r["task_id"], r["seed"]))
+        if other is None or r.get("error") or other.get("error"):
+            continue
+        out["pairs"] += 1
+        without, with_ = _pairable(other), _pairable(r)
+        if without is None or with_ is None:
+            out[verdict_of(other.get("success"), r.get("success"))] += 1
+            out["unread"] += 1
+            continue
+        d = first_divergence(without, with_)
+        out[d.verdict] += 1
+        out["kinds"][d.kind] += 1
+    return out
+
+
 def summarize(records: list[dict], modes: list[str] | None = None, baseline: str = BASELINE, seed: int = 0) -> dict:
     """The table: ``rows`` of (category, mode) with each metric's mean, count and
-    interval, ``errors``, and ``diff`` (metric -> paired difference to ``baseline``).
+    interval (``METRICS`` and ``PARTS``), ``errors``, ``ungrounded_answers``, and for every
+    mode but ``baseline`` ``diff`` (metric -> paired difference to ``baseline``) and
+    ``divergence`` (helped / hurt / same and the kinds of first divergence over the pairs).
     Deterministic for the same records (the bootstrap's generator is seeded)."""
     modes = modes or sorted({r["mode"] for r in records}, key=lambda m: (m != baseline, m))
     categories = sorted({r["category"] for r in records})
@@ -143,11 +215,13 @@ def summarize(records: list[dict], modes: list[str] | None = None, baseline: str
                 "errors": sum(1 for r in mine if r.get("error")),
                 "tasks": len({r["task_id"] for r in mine}),
             }
-            for k, metric in enumerate(METRICS):
+            for k, metric in enumerate(METRICS + PARTS):
                 row[metric] = _stat([v for r in mine if (v := _value(r, metric)) is not None], seed + 7919 * (g * 31 + mi * 7 + k))
+            row["ungrounded_answers"] = sum(1 for r in mine if not r.get("error") and r.get("ungrounded"))
             if mode != baseline and base:
+                row["divergence"] = _divergences(mine, base)
                 row["diff"] = {}
-                for k, metric in enumerate(METRICS):
+                for k, metric in enumerate(METRICS + PARTS):
                     pairs = []
                     for r in mine:
                         other = base.get((r["task_id"], r["seed"]))
@@ -220,3 +294,64 @@ def markdown_table(summary: dict) -> str:
     for cells in table_rows(summary):
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines)
+
+
+# ---- what rehearsal changed -----------------------------------------------------------------
+
+CHANGE_COLUMNS = [
+    "category", "mode", "real calls", "real errors", "held calls", "ungrounded answers",
+    "outcome right", "knowable right", "unknowable right", "helped / hurt / same", "first divergence",
+]
+_KIND_LABELS = {k: k.replace("_", " ") for k in KINDS}
+
+
+def _fmt_count(stat: dict | None) -> str:
+    return "—" if not stat or stat["mean"] is None else f"{stat['mean']:.2f}"
+
+
+def divergence_text(div: dict | None) -> tuple[str, str]:
+    """(helped / hurt / same, the kinds of first divergence) of a row's ``divergence``."""
+    if not div or not div["pairs"]:
+        return "—", "—"
+    verdicts = f"{div['helped']} / {div['hurt']} / {div['same']}"
+    kinds = ", ".join(f"{_KIND_LABELS[k]} {n}" for k, n in div["kinds"].items() if n) or "—"
+    if div.get("unread"):
+        kinds += f" ({div['unread']} pair{'s' if div['unread'] != 1 else ''} without call records)"
+    return verdicts, kinds
+
+
+def change_rows(summary: dict) -> list[list[Any]]:
+    """What rehearsal changed, per (category, mode), in ``CHANGE_COLUMNS`` order: the real
+    calls, real errors and held calls per episode, the answers with ungrounded values, the
+    fidelity's parts, and the pairs with the baseline."""
+    out = []
+    for row in summary["rows"]:
+        done = row["episodes"] - row["errors"]
+        verdicts, kinds = divergence_text(row.get("divergence"))
+        out.append([
+            row["category"], row["mode"],
+            _fmt_count(row.get("real_calls")), _fmt_count(row.get("real_errors")), _fmt_count(row.get("held_calls")),
+            f"{row.get('ungrounded_answers', 0)} of {done}",
+            _fmt("outcome_right", row.get("outcome_right")), _fmt("knowable", row.get("knowable")),
+            _fmt("unknowable", row.get("unknowable")),
+            verdicts, kinds,
+        ])
+    return out
+
+
+def changes_table(summary: dict) -> str:
+    """``change_rows`` as Markdown."""
+    lines = ["| " + " | ".join(CHANGE_COLUMNS) + " |", "|" + "---|" * len(CHANGE_COLUMNS)]
+    for cells in change_rows(summary):
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
+CHANGES_NOTE = (
+    "Per episode: real calls, real errors and held calls (not executed: the rehearsal foresaw a failure); "
+    "ungrounded answers: episodes whose answer carries values only rehearsals had; outcome right: the share "
+    "of calls whose rehearsed outcome (success, or which error) was right; knowable / unknowable right: the "
+    "share of real values the rehearsal got right among those its context made knowable and among the rest. "
+    "helped / hurt / same: pairs with `none` on the same task and seed where only rehearsal succeeded, only "
+    "`none` did, or neither or both; first divergence: where the two runs first parted."
+)

@@ -12,6 +12,7 @@ from envace_demo.engine import EpisodeConfig
 from envace_demo.errors import ConfigError, EnvaceError, StorageError
 from envace_demo.evaluation import Job, plan, run_jobs, summarize
 from envace_demo.evaluation.batch import estimate_seconds
+from envace_demo.evaluation.divergence import pair_note
 from envace_demo.evaluation.report import figures
 from envace_demo.evaluation.table import TABLE_COLUMNS, table_rows
 from envace_demo.events import EpisodeFinished, Generating
@@ -500,6 +501,7 @@ class CompareRun:
         records = {"metrics": by_side, "trajectories": {m: t.to_dict() for m, t in session.compared.items()}}
         # Neutral: "done" says the runs ended, not that they passed (green is a passed check's).
         status = render.status_html("done" if done else "stopped", "info" if done else "warn")
+        status += render.status_html(note, "info") if (note := pair_note(session.compared.values())) else ""
         saved, status = _saved(self.ctx, session, "compare.json", records, status)
         return {
             ui.status: status,
