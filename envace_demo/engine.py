@@ -160,7 +160,14 @@ class Episode:
         environment: Environment | None = None,
         executor: Executor | None = None,
         cancel: threading.Event | None = None,
+        previous: Trajectory | None = None,
     ):
+        """``previous``: the record of this conversation so far, run against the same live
+        ``environment``; the episode goes on from the first user turn it did not answer
+        (a follow-up) and its record holds the whole conversation."""
+        self.previous = previous
+        if previous is not None and len(previous.answers) >= len(task.user_turns):
+            raise ConfigError("a follow-up needs a user turn the conversation has not answered yet")
         self.backend = backend
         self.task = task
         self.config = config
@@ -236,7 +243,10 @@ class Episode:
         conversation so far, then commit it; the environment's state carries over."""
         earlier: list[tuple[str, list[Turn]]] = []  # the user turns answered so far, for real
         real_results: list[tuple[ToolCall, Any]] = []  # every real result so far: few-shot
+        done = self._resume(traj, earlier, real_results)
         for k, user in enumerate(self.task.user_turns):
+            if k < done:
+                continue
             self._user_turn, self._tools = k, self.task.tools_at(k)
             self._tool_names = {t.name for t in self._tools}
             if k:
@@ -260,6 +270,19 @@ class Episode:
             earlier.append((user, answered))
             if outcome.ended in ("environment_error", "no_environment"):
                 break  # nothing to build the next turn on
+
+    def _resume(self, traj: Trajectory, earlier: list, real_results: list) -> int:
+        """Load the conversation so far (``previous``) into ``traj``; the user turns it holds."""
+        if self.previous is None:
+            return 0
+        before = Trajectory.from_dict(self.previous.to_dict())  # a copy: the earlier record stays as it was
+        traj.turns, traj.rehearsals, traj.answers = before.turns, before.rehearsals, before.answers
+        traj.ungrounded = before.ungrounded
+        self._rehearsals = traj.rehearsals
+        for k, user in enumerate(self.task.user_turns[: len(before.answers)]):
+            earlier.append((user, [t for t in before.turns if t.user_turn == k and not t.withdrawn]))
+        real_results += [(c.call, c.real) for c in call_steps(before.turns) if c.real is not None]
+        return len(before.answers)
 
     # ---- rehearsal ----------------------------------------------------------------
 

@@ -147,3 +147,24 @@ def test_a_conversation_carries_the_state_and_rehearses_each_user_turn(scripted)
     assert traj.turns[2].calls[0].real["balance"] == 410.25
     assert "TX-5008" in traj.turns[2].calls[0].rehearser_prompt
     assert traj.follow_ups == ["What is its balance now?"]
+
+
+def test_a_follow_up_goes_on_from_the_conversation_so_far(scripted):
+    from dataclasses import replace
+
+    from envace_demo.engine import Episode
+
+    deposit = call_text("deposit", {"account_id": "ACC-1003", "amount": 100})
+    balance = call_text("get_account", {"account_id": "ACC-1003"})
+    env = create("bank")
+    first = Task("c", "Deposit $100 into ACC-1003.", env.tools())
+    backend = scripted(actor=[deposit, "<think></think>\nDeposited."])
+    before = run_episode(backend, first, EpisodeConfig(mode="none"), env)
+    follow = replace(first, follow_ups=["And its balance now?"])
+    backend = scripted(actor=[balance, "<think></think>\nIt holds 410.25 USD."])
+    events = list(Episode(backend, follow, EpisodeConfig(mode="none"), env, previous=before).run())
+    traj = events[-1].trajectory
+    assert traj.answers == ["Deposited.", "It holds 410.25 USD."] and len(before.answers) == 1  # a copy
+    assert [t.user_turn for t in traj.turns] == [0, 0, 1, 1]
+    assert traj.turns[3].calls == [] and traj.turns[2].calls[0].real["balance"] == 410.25
+    assert "Deposited." in traj.turns[2].actor_prompt
