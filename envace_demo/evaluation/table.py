@@ -35,16 +35,24 @@ Episodes that ended in an error of the model server (``error`` set) count in
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
+from envace_demo.baselines import baseline_parts
 from envace_demo.evaluation.divergence import KINDS, VERDICTS, call_outcomes, first_divergence, verdict_of
+from envace_demo.fidelity import Context as FidelityContext
 from envace_demo.record import Trajectory, call_steps
+from envace_demo.schemas import Tool, find_tool
 
 METRICS = ("validity", "success", "fidelity", "tokens", "seconds")
 # What rehearsal changed, per episode: counts of the committed run, and the fidelity's parts.
 PARTS = ("real_calls", "real_errors", "held_calls", "context_reads", "outcome_right", "knowable", "unknowable")
-RATES = ("validity", "success", "fidelity", "outcome_right", "knowable", "unknowable")  # in percent / points
+# The same parts for two rehearsers with no model, on the same calls and contexts as the
+# model's (``envace_demo.baselines``): what knowing only the schema, or echoing, scores.
+BASELINE_PARTS = ("schema_only_outcome", "schema_only_knowable", "echo_outcome", "echo_knowable")
+PARTS = PARTS + BASELINE_PARTS
+RATES = ("validity", "success", "fidelity", "outcome_right", "knowable", "unknowable", *BASELINE_PARTS)
 OVERALL = "overall"
 BASELINE = "none"
 RESAMPLES = 2000
@@ -112,12 +120,44 @@ def episode_record(
         "withdrawn_answers": sum(1 for t in traj.turns if t.withdrawn),
         **{k: totals[k] for k in ("real_calls", "real_errors", "held_calls", "context_reads")},
         **_fidelity_parts(tool_steps),
+        **_baseline_parts(traj, tool_steps),
         "trajectory": traj.to_dict(),
     }
 
 
 def _mean(values: list[float]) -> float | None:
     return round(sum(values) / len(values), 4) if values else None
+
+
+def _baseline_parts(traj: Trajectory, steps: list) -> dict:
+    """The baselines' outcome and knowable values over the calls the model's rehearsal was
+    scored on, each shown what the model's rehearser was: the arguments, the real results
+    before it, the reads made for it, the tool's description."""
+    scored = [s for s in steps if s.outcome_right is not None]
+    if not scored:
+        return {k: None for k in BASELINE_PARTS}
+    tools = [Tool.from_dict(t) for t in traj.tools]
+    seen: dict[int, list] = {}
+    earlier: list = []
+    for s in steps:
+        seen[id(s)] = list(earlier)
+        if s.real is not None:
+            earlier.append(s.real)
+
+    def context_of(step) -> FidelityContext:
+        tool = find_tool(tools, step.call.name)
+        return FidelityContext(
+            arguments=step.call.arguments,
+            known=tuple([*seen.get(id(step), []), *(x.get("result") for x in step.context)]),
+            description=json.dumps(tool.to_openai(), ensure_ascii=False) if tool else "",
+        )
+
+    parts = baseline_parts(scored, context_of, tools)
+    out = {}
+    for name, key in (("schema-only", "schema_only"), ("echo", "echo")):
+        out[f"{key}_outcome"] = parts[name]["outcome"]
+        out[f"{key}_knowable"] = parts[name]["knowable"]
+    return out
 
 
 def _fidelity_parts(steps: list) -> dict:
@@ -300,7 +340,8 @@ def markdown_table(summary: dict) -> str:
 
 CHANGE_COLUMNS = [
     "category", "mode", "real calls", "real errors", "held calls", "ungrounded answers",
-    "outcome right", "knowable right", "unknowable right", "helped / hurt / same", "first divergence",
+    "outcome right", "knowable right", "unknowable right", "schema-only: outcome / knowable",
+    "echo: outcome / knowable", "helped / hurt / same", "first divergence",
 ]
 _KIND_LABELS = {k: k.replace("_", " ") for k in KINDS}
 
@@ -334,6 +375,9 @@ def change_rows(summary: dict) -> list[list[Any]]:
             f"{row.get('ungrounded_answers', 0)} of {done}",
             _fmt("outcome_right", row.get("outcome_right")), _fmt("knowable", row.get("knowable")),
             _fmt("unknowable", row.get("unknowable")),
+            f'{_fmt("schema_only_outcome", row.get("schema_only_outcome"))} / '
+            f'{_fmt("schema_only_knowable", row.get("schema_only_knowable"))}',
+            f'{_fmt("echo_outcome", row.get("echo_outcome"))} / {_fmt("echo_knowable", row.get("echo_knowable"))}',
             verdicts, kinds,
         ])
     return out
@@ -351,7 +395,9 @@ CHANGES_NOTE = (
     "Per episode: real calls, real errors and held calls (not executed: the rehearsal foresaw a failure); "
     "ungrounded answers: episodes whose answer carries values only rehearsals had; outcome right: the share "
     "of calls whose rehearsed outcome (success, or which error) was right; knowable / unknowable right: the "
-    "share of real values the rehearsal got right among those its context made knowable and among the rest. "
+    "share of real values the rehearsal got right among those its context made knowable and among the rest; "
+    "schema-only and echo: the same figures for a rehearser that knows only the tool's schema, and one that "
+    "echoes the arguments, on the same calls. "
     "helped / hurt / same: pairs with `none` on the same task and seed where only rehearsal succeeded, only "
     "`none` did, or neither or both; first divergence: where the two runs first parted."
 )
