@@ -361,6 +361,22 @@ def divergence_text(div: dict | None) -> tuple[str, str]:
     return verdicts, kinds
 
 
+def changes_line(summary: dict) -> str | None:
+    """One line of what rehearsal changed over every pair with ``none`` (the overall row of
+    each rehearsing mode), or None without pairs."""
+    parts = []
+    for row in summary["rows"]:
+        if row["category"] != OVERALL and len({r["category"] for r in summary["rows"]}) > 1:
+            continue
+        div = row.get("divergence")
+        if not div or not div["pairs"]:
+            continue
+        _, kinds = divergence_text(div)
+        parts.append(f"{row['mode']}: helped {div['helped']}, hurt {div['hurt']}, same {div['same']} of "
+                     f"{div['pairs']} pairs with none (first divergence: {kinds})")
+    return "What rehearsal changed: " + "; ".join(parts) if parts else None
+
+
 def change_rows(summary: dict) -> list[list[Any]]:
     """What rehearsal changed, per (category, mode), in ``CHANGE_COLUMNS`` order: the real
     calls, real errors and held calls per episode, the answers with ungrounded values, the

@@ -13,6 +13,7 @@ from envace_demo.errors import ConfigError, EnvaceError, StorageError
 from envace_demo.evaluation import Job, plan, run_jobs, summarize
 from envace_demo.evaluation.batch import estimate_seconds
 from envace_demo.evaluation.divergence import pair_note
+from envace_demo.evaluation.table import changes_line
 from envace_demo.evaluation.report import figures
 from envace_demo.evaluation.table import TABLE_COLUMNS, table_rows
 from envace_demo.events import EpisodeFinished, Generating
@@ -642,6 +643,8 @@ class SuiteRun:
             f"{len(session.suite)} of {total} episodes" + ("" if finished else " (stopped)"),
             "info" if finished else "warn",
         )
+        if summary is not None and (line := changes_line(summary)):
+            status += render.status_html(line, "info")
         saved = None
         if session.suite:
             records = {"episodes": session.suite, "summary": summary}
