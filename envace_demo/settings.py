@@ -18,7 +18,8 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 Quantization = Literal["none", "4bit", "8bit"]
 DType = Literal["auto", "bfloat16", "float16", "float32"]
 Device = Literal["auto", "cpu", "cuda"]
-BackendName = Literal["transformers", "openai"]
+# oracle: replays BFCL multi-turn ground truth (envace_demo.bfcl_multi.oracle), the harness's upper bound.
+BackendName = Literal["transformers", "openai", "oracle"]
 
 
 def _bool(name: str, raw: str) -> bool:
@@ -116,7 +117,8 @@ class Settings:
     )
     backend: BackendName = field(
         default="transformers",
-        metadata={"env": "ENVACE_BACKEND", "help": "transformers (a local model) or openai (a chat-completions server)"},
+        metadata={"env": "ENVACE_BACKEND", "help": "transformers (a local model), openai (a chat-completions server) "
+                  "or oracle (replays BFCL multi-turn ground truth: eval --suite bfcl-multi-turn)"},
     )
     base_url: str | None = field(
         default=None,

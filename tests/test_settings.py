@@ -48,7 +48,7 @@ def test_quantization_none_from_a_flag_beats_the_environment():
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"backend": "grpc"}, "backend='grpc': expected transformers or openai"),
+    ({"backend": "grpc"}, "backend='grpc': expected transformers, openai or oracle"),
     ({"dtype": "float64"}, "dtype='float64': expected auto, bfloat16, float16 or float32"),
     ({"quantization": "2bit"}, "quantization='2bit': expected none, 4bit or 8bit"),
 ])

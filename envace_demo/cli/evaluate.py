@@ -25,7 +25,12 @@ def register(sub) -> None:
         "and its bootstrap interval.",
     )
     p.set_defaults(mode="none")  # the baseline, compared with --modes
-    p.add_argument("--tasks", required=True, nargs="+", help="JSONL files: the project's task format or BFCL records")
+    p.add_argument("--tasks", nargs="+", help="JSONL files: the project's task format or BFCL records")
+    p.add_argument(
+        "--suite",
+        help="a benchmark instead of (or besides) --tasks: bfcl-multi-turn[:base,miss_func,miss_param,long_context] "
+        "(BFCL v4 multi-turn from the bfcl-eval package, scored by its own checker; --limit per category)",
+    )
     p.add_argument("--limit", type=int, help="at most this many tasks of each file")
     p.add_argument("--modes", help="comma-separated modes to compare, e.g. none,parallel,sequential (default: --mode)")
     p.add_argument(
@@ -75,8 +80,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
     modes, seeds = _eval_modes(args), _eval_seeds(args)
     if args.concurrency < 1:
         raise TaskError(f"--concurrency: expected at least 1, got {args.concurrency}")
-    tasks = batch.load_eval_tasks(args.tasks, args.limit, _mcp_tools_transform(settings) if args.mcp else None)
+    if not args.tasks and not args.suite:
+        raise TaskError("eval: give --tasks (JSONL files) or --suite (e.g. bfcl-multi-turn:base)")
+    if args.suite and args.mcp:
+        raise TaskError("--suite runs each entry against its own backends: not with --mcp")
+    tasks = []
+    if args.tasks:
+        tasks = batch.load_eval_tasks(args.tasks, args.limit, _mcp_tools_transform(settings) if args.mcp else None)
+    if args.suite:  # BFCL v4 multi-turn entries, each against its own backends (envace_demo.bfcl_multi)
+        from envace_demo import bfcl_multi
+
+        tasks += bfcl_multi.suite_tasks(args.suite, args.limit)
     backend = flags.load_model(settings)
+    if args.suite:
+        bfcl_multi.bind_oracle(backend, tasks)  # the oracle backend replays these entries' ground truth
     if args.concurrency > 1 and settings.backend != "openai":
         from envace_demo.evaluation.coalesce import CoalescingBackend
 

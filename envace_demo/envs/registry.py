@@ -56,16 +56,22 @@ def builtin_patterns() -> frozenset[str]:
 
 
 MCP_PREFIX = "mcp:"  # "mcp:<label>": the operator's MCP server of that label
+BFCL_MULTI_TURN_PREFIX = "bfcl-multi-turn:"  # "bfcl-multi-turn:<entry id>" (envace_demo.bfcl_multi)
 
 
 def open_environment(
     spec: str | None, mcp_servers: Mapping[str, str] | None = None, mcp_timeout: float = 30.0
 ) -> Environment | None:
-    """A fresh environment for ``spec``: None for no environment, a built-in by name, or
+    """A fresh environment for ``spec``: None for no environment, a built-in by name,
+    ``bfcl-multi-turn:<entry id>`` (that BFCL v4 multi-turn entry's backends), or
     ``mcp:<label>``, a connection to the server the operator configured under that label
     (never a command or address taken from the spec itself). Close it when done."""
     if not spec:
         return None
+    if spec.startswith(BFCL_MULTI_TURN_PREFIX):  # one BFCL v4 multi-turn entry's backends
+        from envace_demo.bfcl_multi import open_entry
+
+        return open_entry(spec)
     if spec.startswith(MCP_PREFIX):
         from envace_demo.envs.mcp import MCPEnvironment
 

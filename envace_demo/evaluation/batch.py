@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+from envace_demo.bfcl_multi import row_fields as bfcl_row_fields
 from envace_demo.errors import ConfigError, EnvaceError, TaskError
 from envace_demo.evaluation.table import category_of, episode_record
 from envace_demo.policy import DEFAULT_POLICY, InputPolicy
@@ -139,7 +140,9 @@ def run_jobs(
             traj = run_one(job)
         except Exception as err:  # one episode's failure must not end the run
             return episode_record(job.etask.task_id, job.etask.category, job.mode, job.seed, None, _error_text(err))
-        return episode_record(job.etask.task_id, job.etask.category, job.mode, job.seed, traj)
+        rec = episode_record(job.etask.task_id, job.etask.category, job.mode, job.seed, traj)
+        rec.update(bfcl_row_fields(traj))  # a BFCL multi-turn entry: its decoded calls and BFCL's verdict
+        return rec
 
     sink = None
     if results is not None:

@@ -104,6 +104,14 @@ def figures(summary: dict) -> dict[str, go.Figure]:
     }
 
 
+def _paper_section(summary: dict, meta: dict) -> list[str]:
+    """The paper's BFCL v4 multi-turn figures beside ours, where the run holds such entries."""
+    from envace_demo.bfcl_multi.paper import comparison_markdown
+
+    text = comparison_markdown(summary, meta.get("model", "this run"))
+    return [text, ""] if text else []
+
+
 def write_report(out_dir: Path, summary: dict, meta: dict) -> Path:
     """summary.json, report.md and charts/*.html (plotly.js once, beside them, so the
     files open offline). Returns the path of report.md."""
@@ -135,6 +143,7 @@ def write_report(out_dir: Path, summary: dict, meta: dict) -> Path:
         "",
         changes_table(summary),
         "",
+        *_paper_section(summary, meta),
         "## Charts",
         "",
         *links,

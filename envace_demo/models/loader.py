@@ -146,6 +146,10 @@ CONTRACT_MODEL_UNCONSTRAINED = (
 def load_configured(settings: Settings) -> Backend:
     """The backend the settings describe: a chat-completions server or a local model
     (the machine's choice, :mod:`envace_demo.models.hardware`, fills in what is unset)."""
+    if settings.backend == "oracle":
+        from envace_demo.bfcl_multi.oracle import OracleBackend
+
+        return OracleBackend()
     if settings.backend == "openai":
         from envace_demo.models.openai_backend import OpenAIBackend
 
