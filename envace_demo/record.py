@@ -3,7 +3,7 @@ charts, export and training.
 
 The dataclasses below are its one description: the export format (``to_dict``),
 loading (``from_dict``, ``load_trajectory``) and its JSON Schema (``record_schema``)
-all follow from them through pydantic. See README, "Trajectory record".
+all follow from them through pydantic. See docs/record.md.
 """
 
 from __future__ import annotations

@@ -178,12 +178,14 @@ def test_plan_round_trips_to_a_dict():
     assert isinstance(p, Plan) and d["usable"] == p.usable and d["model"] == ENVACE_SMALL
 
 
-def test_the_readme_follows_the_plan():
+def test_the_readme_and_the_deploy_page_follow_the_plan():
+    """The Space card (README's front matter) preloads the 8B; docs/deploy.md gives each
+    flavor's serving command and default run as the plan makes them."""
     from conftest import ROOT
 
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    front = text.split("\n---\n", 1)[0]
+    front = (ROOT / "README.md").read_text(encoding="utf-8").split("\n---\n", 1)[0]
     assert "preload_from_hub:\n  - Team-ACE/EnvACE-Qwen3-8B" in front
+    text = (ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
     for flavor in ("l4x1", "a10g-large", "a100-large", "t4-small"):
         assert f"`{plan(flavor, DEFAULT_GPU_MODEL).serve_command}`" in text, flavor
     for flavor in ("l4x1", "a100-large", "zero-a10g"):

@@ -106,7 +106,7 @@ def refusal_hint(asked: int | None = None) -> str:
         asked_text = f"this run asked for {asked} s, scheduled as {scheduled_seconds(asked)} s; "
     return (
         f"{asked_text}a smaller N or fewer steps asks for less, and signing in to Hugging Face "
-        "gives a larger daily quota (or run the demo on your own GPU: see the README)"
+        "gives a larger daily quota (or run the demo on your own GPU: see docs/deploy.md)"
     )
 
 
