@@ -374,3 +374,29 @@ def test_the_app_over_a_url_with_credentials_returns_and_says_none_of_them(chat_
                 shown = str(err)
             assert "500" in shown and _leaks(shown) == []
             client.close()
+
+
+def test_a_conversation_across_user_turns_through_the_backend(chat_server):
+    """Two user turns over the bank: each request carries the conversation so far (the
+    first turn's call, its real result and its answer) before the next user message."""
+    from envace_demo.tasks import Task
+
+    def reply(body):
+        users = [m for m in body["messages"] if m["role"] == "user"]
+        last = body["messages"][-1]
+        if last["role"] == "tool":
+            return text_deltas("Deposited." if len(users) == 1 else "It holds 410.25 USD.")
+        if len(users) == 1:
+            return call_deltas("deposit", {"account_id": "ACC-1003", "amount": 100})
+        return call_deltas("get_account", {"account_id": "ACC-1003"})
+
+    server = chat_server(reply)
+    env = create("bank")
+    task = Task("c", "Deposit $100 into ACC-1003.", env.tools(), follow_ups=["What is its balance now?"])
+    traj = run_episode(OpenAIBackend(server.url), task, EpisodeConfig(mode="none"), env)
+    assert traj.answers == ["Deposited.", "It holds 410.25 USD."]
+    assert [t.user_turn for t in traj.turns] == [0, 0, 1, 1]
+    second = server.requests[-2]["messages"]  # the request that made the second turn's call
+    assert [m["role"] for m in second] == ["user", "assistant", "tool", "assistant", "user"]
+    assert json.loads(second[2]["content"])["new_balance"] == 410.25 and second[3]["content"] == "Deposited."
+    assert env.state()["accounts"]["ACC-1003"]["balance"] == 410.25
