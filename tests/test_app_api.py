@@ -188,3 +188,64 @@ def test_no_poll_fails_while_the_model_loads():
     finally:
         release.set()
         demo.close()
+
+
+# ---- conversations: a list of user messages ------------------------------------------------------
+
+
+def _teller_client(settings):
+    """A gradio_client on the real app in this process, with the Playground tests' rule model."""
+    from contextlib import ExitStack
+
+    from gradio_client import Client
+
+    from helpers import serve
+    from test_ui_playground import Teller
+
+    stack = ExitStack()
+    url = stack.enter_context(serve(settings, Teller()))
+    client = Client(url, verbose=False)
+    stack.callback(client.close)
+    return stack, client
+
+
+def test_run_takes_a_conversation_as_a_list_of_messages():
+    from envace_demo.settings import Settings
+    from test_ui_playground import BALANCE, DEPOSIT
+
+    stack, client = _teller_client(Settings(model="teller", episode_seconds=60.0))
+    with stack:
+        record = client.predict(BANK_TOOLS, "bank", [DEPOSIT, BALANCE], "none", api_name="/run")
+        assert (record["prompt"], record["follow_ups"]) == (DEPOSIT, [BALANCE])
+        assert [t["user_turn"] for t in record["turns"]] == [0, 0, 1, 1] and len(record["answers"]) == 2
+        read = record["turns"][2]["calls"][0]
+        assert read["call"]["name"] == "get_account" and read["real"]["balance"] == 410.25  # after the deposit
+        assert "410.25" in record["answers"][1] and record["final_state"]["accounts"]["ACC-1003"]["balance"] == 410.25
+        one = client.predict(BANK_TOOLS, "bank", BALANCE, "none", api_name="/run")  # one message, as before
+        assert one["follow_ups"] == [] and one["turns"][0]["calls"][0]["real"]["balance"] == 310.25
+        compared = client.predict(BANK_TOOLS, "bank", [DEPOSIT, BALANCE], "parallel", 1, api_name="/compare")
+        assert [len(t["answers"]) for t in compared["trajectories"].values()] == [2, 2]
+
+
+def test_a_public_conversation_is_capped_and_its_messages_checked():
+    from gradio_client.exceptions import AppError
+
+    from envace_demo.settings import Settings
+    from envace_demo.ui.inputs import PUBLIC_USER_TURNS
+    from test_ui_playground import BALANCE, DEPOSIT
+
+    stack, client = _teller_client(Settings(public=True, model="teller", episode_seconds=60.0, max_steps=3,
+                                            max_new_tokens=64))
+    with stack:
+        most = [DEPOSIT] + [BALANCE] * (PUBLIC_USER_TURNS - 1)
+        record = client.predict(BANK_TOOLS, "bank", most, "none", api_name="/run")
+        assert len(record["answers"]) == PUBLIC_USER_TURNS
+        with pytest.raises(AppError, match=rf"conversation: {PUBLIC_USER_TURNS + 1} user messages, at most "
+                                           rf"{PUBLIC_USER_TURNS} per conversation"):
+            client.predict(BANK_TOOLS, "bank", most + [BALANCE], "none", api_name="/run")
+        with pytest.raises(AppError, match="follow-up 1: empty"):
+            client.predict(BANK_TOOLS, "bank", [DEPOSIT, "  "], "none", api_name="/run")
+        with pytest.raises(AppError, match="follow-up 1: 4,097 bytes, at most 4,096"):
+            client.predict(BANK_TOOLS, "bank", [DEPOSIT, "x" * 4_097], "none", api_name="/run")
+        with pytest.raises(AppError, match="message: expected a text, or a non-empty list"):
+            client.predict(BANK_TOOLS, "bank", [], "none", api_name="/run")

@@ -2,7 +2,8 @@
 
 Loads the page, pastes a schema, runs (parallel, N=1, one actor turn), sees the three
 columns filled, then pastes an invalid schema and sees the located error beside the
-editor, with the user's message untouched; then Stop halts a run mid-generation.
+editor, with the user's message untouched; then Stop halts a run mid-generation; a
+follow-up goes on from a finished run.
 A second app with its own defaults: a first visit sees the recorded showcase before
 anything runs, then the default example runs to its end within the fitted budget.
 Screenshots go to tests/artifacts/.
@@ -218,7 +219,10 @@ def test_manual_environment_waits_for_the_typed_response(page):
     page.locator("#environment input").click()
     page.get_by_role("option", name="manual: you type the real response of each call").click()
     page.get_by_role("radio", name="none", exact=True).check()  # no rehearsals: straight to the call
-    page.click("#run-button")
+    # Its run waits on a person, in a queue of its own: its own Run button stands in for Run.
+    expect = pytest.importorskip("playwright.sync_api").expect
+    expect(page.locator("#run-button")).to_be_hidden(timeout=30_000)
+    page.click("#run-manual-button")
 
     box = page.locator("#manual-box")
     box.locator("#manual-call").get_by_text("waits for its real response").wait_for(timeout=600_000)
@@ -233,6 +237,41 @@ def test_manual_environment_waits_for_the_typed_response(page):
     real = page.locator("#committed-steps .ev-step").first.locator(".ev-col.ev-real pre").inner_text()
     assert json.loads(real) == {"typed_by": "a person", "balance": 4242.5}
     assert not box.is_visible()
+    page.locator("#environment input").click()  # the bank again: Run is back for the tests after
+    page.get_by_role("option", name="bank: ").click()
+    expect(page.locator("#run-button")).to_be_visible(timeout=30_000)
+    expect(page.locator("#run-manual-button")).to_be_hidden()
+
+
+def test_a_follow_up_goes_on_from_the_finished_run(page):
+    """Run on the bank (mode none), then the next user message from the follow-up box: it runs
+    on the state the first left, and the steps show each user message above its own steps."""
+    expect = pytest.importorskip("playwright.sync_api").expect
+    page.wait_for_selector("#model-banner .ev-status-info", timeout=300_000)
+    page.get_by_role("tab", name="Playground").click()
+    page.get_by_role("radio", name="bank").check()
+    page.locator("#schema-status .ev-schema-ok").wait_for(timeout=30_000)
+    page.locator("#user-message textarea").fill(PROMPT)
+    page.get_by_role("radio", name="none", exact=True).check()  # no rehearsals: the shortest round trip
+    page.click("#run-button")
+    send = page.locator("#follow-up-send")
+    expect(send).to_be_enabled(timeout=600_000)  # the run ended, and its conversation may go on
+    assert page.locator("#committed-steps .ev-user-turn").count() == 0  # one message: no headers yet
+
+    follow = "And what is the balance of ACC-1001?"
+    box = page.locator("#follow-up-message textarea")
+    box.fill(follow)
+    send.click()
+    expect(send).to_be_disabled(timeout=10_000)
+    expect(box).to_have_value("", timeout=600_000)  # sent and answered: it heads its own steps now
+    expect(send).to_be_enabled(timeout=30_000)
+    headers = page.locator("#committed-steps .ev-user-turn")
+    assert headers.count() == 2
+    assert PROMPT in headers.nth(0).inner_text() and follow in headers.nth(1).inner_text()
+    steps = page.locator("#committed-steps")
+    assert steps.locator('.ev-user-turn[data-user-turn="1"] ~ .ev-step').count() >= 1  # its steps below it
+    assert "message 3 of this conversation" in page.locator("#follow-up-note").inner_text()
+    page.screenshot(path=str(ARTIFACTS / "browser-follow-up.png"), full_page=True)
 
 
 # ---- the page as a first-time visitor finds it: default settings, fitted budget ------------

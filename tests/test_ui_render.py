@@ -645,3 +645,71 @@ def test_tools_an_example_environment_does_not_have_are_named_with_what_to_pick(
         build_task(RunRequest(tools=library, environment="bank", message="Who wrote Dune?"))
     for fine in ("none", "manual", "library"):
         assert build_task(RunRequest(tools=library, environment=fine, message="Who wrote Dune?")).tools
+
+
+# ---- conversations: the resolver and the steps view -------------------------------------------
+
+
+def _conversation(scripted) -> Trajectory:
+    """Deposit, then a follow-up that reads the balance (mode none), on one bank."""
+    from dataclasses import replace
+
+    env = create("bank")
+    task = build_task(_request(message="Deposit $100 into ACC-1003."))
+    first = list(Episode(scripted(actor=[call_text("deposit", {"account_id": "ACC-1003", "amount": 100}),
+                                         "<think></think>\nDeposited."]),
+                         task, EpisodeConfig(mode="none"), env).run())[-1].trajectory
+    follow = replace(task, follow_ups=["And its balance now?"])
+    backend = scripted(actor=[BALANCE, "<think></think>\nIt holds 410.25 USD."])
+    return list(Episode(backend, follow, EpisodeConfig(mode="none"), env, previous=first).run())[-1].trajectory
+
+
+def test_a_conversations_steps_sit_under_their_user_messages(scripted):
+    traj = _conversation(scripted)
+    shown = render.steps_html(render.showcase_view(traj))
+    headers = [shown.index(f'data-user-turn="{k}"') for k in (0, 1)]
+    steps = [shown.index(f'data-step="{i}"') for i in range(4)]
+    assert headers[0] < steps[0] < steps[1] < headers[1] < steps[2] < steps[3]
+    assert "<b>User:</b> Deposit $100 into ACC-1003." in shown and "<b>User:</b> And its balance now?" in shown
+    # One message: no header, as before conversations.
+    single = render.steps_html(_view(_parallel_events(scripted)))
+    assert "ev-user-turn" not in single
+
+
+def test_the_next_message_is_headed_before_its_first_step(scripted):
+    from envace_demo.events import UserTurnStarted
+
+    traj = _conversation(scripted)
+    before = Trajectory.from_dict(traj.to_dict())
+    before.turns, before.answers = [t for t in before.turns if t.user_turn == 0], before.answers[:1]
+    view = render.LiveView(before=before)
+    started = copy.deepcopy(traj)
+    started.turns, started.answers = [], []  # an episode's first record, as a GPU worker sends it
+    view.apply(EpisodeStarted(started))
+    view.apply(UserTurnStarted(1, "And its balance now?"))
+    shown = render.steps_html(view)
+    assert [t.user_turn for t in view.trajectory.turns] == [0, 0]  # the conversation so far, from the start
+    assert shown.index('data-step="1"') < shown.index('data-user-turn="1"') < shown.index("acting…")
+
+
+def test_resolve_turns_a_request_into_its_task_and_config_in_one_call(scripted):
+    from envace_demo.ui.inputs import resolve
+
+    backend = scripted()
+    known = {"bank": [("call", "result")]}
+    task, config = resolve(_request(n=3, seed=7), UIOptions(), Settings(), backend, known=known)
+    assert task.name == "check-balance" and task.check and config.n == 3 and config.sampling.seed == 7
+    assert config.known_results == (("call", "result"),)  # this visitor's earlier reads there
+    with pytest.raises(ConfigError, match="environment manual: not here"):
+        resolve(_request(environment="manual"), UIOptions(), Settings(), backend, refuses=lambda e: "not here")
+    # A follow-up: the same request, the conversation so far and the next message.
+    traj = _conversation(scripted)
+    task, config = resolve(_request(message="Deposit $100 into ACC-1003."), UIOptions(), Settings(), backend,
+                           known=known, previous=traj, follow_up="  And the transactions?  ")
+    assert task.follow_ups == ["And its balance now?", "And the transactions?"] and task.check is None
+    assert config.known_results == ()  # the conversation wrote: earlier reads no longer hold
+    with pytest.raises(TaskError, match="follow-up: empty"):
+        resolve(_request(), UIOptions(), Settings(), backend, previous=traj, follow_up=" ")
+    cut = Trajectory.from_dict({**traj.to_dict(), "answers": traj.answers[:1], "ended": "cancelled"})
+    with pytest.raises(ConfigError, match=r"the last message was not answered \(ended: cancelled\)"):
+        resolve(_request(), UIOptions(), Settings(), backend, previous=cut, follow_up="more")

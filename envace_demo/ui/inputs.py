@@ -1,22 +1,27 @@
 """What the user typed, turned into a Task and an EpisodeConfig (no gradio here).
 
-The UI callbacks and the API endpoints both go through ``RunRequest``, so the
-browser and ``gradio_client`` get the same checks and the same caps.
+The UI callbacks and the API endpoints both go through ``resolve``: a ``RunRequest``
+(the controls' values, or an API call's arguments) and the model in, the task and the
+episode config out, in one call; so the browser and ``gradio_client`` get the same
+checks and the same caps. A follow-up goes through it too: the conversation's own
+request, its record so far and the next user message.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from envace_demo.engine import MODES, EpisodeConfig
 from envace_demo.envs.registry import ENVIRONMENTS, MCP_PREFIX, tasks_path
-from envace_demo.errors import ConfigError, TaskError
+from envace_demo.errors import ConfigError, EnvaceError, TaskError
 from envace_demo.evaluation.batch import EvalTask, load_eval_tasks
 from envace_demo.models.base import Backend, Sampling
 from envace_demo.policy import DEFAULT_POLICY, InputPolicy
+from envace_demo.record import Trajectory, call_steps
 from envace_demo.schemas import load_tools
 from envace_demo.settings import Settings, default_of
 from envace_demo.tasks import Task, env_tasks
@@ -33,6 +38,14 @@ REHEARSAL_MODES = ("parallel", "sequential")  # what Compare may put beside it
 APP_MAX_NEW_TOKENS = 384
 MANUAL = "manual"  # the picker's "you type each real response" (not in public mode)
 SEED_MAX = 2**32 - 1  # what every sampler takes (numpy's bound; torch takes more)
+# User messages one conversation may hold in public mode (the first and its follow-ups):
+# each follow-up's prompt holds the whole conversation, so a visitor cannot grow it forever.
+PUBLIC_USER_TURNS = 4
+
+
+def max_user_turns(options: UIOptions) -> int | None:
+    """The user messages a conversation may hold: capped in public mode, not otherwise."""
+    return PUBLIC_USER_TURNS if options.public else None
 
 
 def environment_choices(options: UIOptions | None = None) -> list[tuple[str, str]]:
@@ -98,6 +111,8 @@ class RunRequest:
     seed: int | None = 0
     constrained: bool = default_of(EpisodeConfig, "constrained")
     max_steps: int = default_of(EpisodeConfig, "max_steps")
+    # The user's later messages, each sent once the one before is answered (a conversation).
+    follow_ups: list[str] = field(default_factory=list)
     # Set by check() from the app's caps; build_task loads the schema under them.
     policy: InputPolicy = field(default=DEFAULT_POLICY, repr=False)
     redact: Callable[[str], str] | None = field(default=None, repr=False)
@@ -153,13 +168,38 @@ class RunRequest:
             raise ConfigError(f"top_p: expected more than 0 and at most 1, got {self.top_p}")
         if not isinstance(self.tools, str) or not isinstance(self.message, str):
             raise ConfigError("tools and message: expected text")
-        size = len(self.message.encode("utf-8", "surrogatepass"))
-        if size > options.max_message_bytes:
-            raise ConfigError(f"user message: {size:,} bytes, at most {options.max_message_bytes:,}")
+        _check_message("user message", self.message, options)
+        self.follow_ups = _checked_follow_ups(self.follow_ups, options)
         # The schema's size, tool count and regexes are the loader's own checks, located like its other errors.
         self.policy = options.input_policy
         self.redact = options.redact if options.public else None
         return self
+
+
+def _check_message(where: str, text: str, options: UIOptions) -> None:
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > options.max_message_bytes:
+        raise ConfigError(f"{where}: {size:,} bytes, at most {options.max_message_bytes:,}")
+
+
+def _checked_follow_ups(follow_ups: Any, options: UIOptions) -> list[str]:
+    """The later user messages, each text within the message cap, their number within the
+    conversation cap (public mode)."""
+    if follow_ups is None:
+        return []
+    if not isinstance(follow_ups, (list, tuple)) or not all(isinstance(m, str) for m in follow_ups):
+        raise ConfigError("follow_ups: expected a list of texts, the user's later messages in order")
+    cap = max_user_turns(options)
+    if cap is not None and 1 + len(follow_ups) > cap:
+        raise ConfigError(
+            f"conversation: {1 + len(follow_ups)} user messages, at most {cap} per conversation in this "
+            "public demo; start a new one"
+        )
+    for k, text in enumerate(follow_ups):
+        if not text.strip():
+            raise ConfigError(f"follow-up {k + 1}: empty; say what the agent should do next")
+        _check_message(f"follow-up {k + 1}", text, options)
+    return [text.strip() for text in follow_ups]
 
 
 def _whole(name: str, value: float) -> int | float:
@@ -179,16 +219,24 @@ def build_task(req: RunRequest) -> Task:
     """The task for a request; SchemaError (located) for a bad schema, TaskError otherwise.
 
     When the message is one of the chosen environment's example tasks, over that
-    environment's own tools, the task keeps its success check.
+    environment's own tools, the task keeps its success check (which judges that one
+    message: a conversation that goes on past it has none). Its follow-ups are the
+    request's.
     """
+    task = _task(req)
+    if req.follow_ups:
+        return replace(task, follow_ups=list(req.follow_ups), check=None)
+    return task
+
+
+def _task(req: RunRequest) -> Task:
+    prompt = (req.message or "").strip()
     if req.environment.startswith(MCP_PREFIX):
         # The server's own tools apply; the runner imports them when it connects.
-        prompt = (req.message or "").strip()
         if not prompt:
             raise TaskError("user message: empty; say what the agent should do")
         return Task(name="mcp", prompt=prompt, tools=[], env=req.environment)
     tools = load_tools(req.tools, req.policy)
-    prompt = (req.message or "").strip()
     if not prompt:
         raise TaskError("user message: empty; say what the agent should do")
     if req.environment == NO_ENVIRONMENT:
@@ -211,11 +259,17 @@ def foreign_tools(tools: list, environment: str, raise_error: bool = False) -> l
     to pick instead. Other environments (none, manual, an MCP server) take any tools."""
     if environment not in ENVIRONMENTS:
         return []
-    own = {t.name for t in load_tools(example_tools(environment))}
+    own = own_tool_names(environment)
     foreign = [t.name for t in tools if t.name not in own]
     if foreign and raise_error:
         raise TaskError(foreign_tools_text(foreign, environment, sorted(own)))
     return foreign
+
+
+@lru_cache(maxsize=None)
+def own_tool_names(environment: str) -> frozenset[str]:
+    """The tools of a built-in environment (its tools.json, read once)."""
+    return frozenset(t.name for t in load_tools(example_tools(environment)))
 
 
 def foreign_tools_text(foreign: list[str], environment: str, own: list[str]) -> str:
@@ -227,10 +281,89 @@ def foreign_tools_text(foreign: list[str], environment: str, own: list[str]) -> 
 
 
 def check_prompts(tasks: list[Task], policy: InputPolicy, backend: Backend) -> None:
-    """Each task's prompt within the policy's caps in the loaded model's tokens (its bytes
-    were checked as it was read): InputError naming the task otherwise."""
+    """Each task's prompt (and each of its follow-ups) within the policy's caps in the loaded
+    model's tokens (its bytes were checked as it was read): InputError naming the task otherwise."""
     for task in tasks:
         policy.check_prompt(task.prompt, f"task {task.name!r}: prompt", backend.count_tokens)
+        for k, text in enumerate(task.follow_ups):
+            policy.check_prompt(text, f"task {task.name!r}: follow-up {k + 1}", backend.count_tokens)
+
+
+def resolve(
+    req: RunRequest,
+    options: UIOptions,
+    settings: Settings,
+    backend: Backend,
+    *,
+    known: Mapping[str, list] | None = None,
+    previous: Trajectory | None = None,
+    follow_up: str | None = None,
+    refuses: Callable[[str], str | None] | None = None,
+) -> tuple[Task, EpisodeConfig]:
+    """What a request runs: (task, episode config), checked under the app's caps, in one call.
+
+    ``req``: the controls' values or an API call's arguments. ``settings``: the settings a
+    run goes by (fitted to the model's speed). ``known``: environment -> this visitor's
+    earlier real reads there, the rehearser's few-shot (``Session.known``). ``previous`` and
+    ``follow_up``: a follow-up, ``req`` being the request its conversation began with: the
+    task is that conversation with one more user message, under the same mode and settings.
+    ``refuses``: why the caller does not run an environment (None: it does); a queue's
+    handler runs the environments of its queue only.
+    """
+    if previous is not None:
+        req = replace(req, follow_ups=[*previous.follow_ups, follow_up or ""])
+        _check_continues(previous, follow_up)
+    req.check(options)
+    why = refuses(req.environment) if refuses is not None else None
+    if why:
+        raise ConfigError(f"environment {req.environment}: {why}")
+    task = build_task(req)
+    check_prompts([task], req.policy, backend)
+    config = build_config(req, settings, backend)
+    if known and task.env in known and (previous is None or not _wrote(previous)):
+        # Reads made before any write: they hold in the state this episode starts from.
+        config = replace(config, known_results=tuple(known[task.env]))
+    return task, config
+
+
+def _check_continues(previous: Trajectory, follow_up: str | None) -> None:
+    """A follow-up goes on from a conversation whose every user message was answered for real."""
+    if not (follow_up or "").strip():
+        raise TaskError("follow-up: empty; say what the agent should do next")
+    if previous.mode == "imagine":
+        raise ConfigError(
+            "follow-up: imagine mode commits nothing to go on from; press Run for a new conversation"
+        )
+    if len(previous.answers) < 1 + len(previous.follow_ups):
+        raise ConfigError(
+            f"follow-up: the last message was not answered (ended: {previous.ended or 'unknown'}); "
+            "press Run for a new conversation"
+        )
+
+
+def _wrote(traj: Trajectory) -> bool:
+    """Whether the conversation changed its environment's state (or may have)."""
+    return any(step.write is not False and step.real is not None for step in call_steps(traj.turns))
+
+
+def can_follow_up(traj: Trajectory | None, options: UIOptions) -> str | None:
+    """Why the conversation of ``traj`` cannot take a follow-up (None: it can): it ran on a
+    built-in environment, committed, answered every message, and is under the turn cap."""
+    if traj is None:
+        return "press Run first"
+    if traj.environment not in ENVIRONMENTS:
+        return "a follow-up goes on in a built-in environment (bank, files, library) only"
+    try:
+        _check_continues(traj, "next")
+    except EnvaceError as err:
+        return str(err).removeprefix("follow-up: ")
+    cap = max_user_turns(options)
+    if cap is not None and 1 + len(traj.follow_ups) >= cap:
+        return (
+            f"this conversation has its {cap} user messages, the most one may hold in this public demo: "
+            "press Run for a new one"
+        )
+    return None
 
 
 def build_config(

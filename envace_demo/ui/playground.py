@@ -1,4 +1,14 @@
-"""The Playground tab: schemas, a request, one episode streamed as it runs."""
+"""The Playground tab: schemas, a request, one episode streamed as it runs, and follow-ups.
+
+A Run, file by file: the click turns to its queue's handler here (``PlaygroundRun``,
+chosen when the events are wired: Run in the model queue, the manual environment's Run in
+its own), which waits for the model (``common.await_model``), resolves the controls into
+(task, episode config) in one call (``inputs.resolve``), opens the conversation's
+environment (``runner.kept_environment``, kept in the visitor's ``Session``), streams the
+engine's events (``runner.episode_events``) into the panels (``render``), and turns the
+buttons back on. A follow-up takes the same path from its Send button, with the
+conversation's request, its record so far and the new message.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +21,13 @@ import gradio as gr
 from envace_demo import memory as memory_mod
 from envace_demo import showcase as showcase_mod
 from envace_demo.envs.manual import PendingCall
-from envace_demo.errors import EnvaceError, SchemaError, StorageError
+from envace_demo.engine import EpisodeConfig
+from envace_demo.errors import ConfigError, EnvaceError, SchemaError, StorageError
 from envace_demo.events import EpisodeFinished, Generating
 from envace_demo.policy import DEFAULT_POLICY, InputPolicy
 from envace_demo.record import Trajectory
 from envace_demo.schemas import load_tools
+from envace_demo.tasks import Task
 from envace_demo.ui import render, runner
 from envace_demo.ui.common import (
     NO_SESSION,
@@ -25,7 +37,6 @@ from envace_demo.ui.common import (
     await_model,
     estimate_for,
     fit_to_model,
-    off_while_running,
     mode_radio,
     sampling_controls,
     stop_session,
@@ -34,9 +45,7 @@ from envace_demo.ui.inputs import (
     MANUAL,
     NO_ENVIRONMENT,
     RunRequest,
-    build_config,
-    build_task,
-    check_prompts,
+    can_follow_up,
     environment_choices,
     example_tasks,
     example_tools,
@@ -44,9 +53,11 @@ from envace_demo.ui.inputs import (
     foreign_tools,
     foreign_tools_text,
     gallery,
+    max_user_turns,
+    resolve,
 )
-from envace_demo.ui.fairness import current_job, streamed_until_gone
-from envace_demo.ui.session import Session
+from envace_demo.ui.fairness import Job, current_job, streamed_until_gone
+from envace_demo.ui.session import Conversation, Session
 
 log = logging.getLogger(__name__)
 _FIRST_ENV = next(iter(gallery()))
@@ -130,9 +141,13 @@ class RequestPanel:
     mode: gr.Radio
     n: gr.Slider
     sampling: SamplingControls
-    run: gr.Button
+    run: gr.Button  # every environment but the manual one: the model queue
+    run_manual: gr.Button | None  # the manual environment's (its own queue); None where it is not offered
     stop: gr.Button
     estimate: gr.HTML
+
+    def buttons(self) -> list[gr.Button]:
+        return [b for b in (self.run, self.run_manual) if b is not None]
 
 
 @dataclass
@@ -160,6 +175,15 @@ class ManualBox:
 
 
 @dataclass
+class FollowUpBox:
+    """The next user message of the conversation the last run began (a built-in environment's)."""
+
+    text: gr.Textbox
+    send: gr.Button
+    note: gr.HTML
+
+
+@dataclass
 class Inspector:
     pick: gr.Dropdown
     actor_prompt: gr.Code
@@ -172,6 +196,7 @@ class Playground:
     request: RequestPanel
     panels: RunPanels
     manual: ManualBox
+    follow_up: FollowUpBox
     inspector: Inspector
 
     def run_inputs(self, state: gr.State) -> list[gr.components.Component]:
@@ -179,11 +204,16 @@ class Playground:
         r = self.request
         return [state, self.schema.editor, r.environment, r.message, r.mode, r.n, *r.sampling.inputs()]
 
+    def ready_outputs(self) -> list[gr.components.Component]:
+        """What says whether a run may start: the Run buttons, the follow-up's Send and note."""
+        return [*self.request.buttons(), self.follow_up.send, self.follow_up.note]
+
     def run_outputs(self) -> list[gr.components.Component]:
         p, m = self.panels, self.manual
         return [
             p.status, self.schema.box, p.rehearsals, p.memory, p.steps, p.outcome, p.download,
             self.inspector.pick, m.box, m.call, m.text, m.status, p.showcase_note, self.request.estimate,
+            self.follow_up.text, *self.ready_outputs(),
         ]
 
 
@@ -226,11 +256,17 @@ def _request_panel(ctx: AppContext) -> RequestPanel:
     sampling = sampling_controls(ctx)
     with gr.Row():
         run = gr.Button("Run", variant="primary", elem_id="run-button")
+        # The manual environment's Run, in place of Run while it is picked: its run waits on
+        # you between generations, in a queue of its own.
+        run_manual = None
+        if ctx.options.allow_manual:
+            run_manual = gr.Button("Run (you answer each call)", variant="primary", visible=False,
+                                   elem_id="run-manual-button")
         stop = gr.Button("Stop", variant="stop", elem_id="stop-button")
     estimate = gr.HTML(
         render.estimate_html(None, "parallel", n_start, 1, 1, ctx.settings.episode_seconds), elem_id="run-estimate"
     )
-    return RequestPanel(environment, task_pick, message, mode, n, sampling, run, stop, estimate)
+    return RequestPanel(environment, task_pick, message, mode, n, sampling, run, run_manual, stop, estimate)
 
 
 def _live_panels(note: str, rehearsed: list[dict], memory_card: str, steps_card: str) -> tuple:
@@ -284,6 +320,32 @@ def _outcome_row(outcome_card: str) -> tuple[gr.HTML, gr.DownloadButton]:
     return outcome, download
 
 
+FOLLOW_UP_FIRST = "press Run first: a follow-up goes on from a finished run on a built-in environment"
+
+
+def follow_up_refusal(conversation: Conversation | None, options: Any) -> str | None:
+    """Why the session's conversation cannot take a follow-up now (None: it can)."""
+    if conversation is None or conversation.trajectory is None:
+        return FOLLOW_UP_FIRST
+    why = can_follow_up(conversation.trajectory, options)
+    if why is None and conversation.environment is None:
+        return FOLLOW_UP_FIRST
+    return why
+
+
+def _follow_up_box() -> FollowUpBox:
+    gr.Markdown("### Follow-up")
+    with gr.Row(equal_height=True):
+        text = gr.Textbox(
+            lines=1, scale=5, show_label=False, elem_id="follow-up-message",
+            placeholder="the next user message: it runs on the state the last one left, in the same mode",
+        )
+        send = gr.Button("Send", variant="secondary", scale=1, min_width=120, interactive=False,
+                         elem_id="follow-up-send")
+    note = gr.HTML(render.status_html(FOLLOW_UP_FIRST.capitalize()), elem_id="follow-up-note")
+    return FollowUpBox(text, send, note)
+
+
 def _inspector() -> Inspector:
     with gr.Accordion("Prompt inspector: the exact rendered prompts of any step", open=False):
         pick = gr.Dropdown([], label="step", elem_id="inspector-step")
@@ -307,81 +369,130 @@ def _layout(ctx: AppContext) -> Playground:
     live = _live_panels(note, rehearsed, memory_card, steps_card)
     manual = _manual_box()
     panels = RunPanels(*live, *_outcome_row(outcome_card))
-    return Playground(schema, request, panels, manual, _inspector())
+    follow_up = _follow_up_box()
+    return Playground(schema, request, panels, manual, follow_up, _inspector())
 
 
 class PlaygroundRun:
-    """The Run button's handler: one episode, checked, then streamed into the tab's panels."""
+    """The Playground's handlers, one per queue, each wired to its own trigger: ``on_model``
+    (Run: the model queue), ``on_manual`` (the manual environment's Run: its own queue) and
+    ``on_follow_up`` (Send: the model queue). Each turns the buttons off first, streams its
+    episode into the panels, and turns them back on last, however the run ended."""
 
     def __init__(self, ctx: AppContext, ui: Playground):
         self.ctx, self.ui = ctx, ui
 
-    # Both handlers run on every Run, one after the other; the one whose environment it is not
-    # yields one update that changes nothing (a generator that yields nothing left the page's
-    # finished run wiped, and an empty dict is an error for gradio).
+    def on_model(self, session: Session | None, *controls: Any) -> Iterator[dict]:
+        """Run: a new conversation in any environment but the manual one."""
+        yield from self._handled(session, self.run_episode(session, controls, manual=False))
 
-    def on_model(self, session: Session | None, *values: Any) -> Iterator[dict]:
-        """Run's handler in the model queue: every environment but the manual one."""
-        if values[1] != MANUAL:
-            yield from self.run_episode(session, *values)
-        else:
-            yield {self.ui.panels.status: gr.skip()}
+    def on_manual(self, session: Session | None, *controls: Any) -> Iterator[dict]:
+        """The manual environment's Run: it waits on a person between generations (the
+        backend's lock orders those with everybody's), so it holds no model slot meanwhile."""
+        yield from self._handled(session, self.run_episode(session, controls, manual=True))
 
-    def on_manual(self, session: Session | None, *values: Any) -> Iterator[dict]:
-        """Run's handler for the manual environment: in a queue of its own, since it waits on
-        a person between generations (the backend's lock orders those with everybody's)."""
-        if values[1] == MANUAL:
-            yield from self.run_episode(session, *values)
-        else:
-            yield {self.ui.panels.status: gr.skip()}
+    def on_follow_up(self, session: Session | None, message: str) -> Iterator[dict]:
+        """Send: the next user message of the session's conversation."""
+        yield from self._handled(session, self.follow_up(session, message))
 
-    def run_episode(self, session: Session | None, *values: Any) -> Iterator[dict]:
-        p, ctx = self.ui.panels, self.ctx
+    def run_episode(self, session: Session, controls: tuple, manual: bool) -> Iterator[dict]:
+        """A Run: the controls resolved, the panels cleared, a fresh environment kept for
+        the conversation it begins, its episode streamed."""
         job = current_job()  # its wait in the queue; its client's leaving stops the run
+        request = RunRequest.from_controls(*controls)
+        backend = yield from self._model()
+        task, config = resolve(
+            request, self.ctx.options, self.ctx.run_settings(), backend,
+            known=session.known, refuses=_manual_only if manual else _not_manual,
+        )
+        yield self._cleared(task.tools)
+        conversation = session.converse(Conversation(request, runner.kept_environment(task)))
+        yield from self._episode(session, job, task, config, conversation)
+
+    def follow_up(self, session: Session, message: str) -> Iterator[dict]:
+        """A follow-up: the conversation's request, its record so far and ``message``
+        resolved like a Run; its episode goes on against the environment the last one left."""
+        job = current_job()
+        conversation = session.conversation
+        why = follow_up_refusal(conversation, self.ctx.options)
+        if why is not None:
+            raise ConfigError(f"follow-up: {why}")
+        backend = yield from self._model()
+        task, config = resolve(
+            conversation.request, self.ctx.options, self.ctx.run_settings(), backend,
+            known=session.known, previous=conversation.trajectory, follow_up=message,
+        )
+        yield from self._episode(session, job, task, config, conversation)
+
+    def _handled(self, session: Session | None, run: Iterator[dict]) -> Iterator[dict]:
+        """``run``'s updates, between the buttons turned off and on again; a refusal shown
+        in the status box (a schema's beside the editor), nothing typed or shown lost."""
+        p = self.ui.panels
         if session is None:
             yield {p.status: render.status_html(NO_SESSION, "error")}
             return
+        yield self._busy()
         try:
-            req = RunRequest.from_controls(*values).check(ctx.options)
-            task = build_task(req)
-        except SchemaError as err:  # located, beside the editor; nothing the user typed changes
+            yield from run
+        except SchemaError as err:  # located, beside the editor
             yield {
                 self.ui.schema.box: render.schema_error_html(err),
                 p.status: render.status_html(
                     "fix the schema first: its error is shown beside the editor", "error"
                 ),
             }
-            return
         except EnvaceError as err:
             yield self._refused(err)
-            return
-        yield self._cleared(task.tools)
-        try:
-            backend = yield from await_model(ctx.holder, ctx.options, lambda html: {p.status: html})
-            check_prompts([task], req.policy, backend)
-            # The time limit fitted to the model's measured speed (the sliders carry the rest).
-            config = build_config(req, ctx.run_settings(), backend)
-        except EnvaceError as err:
-            yield self._refused(err)
-            return
-        if task.env in session.known:  # this visitor's earlier real reads there: few-shot
-            config = replace(config, known_results=tuple(session.known[task.env]))
+        except Exception:  # a fault of the app: logged, said, and the page usable again
+            log.exception("a Playground run failed")
+            yield {p.status: render.status_html("the run failed on the server; try again", "error")}
+        yield self.ready(session)
+
+    def _model(self) -> Iterator[dict]:
+        """Wait for the model (the status box says so meanwhile); returns the backend."""
+        status = self.ui.panels.status
+        return (yield from await_model(self.ctx.holder, self.ctx.options, lambda html: {status: html}))
+
+    def _episode(
+        self, session: Session, job: Job | None, task: Task, config: EpisodeConfig, conversation: Conversation
+    ) -> Iterator[dict]:
+        """The episode streamed into the panels; the finished record in every panel."""
         cancel = session.begin()
-        view = render.LiveView()
+        view = render.LiveView(before=conversation.trajectory)
         manual = None
         if task.env == MANUAL:
-            manual, config = runner.manual_environment(task, config, ctx.options.manual_seconds, cancel)
+            manual, config = runner.manual_environment(task, config, self.ctx.options.manual_seconds, cancel)
         session.manual = manual
-        events = runner.episode_events(task, config, cancel, manual)
+        events = runner.episode_events(task, config, cancel, manual, conversation)
         try:
             yield from streamed_until_gone(job, cancel, self._stream(events, view, manual))
-        except EnvaceError as err:  # its environment would not open (an MCP server down): say why
+        except EnvaceError:  # its environment would not open (an MCP server down), or failed midway
             session.manual = None
-            yield self._refused(err)
-            return
-        if view.trajectory is not None and job is not None:
-            view.trajectory.queued_seconds = job.queued_seconds
-        yield self._finished(session, view, config)
+            session.converse(None)  # its state need not match the record any more
+            raise
+        yield self._finished(session, view, config, job, conversation)
+
+    def ready(self, session: Session | None) -> dict:
+        """The buttons on again; Send on where the conversation may take a follow-up."""
+        f, options = self.ui.follow_up, self.ctx.options
+        conversation = session.conversation if session is not None else None
+        why = follow_up_refusal(conversation, options)
+        if why is None:
+            traj = conversation.trajectory
+            cap = max_user_turns(options)
+            left = f" (at most {cap} in this public demo)" if cap is not None else ""
+            note = render.status_html(
+                f"message {2 + len(traj.follow_ups)} of this conversation{left}: it runs in mode {traj.mode} "
+                "on the state the last one left; Run starts a new conversation"
+            )
+        else:
+            note = render.status_html(why[:1].upper() + why[1:], "info")
+        on = {b: gr.Button(interactive=True) for b in self.ui.request.buttons()}
+        return {**on, f.send: gr.Button(interactive=why is None), f.note: note}
+
+    def _busy(self) -> dict:
+        """Every button that starts a run off while this one lasts."""
+        return {b: gr.Button(interactive=False) for b in [*self.ui.request.buttons(), self.ui.follow_up.send]}
 
     def _refused(self, err: EnvaceError) -> dict:
         return {self.ui.panels.status: render.status_html(self.ctx.options.redact(str(err)), "error")}
@@ -443,13 +554,21 @@ class PlaygroundRun:
             p.steps: render.steps_html(view),
         }
 
-    def _finished(self, session: Session, view: render.LiveView, config: Any) -> dict:
-        """The finished run in every panel; it becomes the session's record and download."""
+    def _finished(
+        self, session: Session, view: render.LiveView, config: EpisodeConfig, job: Job | None,
+        conversation: Conversation,
+    ) -> dict:
+        """The finished run in every panel; it becomes the session's record (its
+        conversation's so far) and download."""
         p, ctx = self.ui.panels, self.ctx
         traj = view.trajectory
         assert traj is not None
-        ctx.holder.observe(traj)
-        session.trajectory = traj
+        if job is not None:
+            traj.queued_seconds = job.queued_seconds
+        followed = conversation.trajectory is not None
+        earlier = len(conversation.trajectory.turns) if followed else 0
+        ctx.holder.observe(replace(traj, turns=traj.turns[earlier:]))  # this episode's own turns
+        session.trajectory = conversation.trajectory = traj
         session.remember(traj)
         session.manual = None
         choices = render.inspector_choices(traj)
@@ -467,6 +586,8 @@ class PlaygroundRun:
             p.download: gr.DownloadButton(value=saved, interactive=saved is not None),
             self.ui.inspector.pick: gr.Dropdown(choices=choices, value=choices[0][1] if choices else None),
             self.ui.manual.box: gr.Group(visible=False),
+            # A follow-up's message now heads its steps: the box is ready for the next one.
+            self.ui.follow_up.text: "" if followed else gr.skip(),
             # The estimate after the speed this run saw (ModelHolder.observe).
             self.ui.request.estimate: estimate_for(
                 ctx, traj.mode, traj.n or 1, config.max_steps, config.sampling.max_new_tokens
@@ -510,18 +631,41 @@ def environment_changed(env: str) -> gr.Dropdown:
     return gr.Dropdown(choices=choices, value=choices[0][1] if choices else None, interactive=bool(choices))
 
 
+def run_buttons(env: str) -> tuple[gr.Button, gr.Button]:
+    """Run, or the manual environment's Run where that environment is picked."""
+    return gr.Button(visible=env != MANUAL), gr.Button(visible=env == MANUAL)
+
+
+def _not_manual(env: str) -> str | None:
+    if env == MANUAL:
+        return "its run waits on you between generations: it starts from its own Run button"
+    return None
+
+
+def _manual_only(env: str) -> str | None:
+    return None if env == MANUAL else "the manual environment's Run runs that environment only"
+
+
 def task_picked(env: str, name: str | None, current: str) -> str:
     return find_example(env, name).prompt if name and env != NO_ENVIRONMENT else current
 
 
 def _wire(ctx: AppContext, ui: Playground, state: gr.State) -> None:
-    s, r, p, m, i = ui.schema, ui.request, ui.panels, ui.manual, ui.inspector
+    s, r, p, m, i, f = ui.schema, ui.request, ui.panels, ui.manual, ui.inspector, ui.follow_up
     private: dict[str, Any] = {"api_visibility": "private"}
     run = PlaygroundRun(ctx, ui)
-    inputs, outputs = ui.run_inputs(state), ui.run_outputs()
-    manual = (run.on_manual, ctx.manual_event()) if ctx.options.allow_manual else None
-    for trigger in (r.run.click, r.message.submit):
-        off_while_running(r.run, trigger, run.on_model, inputs, outputs, then=manual, **ctx.streamed_event())
+    inputs, outputs, ready = ui.run_inputs(state), ui.run_outputs(), ui.ready_outputs()
+    # One handler per queue, each on its own triggers; then the buttons' state, however the
+    # job ended (refused at the queue's door included: .then runs after an error too).
+    handlers = [(run.on_model, [r.run.click, r.message.submit], inputs, ctx.streamed_event()),
+                (run.on_follow_up, [f.send.click, f.text.submit], [state, f.text], ctx.streamed_event())]
+    if r.run_manual is not None:
+        handlers.append((run.on_manual, [r.run_manual.click], inputs, ctx.manual_event()))
+        r.environment.change(run_buttons, [r.environment], [r.run, r.run_manual], queue=False, **private)
+    for handler, triggers, handler_inputs, queue in handlers:
+        gr.on(triggers, handler, handler_inputs, outputs, **queue).then(
+            run.ready, [state], ready, queue=False, **private
+        )
     r.stop.click(stop_session, [state], None, queue=False, **private)
     # Outside the queues: the run that waits for this response holds a slot of its own.
     m.send.click(send_response, [state, m.text], [m.status], queue=False, **private)

@@ -24,6 +24,7 @@ from envace_demo.events import (
     MemoryReady,
     RehearsalFinished,
     TurnUpdated,
+    UserTurnStarted,
 )
 from envace_demo.record import CallStep, Rehearsal, Trajectory, Turn, call_steps, is_error, rows
 from envace_demo.schemas import Tool
@@ -49,11 +50,21 @@ class LiveView:
     live: dict[tuple[str, int | None], Generating] = field(default_factory=dict)
     finished: bool = False
     started: float = 0.0  # time.monotonic() at EpisodeStarted
+    user_turn: int = 0  # the user message being answered (UserTurnStarted)
+    # A follow-up's conversation so far: shown from the start (its episode's first record
+    # holds none of it where the events were pickled).
+    before: Trajectory | None = None
 
     def apply(self, event: Event) -> None:
         if isinstance(event, EpisodeStarted):
             self.trajectory = event.trajectory
             self.started = time.monotonic()
+            if self.before is not None and not self.trajectory.turns:
+                earlier = Trajectory.from_dict(self.before.to_dict())
+                self.trajectory.turns, self.trajectory.rehearsals = earlier.turns, earlier.rehearsals
+                self.trajectory.answers = earlier.answers
+        elif isinstance(event, UserTurnStarted):
+            self.user_turn = event.index
         elif isinstance(event, EpisodeFinished):
             self.trajectory, self.finished = event.trajectory, True
             self.live.clear()
@@ -127,7 +138,8 @@ def _doing(view: LiveView, traj: Trajectory) -> str:
         if where == "commit":
             return f"committed run, step {_row_count(traj.turns) + (gen.role == 'actor')}: {who}…"
         many = f" (all {len(view.live)} at once)" if len(view.live) > 1 else ""
-        return f"rehearsal {(target or 0) + 1} of {traj.n}{many}: {who}…"
+        k = (target or 0) % traj.n if traj.n else target or 0  # counted within the user message
+        return f"rehearsal {k + 1} of {traj.n}{many}: {who}…"
     if traj.memory is not None or traj.mode == "none":
         return "committed run: executing…"
     return "rehearsing…"
@@ -384,6 +396,8 @@ def rehearsal_messages(view: LiveView) -> list[dict]:
         )
         # The summary sits in the title: a finished panel shows collapsed.
         title = f"Rehearsal {k + 1} · {summary}"
+        if traj.follow_ups:  # a conversation: which user message it rehearsed
+            title += f" · message {r.user_turn + 1}"
         out.append(_msg("" if done else "rehearsing…", title, rid, pending=not done))
         for i, (turn, call) in enumerate(rows(r.turns)):
             out.extend(_imagined_step(i, turn, call, rid))
@@ -488,16 +502,34 @@ def steps_html(view: LiveView, condensed: bool = False) -> str:
         parts.append(
             '<div class="ev-cols ev-head"><div>Action</div><div>Rehearsed response</div><div>Real response</div></div>'
         )
+    talk = bool(traj.follow_ups)  # a conversation: each user message heads its steps
+    shown = -1  # the last user message headed
     for i, (turn, call) in enumerate(rows(traj.turns)):
+        if talk and turn.user_turn > shown:
+            parts += [user_turn_html(traj, k) for k in range(shown + 1, turn.user_turn + 1)]
+            shown = turn.user_turn
         parts.append(_step_html(i, turn, call, traj, condensed))
+    asked = view.user_turn if talk and not view.finished else shown
+    parts += [user_turn_html(traj, k) for k in range(shown + 1, asked + 1)]
     live_html = _live_step_html(view, condensed)
     if live_html:
         parts.append(live_html)
-    if not traj.turns and not live_html:
-        waiting = "rehearsing first…" if traj.mode != "none" and not view.finished else "no committed step"
+    if (not traj.turns or asked > shown) and not live_html:
+        waiting = "no committed step" if view.finished else "rehearsing first…" if traj.mode != "none" else "acting…"
         parts.append(f'<div class="ev-empty">{esc(waiting)}</div>')
     cls = "ev-steps ev-condensed" if condensed else "ev-steps"
     return f'<div class="{cls}">{"".join(parts)}</div>'
+
+
+def user_turn_html(traj: Trajectory, k: int) -> str:
+    """The header row of user message ``k`` of a conversation, above the steps that answer it."""
+    said = [traj.prompt, *traj.follow_ups]
+    text = said[k] if k < len(said) else ""
+    return (
+        f'<div class="ev-user-turn" data-user-turn="{k}" style="margin:10px 0 4px;padding:6px 10px;'
+        f'border-left:3px solid var(--color-accent);background:var(--block-background-fill)">'
+        f"<b>User:</b> {esc(text)}</div>"
+    )
 
 
 def steps_placeholder() -> str:

@@ -9,6 +9,11 @@ remote backend (openai) never asks for a GPU.
 
 Stop reaches the worker through a flag in shared memory (``SharedCancel``), made at import
 so that the forked workers inherit it.
+
+A Playground conversation keeps its built-in environment between episodes (``Session``):
+``kept_environment`` opens it here, each episode gets it as an argument, and a forked
+worker, which changed only its own copy, sends that copy back before the episode's end
+(``_Kept``) to take the session's place.
 """
 
 from __future__ import annotations
@@ -20,12 +25,13 @@ import threading
 import uuid
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Iterator
 
 from envace_demo.engine import Episode, EpisodeConfig
+from envace_demo.envs.base import Environment
 from envace_demo.envs.manual import ManualEnvironment, PendingCall
-from envace_demo.envs.registry import open_environment
+from envace_demo.envs.registry import ENVIRONMENTS, create, open_environment
 from envace_demo.errors import ConfigError, ModelError
 from envace_demo.events import EpisodeFinished, Event
 from envace_demo.record import Trajectory
@@ -37,6 +43,7 @@ from envace_demo.ui.gpu import gpu
 from envace_demo.ui.holder import ModelHolder
 from envace_demo.ui.inputs import MANUAL
 from envace_demo.ui.options import UIOptions
+from envace_demo.ui.session import Conversation
 
 _holder: ModelHolder | None = None
 _options: UIOptions = UIOptions()
@@ -61,6 +68,21 @@ def _open_environment(task: Task, token: str | None = None):
             raise ConfigError("environment manual: its responses are typed in the Playground")
         return manual
     return open_environment(task.env, dict(_options.mcp_servers), _options.mcp_timeout)
+
+
+def kept_environment(task: Task) -> Environment | None:
+    """A fresh environment a conversation keeps between its episodes: a built-in one (in
+    memory: it pickles to a GPU worker and back); None for the rest (an MCP connection, the
+    manual environment, none), which the runner opens per episode."""
+    return create(task.env) if task.env in ENVIRONMENTS else None
+
+
+@dataclass
+class _Kept:
+    """The environment as an episode of a conversation left it, sent from where it ran just
+    before the episode's end (a forked GPU worker changed its own copy)."""
+
+    environment: Environment
 
 
 # Cancel switches by token: a token pickles, a threading.Event does not (ZeroGPU pickles
@@ -127,7 +149,12 @@ def _uses_gpu() -> bool:
 
 
 def _episode_seconds(
-    task: Task, config: EpisodeConfig, cancel_token: str | None = None, cancel_slot: int | None = None
+    task: Task,
+    config: EpisodeConfig,
+    cancel_token: str | None = None,
+    cancel_slot: int | None = None,
+    environment: Environment | None = None,
+    previous: Trajectory | None = None,
 ) -> int:
     # The episode stops itself at episode_seconds; the margin covers moving data to the GPU.
     return int(config.episode_seconds) + GPU_MARGIN_SECONDS
@@ -140,21 +167,35 @@ def _compare_seconds(
 
 
 def _episode(
-    task: Task, config: EpisodeConfig, cancel_token: str | None = None, cancel_slot: int | None = None
-) -> Iterator[Event]:
+    task: Task,
+    config: EpisodeConfig,
+    cancel_token: str | None = None,
+    cancel_slot: int | None = None,
+    environment: Environment | None = None,
+    previous: Trajectory | None = None,
+) -> Iterator[Event | _Kept]:
+    """One episode; against ``environment`` where a conversation keeps one (left open, and
+    sent back before the end), else against one opened for it; ``previous``: the
+    conversation so far."""
     if _holder is None:
         raise ModelError("no model is bound to the runner")
     backend = _holder.wait(timeout=0.0)
     if config.base_weights:
         backend = without_adapter(backend)
-    environment = _open_environment(task, cancel_token)
+    kept = environment is not None
+    if not kept:
+        environment = _open_environment(task, cancel_token)
     try:
         if environment is not None and not task.tools:
             task = replace(task, tools=environment.tools())  # an MCP server brings its own
         cancel = _cancel_for(cancel_token, cancel_slot)
-        yield from Episode(backend, task, config, environment, cancel=cancel).run()
+        for event in Episode(backend, task, config, environment, cancel=cancel, previous=previous).run():
+            if kept and isinstance(event, EpisodeFinished):
+                yield _Kept(environment)
+            yield event
     finally:
-        if environment is not None and task.env != MANUAL:  # the manual one belongs to its caller
+        # The manual one belongs to its caller, a kept one to its conversation.
+        if not kept and environment is not None and task.env != MANUAL:
             environment.close()
 
 
@@ -196,12 +237,22 @@ def episode_events(
     config: EpisodeConfig,
     cancel: threading.Event | None = None,
     manual: ManualEnvironment | None = None,
+    conversation: Conversation | None = None,
 ) -> Iterator[Event]:
     """The engine's events for one episode against a fresh environment (if the task has
-    one), or against ``manual`` for a task of the manual environment."""
+    one), against ``manual`` for a task of the manual environment, or, in a
+    ``conversation`` that keeps one, against its environment, going on from its record
+    so far (a follow-up); the environment as the episode left it is the conversation's."""
     config = fitted_to_call(config)
+    environment = conversation.environment if conversation is not None else None
+    previous = conversation.trajectory if conversation is not None else None
     with _registered(cancel, manual) as (token, slot):
-        yield from _run_on_gpu(_episode, _episode_on_gpu, _episode_seconds, task, config, token, slot)
+        args = (task, config, token, slot, environment, previous)
+        for item in _run_on_gpu(_episode, _episode_on_gpu, _episode_seconds, *args):
+            if isinstance(item, _Kept):
+                conversation.environment = item.environment  # the same object, unless it ran elsewhere
+                continue
+            yield item
 
 
 @contextmanager

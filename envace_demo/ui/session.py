@@ -9,18 +9,40 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from envace_demo.envs.manual import ManualEnvironment
 from envace_demo.errors import StorageError
 from envace_demo.record import Trajectory
+
+if TYPE_CHECKING:
+    from envace_demo.envs.base import Environment
+    from envace_demo.ui.inputs import RunRequest
+
+
+@dataclass
+class Conversation:
+    """The Playground's conversation: the request it began with (a follow-up runs under its
+    mode and settings), its live environment (kept from one user message to the next, the
+    state the last one left; nobody else's session holds it) and its record so far."""
+
+    request: "RunRequest"
+    environment: "Environment | None" = None
+    trajectory: Trajectory | None = None
+
+    def close(self) -> None:
+        if self.environment is not None:
+            self.environment.close()
+            self.environment = None
 
 
 @dataclass
 class Session:
     """One browser session: its latest records and the switch that stops its work.
 
-    The environment of a run is created fresh per episode by the runner, so it is
-    never shared either.
+    A Run's environment is fresh: the runner opens one per episode, or, for a built-in one,
+    the Playground opens it for the run's conversation, kept here for its follow-ups; so it
+    is never shared either.
     """
 
     cancel: threading.Event = field(default_factory=threading.Event)
@@ -29,6 +51,7 @@ class Session:
     suite: list[dict] = field(default_factory=list)  # Compare suite rows
     folder: Path | None = None  # where this session's downloads are written
     manual: ManualEnvironment | None = None  # the Playground run's, while it waits for typed responses
+    conversation: Conversation | None = None  # the Playground's, while it may take a follow-up
     # Environment -> real (call, result) pairs of this visitor's earlier runs: the rehearser's
     # few-shot in its later runs there (never another visitor's).
     known: dict[str, list] = field(default_factory=dict)
@@ -43,6 +66,14 @@ class Session:
                 if all(call != pair[0] for call, _ in kept):
                     kept.append(pair)
             del kept[:-8]  # the latest eight: a rehearser prompt stays short
+
+    def converse(self, conversation: Conversation | None) -> Conversation | None:
+        """``conversation`` becomes the Playground's (None: no conversation goes on); the one
+        before it ends, its environment closed."""
+        if self.conversation is not None and self.conversation is not conversation:
+            self.conversation.close()
+        self.conversation = conversation
+        return conversation
 
     def begin(self) -> threading.Event:
         """A fresh cancel switch for a new piece of work (Stop sets the current one)."""
@@ -70,6 +101,7 @@ class Session:
         self.cancel.set()
         if self.manual is not None:
             self.manual.abort("the page was closed")
+        self.converse(None)
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
 
