@@ -83,8 +83,8 @@ def build_app(
             gr.api(fn, api_name=name, **ctx.model_event())
     demo.queue(max_size=options.queue_size, default_concurrency_limit=options.concurrency)
     # Fair shares: one model job per page at a time, a few per client address (ui/fairness.py).
-    # The manual queue has its own limit: its job follows the model job of the same Run at once,
-    # and must not be refused as that page's second job.
+    # The manual queue keeps its own limit: a manual run waits on a person answering each call,
+    # and must not hold the page's one model job meanwhile.
     Limits(options.client_jobs, forwarded=options.public, queues=(MODEL_QUEUE,)).install(demo)
     if options.public:
         for block in demo.blocks.values():
