@@ -663,6 +663,24 @@ INTENDED: dict[tuple[str, str], list[tuple[str, dict[str, Any]]]] = {
     ],
     ("library", "hold-limit"): [("place_hold", {"book_id": "BK-037", "patron_id": "P-1077"})],
     ("library", "early-science-fiction"): [("list_books", {"genre": "science-fiction", "year_to": 1949})],
+    # Foreseeable failures: the refusal is said, and the path that works is taken.
+    ("bank", "withdraw-more-than-held"): [("withdraw", {"account_id": "ACC-1005", "amount": 40})],
+    ("bank", "deposit-into-frozen"): [("deposit", {"account_id": "ACC-1004", "amount": 250})],
+    ("bank", "transfer-from-low-balance"): [
+        ("transfer", {"from_account_id": "ACC-1005", "to_account_id": "ACC-1003", "amount": 100})
+    ],
+    ("files", "replace-todo"): [
+        ("write_file", {"path": "/notes/todo.txt", "content": "- water the plants", "overwrite": True})
+    ],
+    ("files", "readme-in-new-folder"): [
+        ("create_directory", {"path": "/projects/app"}),
+        ("write_file", {"path": "/projects/app/README.md", "content": "# App"}),
+    ],
+    ("library", "hold-silent-spring"): [
+        ("search_catalog", {"query": "Silent Spring"}),
+        ("place_hold", {"book_id": "BK-035", "patron_id": "P-1100"}),
+    ],
+    ("library", "shelf-of-ackroyd"): [("get_book", {"book_id": "BK-030"})],
 }
 
 ALL_TASKS = [(env_name, task) for env_name in ENV_NAMES for task in registry.load_tasks(env_name)]
@@ -672,7 +690,8 @@ ALL_TASKS = [(env_name, task) for env_name in ENV_NAMES for task in registry.loa
 def test_tasks_file_shape(env_name):
     tasks = registry.load_tasks(env_name)
     assert len(tasks) >= 6
-    assert sorted(t["split"] for t in tasks).count("heldout") == 2
+    # two held-out tasks of each environment, then those of foreseeable failures
+    assert sorted(t["split"] for t in tasks).count("heldout") == {"bank": 5, "files": 4, "library": 4}[env_name]
     assert {name for env, name in INTENDED if env == env_name} == {t["name"] for t in tasks}
     tools = {t.original_name: t for t in registry.create(env_name).tools()}
     for task in tasks:
@@ -707,7 +726,7 @@ def test_intended_calls_satisfy_the_check(env_name, task):
 
 def test_mutating_tasks_start_from_a_different_state():
     # A state check that already holds at the start would pass without the agent doing anything,
-    # unless the task is about refusing: then an attempted call is required.
+    # unless the task is about refusing: then an attempted call, or the refusal said, is required.
     for env_name, task in ALL_TASKS:
         conds = task["check"].get("state", [])
         state = registry.create(env_name).state()
@@ -718,7 +737,7 @@ def test_mutating_tasks_start_from_a_different_state():
             for c in conds
         )
         if conds and holds:
-            assert task["check"].get("includes_calls"), task["name"]
+            assert task["check"].get("includes_calls") or task["check"].get("answer_contains"), task["name"]
 
 
 # ---- registry --------------------------------------------------------------------

@@ -504,8 +504,8 @@ def test_outside_records_go_through_load_trajectory_for_located_errors():
         load_trajectory(hostile)
     with pytest.raises(TrajectoryError, match=r"^record\.turns\[0\]\.calls\[0\]\.call\.name: Input should be a valid string"):
         load_trajectory({**VALID_RECORD, "turns": [{"index": 0, "action": {"text": ""}, "calls": [{"call": {"name": 3}}]}]})
-    with pytest.raises(TrajectoryError, match=r"^record\.version: 3 is not a version this program reads"):
-        load_trajectory({**VALID_RECORD, "version": 3})
+    with pytest.raises(TrajectoryError, match=r"^record\.version: 4 is not a version this program reads"):
+        load_trajectory({**VALID_RECORD, "version": 4})
     with pytest.raises(TrajectoryError, match="not JSON"):
         load_trajectory('{"mode": NaN}')
     with pytest.raises(TrajectoryError, match="nested too deeply|not JSON"):
