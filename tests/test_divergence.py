@@ -117,3 +117,14 @@ def test_the_compare_note_only_for_a_run_without_and_one_with_rehearsal():
     assert pair_note([a, b]) == pair_note([b, a]) == "No difference: the same 1 call and the same answer."
     assert pair_note([b, run("sequential", [], "x", None)]) is None  # base against trained: one mode
     assert pair_note([a]) is None  # a side that did not finish
+
+
+def test_a_run_with_rehearsal_cut_by_its_time_avoided_nothing():
+    from envace_demo.evaluation.divergence import first_divergence
+
+    without = {"call_outcomes": [{"name": "rm", "arguments": {"file_name": "t"}, "held": False,
+                                  "predicted_error": None, "ran": True, "real_error": "NOT_FOUND"}],
+               "final_answer": None, "ungrounded": [], "success": False, "ended": "max_steps"}
+    with_ = {"call_outcomes": [], "final_answer": None, "ungrounded": [], "success": False, "ended": "time_limit"}
+    d = first_divergence(without, with_)
+    assert d.kind == "different_call" and "time_limit" in d.detail

@@ -186,6 +186,13 @@ def first_divergence(without: Trajectory | dict, with_: Trajectory | dict) -> Di
         y = b.steps[i] if i < len(b.steps) else None
         if x is not None and y is not None and _same_call(x, y) and bool(x["held"]) == bool(y["held"]):
             continue
+        if y is None and b.ended not in ("answer", "max_steps", "max_new_tokens"):
+            # The run with rehearsal stopped calling because it was stopped (its time ran out,
+            # a parse error): no failure was foreseen, whatever the other run did.
+            made = f"made {_call(x)}" if x is not None else "went on"
+            return Divergence("different_call", i, (
+                f"at call {i + 1} the run with rehearsal had ended ({b.ended}) while the run without it {made}"
+            ), verdict)
         kind, detail = _parted(i, x, y)
         return Divergence(kind, i, detail, verdict)
     calls = f"the same {len(a.steps)} call{'s' if len(a.steps) != 1 else ''}"
