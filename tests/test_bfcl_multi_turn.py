@@ -349,3 +349,16 @@ def test_every_entrys_decoded_ground_truth_scores_valid():
     for category in data.CATEGORIES:
         for entry_id in data.entry_ids(category):
             assert scoring.check_decoded(entry_id, scoring.decoded_ground_truth(entry_id)) == {"valid": True}, entry_id
+
+
+def test_the_recipe_refuses_bfcl_multi_turn_entries_as_training_tasks(tmp_path):
+    from envace_demo.bfcl_multi import load_multi_turn
+    from envace_demo.errors import TaskError
+    from envace_demo.train.data import task_set
+
+    (entry,) = load_multi_turn(["base"], 1)
+    # A task file that repeats an entry's request over the files example: still the benchmark.
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(json.dumps({"name": "copied", "prompt": entry.prompt, "env": "files", "check": None}) + "\n")
+    with pytest.raises(TaskError, match="BFCL multi-turn entry"):
+        task_set(env="files", tasks_file=path)

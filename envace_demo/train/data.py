@@ -47,6 +47,7 @@ def task_set(
     the drills of ``env``; the example tasks of ``env``; a JSONL of tasks over ``env``;
     or a JSONL of tasks over ``tools`` (parsed JSON, any dialect ``load_tools`` reads).
     Records that name their own environment or tools keep them."""
+    from envace_demo.bfcl_multi import is_bfcl_multi_turn
     from envace_demo.schemas import load_tools
     from envace_demo.tasks import env_tasks, read_jsonl, task_from_record
 
@@ -66,7 +67,10 @@ def task_set(
     for where, record in read_jsonl(Path(tasks_file), policy=policy):
         if isinstance(record, dict) and not any(record.get(k) for k in ("env", "tools", "function")):
             record = {**record, **extra}
-        tasks.append(task_from_record(record, where, policy=policy))
+        task = task_from_record(record, where, policy=policy)
+        if is_bfcl_multi_turn(task):  # the benchmark: never trained on
+            raise TaskError(f"{where}: a BFCL multi-turn entry ({task.name}); they are the benchmark, not training data")
+        tasks.append(task)
     return tasks
 
 
