@@ -75,9 +75,6 @@ _STOP_WORDS = {
 # A backend that ignores its cancel switch is abandoned this long after being told to stop.
 _HALT_GRACE_S = 5.0
 
-# Marks, in a run's set of held calls, that an imagined run has imagined a write.
-_IMAGINED_WRITE = "\0imagined-write"
-
 # What the committed actor may read of the rehearsal memory (``EpisodeConfig.memory``).
 MEMORY_VIEWS = ("outcomes", "full", "off")
 
@@ -437,12 +434,7 @@ class Episode:
         rehearse = self.policy.rehearse_calls
         try:
             if rehearse:
-                # Reads change nothing, so an imagined run may make them too, as long as it has
-                # imagined no write: after one, the real state is no longer its state.
-                reads = execute or (where == "rehearsal" and not (held is not None and _IMAGINED_WRITE in held))
-                context = self._read_context(step, tool) if reads else []
-                if where == "rehearsal" and held is not None and self._may_write(tool):
-                    held.add(_IMAGINED_WRITE)
+                context = self._read_context(step, tool) if execute else []
                 yield from self._rehearse(turn, step, tool, conversation, real_results, where, rindex, context)
                 yield TurnUpdated(where, rindex, turn, at, "rehearsed")
                 if execute and held is not None and self._hold(step, held):
@@ -478,12 +470,6 @@ class Episode:
             return []
         step.context = [{"call": c.to_dict(), "result": r} for c, r in pairs]
         return pairs
-
-    def _may_write(self, tool: Tool | None) -> bool:
-        """Whether a call of ``tool`` may change the state (unknown counts as yes)."""
-        if tool is None or self.environment is None:
-            return False
-        return self.environment.writes(tool.original_name) is not False
 
     def _hold(self, step: CallStep, held: set[str]) -> bool:
         """Whether ``step`` is held: its rehearsal predicted a failure, and the same call was

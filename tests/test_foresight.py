@@ -168,16 +168,3 @@ def test_a_follow_up_goes_on_from_the_conversation_so_far(scripted):
     assert [t.user_turn for t in traj.turns] == [0, 0, 1, 1]
     assert traj.turns[3].calls == [] and traj.turns[2].calls[0].real["balance"] == 410.25
     assert "Deposited." in traj.turns[2].actor_prompt
-
-
-def test_an_imagined_run_reads_the_state_until_it_imagines_a_write(scripted):
-    deposit = call_text("deposit", {"account_id": "ACC-1003", "amount": 100})
-    backend = scripted(
-        actor=[WITHDRAW, deposit, "<think></think>\nDone.", "<think></think>\nNo call."],
-        rehearser=[result_text(REFUSED), result_text({"transaction_id": "TX-5008", "new_balance": 410.25})],
-    )
-    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), create("bank"))
-    first, second = call_steps(traj.rehearsals[0].turns)
-    assert [c["call"]["name"] for c in first.context] == ["get_account"]  # before any imagined write
-    assert second.context == []  # after one: the real state is not the imagined one
-    assert not first.held  # only a committed call is held
