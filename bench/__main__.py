@@ -7,7 +7,9 @@ result object on stdout (progress goes to stderr). Sections: startup, decode,
 dtype, parallel, grpo, eval_speed, gpu (only with CUDA), rehearsal (every example task
 × 3 seeds, parallel and without rehearsal; ``--quick``: 6 tasks × 1 seed), heldout (the base
 model against the shipped adapter on the held-out example tasks and the default runs,
-each a fresh process; ``bench/heldout.py``).
+each a fresh process; ``bench/heldout.py``), worlds (the rehearser's greedy rehearsals of
+committed writes in worlds never trained on and in the seeded world, beside a lookup of the
+seeded world's training data and the schema-only and echo baselines; ``bench/worlds.py``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 from bench import report
 
 ROOT = Path(__file__).resolve().parents[1]
-SECTIONS = ("startup", "decode", "dtype", "parallel", "grpo", "eval_speed", "gpu", "rehearsal", "heldout")
+SECTIONS = ("startup", "decode", "dtype", "parallel", "grpo", "eval_speed", "gpu", "rehearsal", "heldout", "worlds")
 
 
 def log(message: str) -> None:
@@ -250,6 +252,14 @@ class Bench:
         figures, details = heldout.section(self.quick, log)
         self.figures.update(figures)
         self.details["heldout"] = details
+
+
+    def worlds(self) -> None:
+        from bench import worlds
+
+        figures, details = worlds.section(self.quick, log, self.cache_dir)
+        self.figures.update(figures)
+        self.details["worlds"] = details
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -55,6 +55,10 @@ GOALS: dict[str, Goal] = {
     "heldout_read_only_writes": _at_most(0),
     "default_run_median_s": _at_most(60),
     "default_run_max_s": _at_most(120),
+    # The rehearser on worlds never trained on (bench/worlds.py): committed writes with their
+    # context reads, greedy; the first adapter measured.
+    "worlds_outcome": _at_least(0.9),
+    "worlds_knowable": _at_least(0.8),
 }
 KEYS = tuple(GOALS)
 
@@ -141,6 +145,9 @@ def markdown(result: dict) -> str:
     heldout = result.get("details", {}).get("heldout")
     if heldout:
         lines += ["", "## Base against trained (held-out example tasks)", "", *heldout_table(heldout)]
+    worlds = result.get("details", {}).get("worlds")
+    if worlds:
+        lines += ["", "## The rehearser on unseen worlds (committed writes with context)", "", *worlds_table(worlds)]
     gpu = result.get("details", {}).get("gpu")
     if gpu:
         lines += ["", "## GPU", "", "```json", json.dumps(gpu, indent=2), "```"]
@@ -174,6 +181,26 @@ def heldout_table(heldout: dict) -> list[str]:
     out = [f"| figure | {' | '.join(sides)} |", "|---|" + "---|" * len(sides)]
     for label, get in rows:
         out.append(f"| {label} | {' | '.join(_fmt(get(heldout[s])) for s in sides)} |")
+    return out
+
+
+def worlds_table(worlds: dict) -> list[str]:
+    """Markdown rows of ``bench/worlds.py``: each rehearser and baseline, on the unseen
+    worlds and on the seeded one (outcome, on failures, knowable, unknowable)."""
+    calls = worlds.get("calls", {})
+    out = [f"Calls: {calls.get('unseen', 0)} in unseen worlds (seeds {_fmt(worlds.get('eval_worlds'))}), "
+           f"{calls.get('seeded', 0)} in the seeded world.", "",
+           "| rehearser | unseen: outcome | on failures | knowable | unknowable "
+           "| seeded: outcome | on failures | knowable | unknowable |", "|---|" + "---|" * 8]
+    sides = [(name, d) for name, d in worlds.get("rehearsers", {}).items()]
+    sides += [(f"baseline: {name}", d) for name, d in worlds.get("baselines", {}).items()]
+    for name, d in sides:
+        cells = []
+        for side in ("unseen", "seeded"):
+            v = d.get(side) or {}
+            cells += [_fmt(v.get("outcome")), _fmt(v.get("outcome_on_failures")), _fmt(v.get("knowable")),
+                      _fmt(v.get("unknowable"))]
+        out.append(f"| {name} | {' | '.join(cells)} |")
     return out
 
 

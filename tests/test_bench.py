@@ -58,7 +58,7 @@ def test_all_goals_met_needs_every_goal_figure():
            "cpu_episode_p50_s": 40.0, "cpu_episode_p95_s": 90.0, "rehearsal_valid_rate": 0.97,
            "mean_fidelity": 0.6, "placeholder_copies": 0, "heldout_success_parallel": 0.67,
            "heldout_model_fidelity": 0.8, "heldout_read_only_writes": 0, "default_run_median_s": 45.0,
-           "default_run_max_s": 70.0}
+           "default_run_max_s": 70.0, "worlds_outcome": 0.92, "worlds_knowable": 0.85}
     assert report.build(met, {}, {}, quick=False)["all_goals_met"] is True
     assert report.build({**met, "heldout_success_parallel": 0.5}, {}, {}, quick=False)["all_goals_met"] is False
     assert report.build({**met, "placeholder_copies": 1}, {}, {}, quick=False)["all_goals_met"] is False
@@ -415,10 +415,33 @@ def test_the_heldout_table_sets_base_against_trained():
     assert "default runs: ended with an answer / succeeded (of 3)" in lines
 
 
-def test_the_heldout_file_holds_the_six_heldout_example_tasks(tmp_path):
+def test_the_heldout_file_holds_the_heldout_example_tasks(tmp_path):
     from bench.heldout import heldout_file
     from envace_demo.tasks import load_task_file
 
     tasks = load_task_file(heldout_file(tmp_path))
-    assert len(tasks) == 6 and {t.split for t in tasks} == {"heldout"}
+    assert len(tasks) == 13 and {t.split for t in tasks} == {"heldout"}  # 6, then 7 of foreseeable failures
     assert {t.env for t in tasks} == {"bank", "files", "library"} and all(t.tools for t in tasks)
+
+
+def test_the_worlds_section_baselines_and_table():
+    """bench/worlds.py: the memorized-world lookup returns the seeded world's response of the
+    closest training call; the calls it measures are committed writes with their context;
+    the table sets rehearsers beside the baselines on both sides."""
+    from bench import worlds
+
+    table = worlds.lookup_table(("bank",))
+    got = worlds.lookup(table, "withdraw", {"account_id": "ACC-1005", "amount": 20.0})
+    assert got["error"]["code"] == "INSUFFICIENT_FUNDS"  # the seeded world: 15.50 USD
+    assert worlds.lookup(table, "no_such_tool", {}) == {}
+    picked = worlds.pick_calls(3)
+    assert len(picked["unseen"]) == len(picked["seeded"]) == 3
+    for side in picked.values():
+        for s, k in side:
+            assert s.steps[k].context
+    side = {"outcome": 0.9, "outcome_on_failures": 0.8, "knowable": 0.85, "unknowable": 0.2}
+    rows = report.worlds_table({"calls": {"unseen": 3, "seeded": 3}, "eval_worlds": [1000, 1019],
+                                "rehearsers": {"new": {"unseen": side, "seeded": side}},
+                                "baselines": {"lookup": {"unseen": side, "seeded": side}}})
+    assert any(r.startswith("| new | 0.9 | 0.8 | 0.85 | 0.2 |") for r in rows)
+    assert any(r.startswith("| baseline: lookup |") for r in rows)

@@ -3,6 +3,8 @@ environment, and none repeats a held-out example task."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from envace_demo.envs.registry import create
@@ -60,6 +62,10 @@ def test_overlap_is_detected_for_a_heldout_task_written_again():
     other = generated_tasks("bank")[0]
     same_calls = ScriptedTask(other.task, [ScriptedStep("", call, None)], "", "", True)
     assert "same calls" in overlaps_heldout(same_calls, held)
+    # A call a held-out check asks for, shown as a write's context read, is an overlap too.
+    write = ToolCall("withdraw", {"account_id": "ACC-1001", "amount": 5.0})
+    shown = ScriptedTask(other.task, [ScriptedStep("", write, None, [(call, {"transactions": []})])], "", "", False)
+    assert "shows the list_transactions call" in overlaps_heldout(shown, held)
 
 
 def test_read_only_requests_are_marked_and_write_nothing():
@@ -75,12 +81,12 @@ def test_read_only_requests_are_marked_and_write_nothing():
 
 @pytest.mark.parametrize("env", GENERATED_ENVS)
 def test_a_varied_world_keeps_the_requests_and_changes_the_answers_it_reads(env):
-    """Actor rows in a varied world: the same tasks calling the same tools (requests in
-    another wording), answers read from that world's results; the same world for the
-    same seed, another for another."""
+    """Varied worlds: the same tasks, each starting with the same call (requests in
+    another wording; what follows may differ where the world decides the outcome), answers
+    read from that world's results; the same world for the same seed, another for another."""
     seeded, varied, again, other = (training_tasks((env,), w) for w in (None, 1, 1, 2))
     assert [t.task.name for t in varied] == [t.task.name for t in seeded]
-    assert [[c.name for c in t.calls] for t in varied] == [[c.name for c in t.calls] for t in seeded]
+    assert [t.calls[0] for t in varied] == [t.calls[0] for t in seeded]
     assert sum(a.task.prompt != b.task.prompt for a, b in zip(seeded, varied)) >= len(seeded) // 3
     assert [t.answer for t in varied] == [t.answer for t in again]
     changed = sum(a.answer != b.answer for a, b in zip(seeded, varied))
@@ -91,9 +97,139 @@ def test_a_varied_world_keeps_the_requests_and_changes_the_answers_it_reads(env)
             assert step.result is not None
 
 
+WORLDS = (None, 100, 117, 1000)
+
+
+@pytest.mark.parametrize("env", GENERATED_ENVS)
+@pytest.mark.parametrize("world", WORLDS)
+def test_scripts_pass_their_checks_and_reads_in_varied_worlds(env, world):
+    """In every world the scripts replay against a fresh copy of it: the same results, the
+    check holds, and each call's context is the real reads its environment names for it,
+    made just before it (after the earlier writes)."""
+    from envace_demo.train.worlds import varied
+
+    for s in generated_tasks(env, world):
+        real = create(env)
+        if world is not None:
+            real.vary_state(varied(env, world))
+        for step in s.steps:
+            reads = real.context_reads(step.call.name, step.call.arguments)
+            assert [(c.name, c.arguments) for c, _ in step.context] == reads, s.task.name
+            assert [r for _, r in step.context] == [real.execute(n, a) for n, a in reads], s.task.name
+            assert real.execute(step.call.name, step.call.arguments) == step.result, s.task.name
+            assert bool(step.context) == bool(real.writes(step.call.name)), s.task.name
+        verdict = evaluate(s.task, s.calls, s.answer, real.state())
+        assert verdict is not None and verdict.success, (s.task.name, world, verdict.reasons if verdict else None)
+        assert overlaps_heldout(s, heldout_tasks(env)) is None, (s.task.name, world)
+
+
+def _outcome(result) -> str:
+    err = result.get("error") if isinstance(result, dict) else None
+    return err["code"] if isinstance(err, dict) else "success"
+
+
+@pytest.mark.parametrize("env,codes", [
+    ("bank", {"success", "INSUFFICIENT_FUNDS", "ACCOUNT_FROZEN", "DAILY_LIMIT_EXCEEDED"}),
+    ("files", {"success", "ALREADY_EXISTS", "NOT_FOUND", "PERMISSION_DENIED"}),
+    ("library", {"success", "BOOK_NOT_FOUND", "ALREADY_ON_HOLD", "HOLD_LIMIT_REACHED"}),
+])
+def test_the_failure_families_fail_and_succeed_as_the_world_decides(env, codes):
+    """The new families: over the balance, frozen accounts, existing files without
+    overwrite, missing directories, unknown book ids, holds on books with no copy; the same
+    write goes through in one world and is refused in another, its context showing why."""
+    from envace_demo.train.worlds import TRAIN_WORLDS
+
+    by_task: dict[str, set[str]] = {}
+    seen: set[str] = set()
+    for world in (None, *TRAIN_WORLDS[:8]):
+        for s in generated_tasks(env, world):
+            for step in s.steps:
+                seen.add(_outcome(step.result))
+                if step.context:
+                    by_task.setdefault(f"{s.task.name}:{step.call.name}", set()).add(_outcome(step.result))
+    assert codes <= seen, seen
+    if env != "library":  # the patrons (and so every hold's outcome) are the same in every world
+        decided = [name for name, outcomes in by_task.items() if len(outcomes) > 1]
+        assert len(decided) >= 10, decided
+    if env == "library":  # a hold on a book with no copy on the shelf still queues
+        empty = [s for s in generated_tasks(env) for step in s.steps
+                 if step.call.name == "place_hold" and _outcome(step.result) == "success"
+                 and step.context[0][1]["available"] == 0]
+        assert len(empty) >= 3
+
+
+def test_training_worlds_never_draw_on_the_evaluation_worlds(monkeypatch, scripted):
+    """The seed sets are disjoint, a training world that is an evaluation world is refused,
+    and the recipe's rows (both roles, the rehearser's worlds included) come from the seeded
+    world and the training seeds alone."""
+    from dataclasses import replace
+
+    from envace_demo.train import generate, recipe as recipe_mod, worlds
+
+    assert not set(worlds.TRAIN_WORLDS) & set(worlds.EVAL_WORLDS)
+    assert not set(worlds.ACTOR_WORLDS) & set(worlds.EVAL_WORLDS)
+    assert not set(worlds.TRAIN_WORLDS) & set(worlds.ACTOR_WORLDS)
+    with pytest.raises(ValueError, match="evaluation"):
+        worlds.training_worlds([100, worlds.EVAL_WORLDS[3]])
+    with pytest.raises(ValueError):
+        worlds.rehearser_worlds(len(worlds.TRAIN_WORLDS) + 1)
+    drawn: list = []
+    real = generate.generated_tasks
+
+    def spy(env, world=None, phrasing=None):
+        drawn.append(world)
+        return real(env, world, phrasing)[:4]
+
+    monkeypatch.setattr(generate, "generated_tasks", spy)
+    recipe = replace(recipe_mod.DemoRecipe(), rehearser_worlds=len(worlds.TRAIN_WORLDS), actor_variants=3,
+                     rehearser_phrasings=2, world_tasks=3, memory_every=0)
+    rows = recipe_mod.recipe_rows(scripted(), recipe, recipe_mod.recipe_tasks(recipe))
+    assert rows and set(drawn) == {None, 1, 2, 3, *worlds.TRAIN_WORLDS}
+    assert not set(drawn) & set(worlds.EVAL_WORLDS)
+
+
+def test_a_rehearser_row_for_a_write_holds_its_context_reads_last(scripted):
+    """A committed write's row shows the real reads of its state (the directory it writes
+    into, after the earlier calls) last in the few-shot, as the engine places them; the
+    rehearsal's row (no real result yet) shows none; a varied world's rows are the
+    committed writes' alone."""
+    from envace_demo.prompts import NO_PREVIOUS_CALLS, PREVIOUS_CALLS
+    from envace_demo.train.warmstart import task_rows
+
+    s = next(t for t in generated_tasks("files") if t.task.name == "gen-files-copy-0")
+    read, write = s.steps
+    assert write.call.name == "write_file" and [c.name for c, _ in write.context] == ["list_directory"]
+    rows = [r for r in task_rows(scripted(), s, roles=("rehearser",)) if r.call == write.call]
+    imagined, committed = rows
+    assert committed.few_shot == [(read.call, read.result), *write.context]
+    section = committed.prompt.split(PREVIOUS_CALLS, 1)[1].split("Current conversation history", 1)[0]
+    assert section.rstrip('\\n"').rstrip().endswith(json.dumps(write.context[0][1]).replace('"', '\\"'))
+    assert "Tool name:\\nlist_directory" in section
+    assert imagined.few_shot == [] and NO_PREVIOUS_CALLS in imagined.prompt
+    for s in generated_tasks("bank", 100)[:30]:
+        mine = task_rows(scripted(), s, roles=("rehearser",), rehearse="context")
+        assert len(mine) == sum(bool(step.context) for step in s.steps)
+        for row in mine:
+            step = next(st for st in s.steps if st.call == row.call)
+            assert row.few_shot[-len(step.context):] == step.context
+            assert [c.name for c, _ in step.context] == ["get_account"] * len(step.context)
+
+
 def test_a_phrasing_rewords_requests_in_the_seeded_world():
     """The rehearser's extra rows: other wordings, the same calls and results."""
     seeded, reworded = training_tasks(("library",)), training_tasks(("library",), phrasing=1)
     assert [t.task.name for t in reworded] == [t.task.name for t in seeded]
     assert [[(s.call, s.result) for s in t.steps] for t in reworded] == [[(s.call, s.result) for s in t.steps] for t in seeded]
     assert sum(a.task.prompt != b.task.prompt for a, b in zip(seeded, reworded)) >= 5
+
+
+def test_requests_into_a_directory_a_world_may_lack_train_the_rehearser_alone(scripted):
+    """A write into a directory some worlds lack gives rehearser rows only: the actor is not
+    taught to answer a missing directory by giving up."""
+    from envace_demo.train.warmstart import task_rows
+
+    marked = [s for s in generated_tasks("files") if s.rehearser_only]
+    assert {s.task.name for s in marked} >= {"gen-files-create-6", "gen-files-move-3"}
+    for s in marked[:3]:
+        rows = task_rows(scripted(), s)
+        assert rows and {r.role for r in rows} == {"rehearser"}

@@ -72,6 +72,13 @@ def test_recipe_flags_and_refusals():
     assert recipe.roles == ("actor", "rehearser")
     args = build_parser().parse_args(["train", "--recipe", "demo-cpu", "--out", "x", "--roles", "rehearser"])
     assert train_cli.recipe_from(args).roles == ("rehearser",)
+    args = build_parser().parse_args(["train", "--recipe", "demo-cpu", "--out", "x", "--roles", "rehearser",
+                                      "--rehearser-worlds", "40", "--world-tasks", "3", "--seeded-rows", "context",
+                                      "--world-contrast"])
+    recipe = train_cli.recipe_from(args)
+    assert (recipe.rehearser_worlds, recipe.world_tasks, recipe.seeded_rows, recipe.world_contrast) == (
+        40, 3, "context", True)
+    assert (DemoRecipe().rehearser_worlds, DemoRecipe().seeded_rows, DemoRecipe().world_contrast) == (0, "all", False)
     args = build_parser().parse_args(["train", "--recipe", "demo-cpu", "--env", "bank", "--out", "x"])
     with pytest.raises(TaskError, match="brings its own tasks"):
         args.handler(args)
@@ -140,3 +147,27 @@ def test_a_one_role_recipe_trains_that_role_alone_and_runs_no_grpo(tmp_path):
     lines = []
     assert _grpo_stage(backend, alone, scripted, tmp_path, lines.append, None) == (0, 0.0, None)
     assert lines == ["GRPO: skipped (an adapter of the rehearser alone)"]
+
+
+def test_rehearser_rows_in_varied_worlds_are_committed_writes_with_their_context(scripted):
+    """--rehearser-worlds: the rehearser's rows of calls with context reads in training
+    worlds, each with its context last in the few-shot; --seeded-rows context keeps the
+    seeded world's committed rows of those calls alone; --world-contrast draws half of a
+    world's tasks among those whose outcome differs from the seeded world's."""
+    from envace_demo.train.recipe import _outcomes, recipe_rows, world_tasks
+
+    recipe = replace(DemoRecipe(), roles=("rehearser",), envs=("bank",), rehearser_worlds=3, world_tasks=4,
+                     seeded_rows="context")
+    tasks = recipe_tasks(recipe)
+    rows = recipe_rows(scripted(), recipe, tasks)
+    assert rows and all(r.role == "rehearser" and r.committed for r in rows)
+    seeded = sum(1 for t in tasks for step in t.steps if step.context)
+    assert len(rows) > seeded
+    for row in rows:
+        assert row.few_shot and row.few_shot[-1][0].name == "get_account"
+    outcomes = {t.task.name: _outcomes(t) for t in tasks}
+    contrast = replace(recipe, world_contrast=True, world_tasks=6)
+    for world in (100, 101, 102):
+        picked = world_tasks(contrast, world, outcomes)
+        assert len(picked) == 6
+        assert sum(_outcomes(t) != outcomes[t.task.name] for t in picked) >= 3

@@ -75,6 +75,17 @@ def register(sub) -> argparse.ArgumentParser:
                    help="demo-cpu: varied worlds whose actor rows join the seeded world's (default: 2)")
     p.add_argument("--rehearser-phrasings", type=int,
                    help="demo-cpu: wordings of the requests the rehearser's rows are written in (default: 1)")
+    p.add_argument("--rehearser-worlds", type=int,
+                   help="demo-cpu: varied training worlds whose rehearser rows (calls with context reads: "
+                   "writes) join the seeded world's (default: 0)")
+    p.add_argument("--world-tasks", type=int,
+                   help="demo-cpu: tasks drawn in each of those worlds, spread over the environments (default: 15)")
+    p.add_argument("--world-contrast", action=argparse.BooleanOptionalAction, default=None,
+                   help="demo-cpu: half of each varied world's tasks drawn among those whose outcome there "
+                   "differs from the seeded world's (default: off)")
+    p.add_argument("--seeded-rows", choices=["all", "context"],
+                   help="demo-cpu: the seeded world's rehearser rows: all, or the committed rows of calls with "
+                   "context reads alone (default: all)")
     p.add_argument("--memory-every", type=int,
                    help="demo-cpu: the actor's rows with a rehearsal memory for every Nth task (0: none; default: 3)")
     p.add_argument("--memory-elsewhere", action=argparse.BooleanOptionalAction, default=None,
@@ -133,7 +144,7 @@ def recipe_from(args: argparse.Namespace):
     if args.roles is not None:
         changes["roles"] = ("actor", "rehearser") if args.roles == "both" else (args.roles,)
     for name in ("rehearser_epochs", "actor_variants", "rehearser_phrasings", "memory_every", "memory_elsewhere",
-                 "from_adapter"):
+                 "from_adapter", "rehearser_worlds", "world_tasks", "seeded_rows", "world_contrast"):
         if getattr(args, name, None) is not None:
             changes[name] = getattr(args, name)
     return replace(recipe, **changes)

@@ -61,6 +61,21 @@ class DemoRecipe:
     # The rehearser's rows in this many wordings of the requests, all in the seeded world:
     # the same facts in other conversations (the held-out requests are worded apart).
     rehearser_phrasings: int = 1
+    # The rehearser's rows again in this many varied worlds (``worlds.TRAIN_WORLDS``, never
+    # an evaluation world): only its calls with context reads (writes), each with the real
+    # state it depends on last in its few-shot, so that an outcome comes from the state
+    # shown and not from the seeded world learnt by heart. ``world_tasks``: that many tasks
+    # a world (spread over the environments, drawn anew in each world; None: all).
+    rehearser_worlds: int = 0
+    world_tasks: int | None = 15
+    # The seeded world's rehearser rows: "all", or "context": the committed rows of calls
+    # with context reads alone (a stage that teaches the context and leaves the rest as the
+    # stage before learnt it).
+    seeded_rows: str = "all"
+    # In each varied world, half of its tasks drawn among those whose outcome there differs
+    # from the seeded world's (a refusal here, a success there): the rows where the seeded
+    # world learnt by heart is wrong and only the context is right.
+    world_contrast: bool = False
     # A varied world's actor rows with a memory show the rehearsal of the world before it:
     # a rehearsal that guessed other values, beside the real results the answer must follow.
     memory_elsewhere: bool = True
@@ -191,19 +206,62 @@ def probe_rehearser(backend, rows, count: int) -> dict:
     return {"rows": len(picked), "parsed": parsed, "exact": exact}
 
 
+def _outcomes(scripted: ScriptedTask) -> list[str]:
+    """Each context call's outcome: "success" or its error code."""
+    out = []
+    for step in scripted.steps:
+        if step.context:
+            err = step.result.get("error") if isinstance(step.result, dict) else None
+            out.append(err["code"] if isinstance(err, dict) else "success")
+    return out
+
+
+def world_tasks(recipe: DemoRecipe, world: int, seeded: dict[str, list[str]] | None = None) -> list[ScriptedTask]:
+    """The tasks whose rehearser rows varied ``world`` gives: tasks with a call that has
+    context reads, ``recipe.world_tasks`` of them (spread over the environments, drawn
+    by the world's seed), all where None. With ``recipe.world_contrast`` and ``seeded``
+    (task name -> its context calls' outcomes in the seeded world), half of each share is
+    drawn among the tasks whose outcomes differ here."""
+    import random
+
+    mine = [t for t in recipe_tasks(recipe, world) if any(step.context for step in t.steps)]
+    n = recipe.world_tasks
+    if n is None or n >= len(mine):
+        return mine
+    rng = random.Random(f"rehearser-world:{world}")
+    out = []
+    for k, env in enumerate(recipe.envs):
+        share = n // len(recipe.envs) + (k < n % len(recipe.envs))
+        pool = [t for t in mine if t.task.env == env]
+        if recipe.world_contrast and seeded is not None:
+            differ = [t for t in pool if _outcomes(t) != seeded.get(t.task.name)]
+            picked = rng.sample(differ, min((share + 1) // 2, len(differ)))
+            rest = [t for t in pool if t not in picked]
+            out += picked + rng.sample(rest, min(share - len(picked), len(rest)))
+        else:
+            out += rng.sample(pool, min(share, len(pool)))
+    return out
+
+
 def recipe_rows(backend, recipe: DemoRecipe, scripted: list[ScriptedTask]):
     """The warm start's rows: both roles on ``scripted`` (the seeded world), the
-    rehearser's again in other wordings, the actor's again in varied worlds (each with
-    the memory of the world before it, where ``memory_elsewhere``)."""
+    rehearser's again in other wordings and in varied worlds (``rehearser_worlds``: its
+    calls with context reads), the actor's again in varied worlds (each with the memory
+    of the world before it, where ``memory_elsewhere``)."""
     from envace_demo.train.warmstart import warm_rows
+    from envace_demo.train.worlds import rehearser_worlds, training_worlds
 
     rows = warm_rows(backend, scripted, memory_every=recipe.memory_every, thoughts=recipe.thoughts,
-                     roles=recipe.roles)
+                     roles=recipe.roles, rehearse=recipe.seeded_rows)
     for phrasing in range(1, recipe.rehearser_phrasings if "rehearser" in recipe.roles else 1):
         rows += warm_rows(backend, recipe_tasks(recipe, phrasing=phrasing), thoughts=recipe.thoughts,
-                          roles=("rehearser",))
+                          roles=("rehearser",), rehearse=recipe.seeded_rows)
+    seeded = {t.task.name: _outcomes(t) for t in scripted}
+    for world in rehearser_worlds(recipe.rehearser_worlds if "rehearser" in recipe.roles else 0):
+        rows += warm_rows(backend, world_tasks(recipe, world, seeded), memory_every=0, thoughts=recipe.thoughts,
+                          roles=("rehearser",), rehearse="context")
     before = scripted
-    for world in range(1, recipe.actor_variants + 1 if "actor" in recipe.roles else 1):
+    for world in training_worlds(range(1, recipe.actor_variants + 1) if "actor" in recipe.roles else ()):
         mine = recipe_tasks(recipe, world)
         rows += warm_rows(backend, mine, memory_every=recipe.memory_every, thoughts=recipe.thoughts,
                           roles=("actor",), memory_from=before if recipe.memory_elsewhere else None)

@@ -6,9 +6,14 @@ environment, the prompt ``rehearser_messages`` builds (the real few-shot and his
 the engine would show at that point) and the target
 ``<think>\\n…\\n</think>\\n\\n<execution_result>\\n{real JSON}\\n</execution_result>`` (or with the
 empty reasoning block the grammar writes when reasoning is off).
-A call after the first gets two rows: as in a rehearsal (no real result known yet) and
-as in the committed run of a rehearsing mode (the earlier calls' real results as
-few-shot).
+A call gets two rows: as in a rehearsal (no real result known yet) and as in the
+committed run of a rehearsing mode (the earlier calls' real results as few-shot), one
+where the two prompts are the same (a first call). In the committed row, a call whose
+environment names reads for it (``Environment.context_reads``: a write's accounts,
+directory or book) has those reads' real results, made in the script's world just
+before the call, last in its few-shot (``context.shots``), as the engine reads and
+places them before it rehearses a committed call: the rehearser learns to read the
+state it is shown. (An imagined call of a rehearsal gets no reads, in the engine as here.)
 
 Actor rows: each turn of the scripted trajectory (one call a turn, then the answer) in
 the actor's prompt (``actor_prompt``: the Qwen3 template with tools), without and, where
@@ -27,6 +32,7 @@ from typing import Any
 
 from envace_demo import memory as memory_mod
 from envace_demo.calls import format_call, parse_action
+from envace_demo.context import shots
 from envace_demo.prompts import (
     Conversation,
     actor_prompt,
@@ -48,6 +54,12 @@ class SftRow:
     prompt: str  # the rendered prompt
     completion: str  # the target, without the end-of-turn token
     request: Any = None  # the backend's Prompt (to generate from it)
+    # A rehearser row's call, its real response and the few-shot pairs its prompt shows
+    # (what made values knowable: ``bench/worlds.py``).
+    call: ToolCall | None = None
+    real: Any = None
+    few_shot: list[tuple[ToolCall, Any]] | None = None
+    committed: bool = False  # a rehearser row as in the committed run (real results, context)
 
 
 def think(thought: str | None) -> str:
@@ -63,6 +75,16 @@ def rehearser_target(call: ToolCall, result: Any, thoughts: bool = True) -> str:
     body = json.dumps(result, ensure_ascii=False)
     thought = REHEARSER_THOUGHT.format(name=call.name) if thoughts else None
     return f"{think(thought)}<execution_result>\n{body}\n</execution_result>"
+
+
+def _memory_text(summary: dict) -> str | None:
+    """The rehearsal memory as the engine shows it to the committed actor by default
+    (``EpisodeConfig.memory``: the predicted outcomes alone, or the values too)."""
+    from envace_demo.engine import EpisodeConfig
+
+    if EpisodeConfig.memory == "full":
+        return summary.get("text") or None
+    return memory_mod.render(summary.get("attempts", []), values=False) or None
 
 
 def _turns(scripted: ScriptedTask, tool_names: set[str], thoughts: bool = True) -> list[Turn]:
@@ -89,11 +111,20 @@ def task_rows(
     thoughts: bool = True,
     roles: tuple[str, ...] = ("actor", "rehearser"),
     memory_from: ScriptedTask | None = None,
+    context: bool = True,
+    rehearse: str = "all",
 ) -> list[SftRow]:
     """The ``roles``' rows of one scripted task; ``thoughts``: targets reason in a
     sentence (else the empty reasoning block). ``memory_from``: the same task in another
     world, whose trajectory is the rehearsal memory shown (a rehearsal that got the
-    values wrong: the target still follows the real results in front of the actor)."""
+    values wrong: the target still follows the real results in front of the actor).
+    ``context``: a committed call's context reads last in its few-shot. ``rehearse``:
+    the rehearser rows given, ``"all"``, or ``"context"``: only the committed rows of calls
+    with context reads (in a varied world a read's values are the world's and nothing in
+    the prompt shows them; a write's outcome is in its context). A ``rehearser_only``
+    task has no actor rows."""
+    if scripted.rehearser_only:
+        roles = tuple(r for r in roles if r != "actor")
     task = scripted.task
     tools = task.tools
     turns = _turns(scripted, {t.name for t in tools}, thoughts)
@@ -104,7 +135,7 @@ def task_rows(
         source = memory_from or scripted
         shown = turns if memory_from is None else _turns(memory_from, {t.name for t in tools}, thoughts)
         rehearsal = Rehearsal(index=0, turns=shown, final_answer=source.answer, ended="answer")
-        memories.append(memory_mod.summarize([rehearsal])["text"] or None)
+        memories.append(_memory_text(memory_mod.summarize([rehearsal])))
     for memory in memories if "actor" in roles else []:
         for k, turn in enumerate(turns):
             conversation = Conversation(task.prompt, turns[:k], memory=memory, executed=True)
@@ -112,16 +143,24 @@ def task_rows(
             rows.append(SftRow("actor", task.name, prompt.shown(), turn.action.text, prompt))
     for k, turn in enumerate(turns[:-1] if "rehearser" in roles else []):
         step = turn.calls[0]
+        reads = list(scripted.steps[k].context) if context else []
         earlier = [(t.calls[0].call, t.calls[0].real) for t in turns[:k]]
-        for known in ([[]] + [earlier]) if earlier else [[]]:
-            conversation = Conversation(task.prompt, turns[:k], executed=bool(known))
+        # (earlier real results, context, executed): as in a rehearsal, then as committed.
+        phases = [([], [], False)] if (earlier or reads) else []
+        phases.append((earlier, reads, True))
+        if rehearse == "context":
+            phases = phases[-1:] if scripted.steps[k].context else []
+        for known, shown, executed in phases:
+            conversation = Conversation(task.prompt, turns[:k], executed=executed)
+            few = shots([], known, shown)
             messages = rehearser_messages(
-                tools, known, conversation, turn.action.text, step.call,
+                tools, few, conversation, turn.action.text, step.call,
                 find_tool(tools, step.call.name), response_schema=show_schema,
             )
             prompt = rehearser_prompt(backend, messages)
             rows.append(
-                SftRow("rehearser", task.name, prompt.shown(), rehearser_target(step.call, step.real, thoughts), prompt)
+                SftRow("rehearser", task.name, prompt.shown(), rehearser_target(step.call, step.real, thoughts), prompt,
+                       step.call, step.real, few, executed)
             )
     return rows
 
