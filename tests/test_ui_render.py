@@ -142,7 +142,7 @@ def test_compare_modes_and_suite_sources(tmp_path):
 
 
 def test_rehearsals_render_as_nested_panels(scripted):
-    messages = render.rehearsal_messages(_view(_parallel_events(scripted)))
+    messages = render.messages_for(_view(_parallel_events(scripted)))
     ids = {m["metadata"]["id"]: m for m in messages}
     assert [m["metadata"]["title"] for m in messages if "parent_id" not in m["metadata"]] == [
         "Rehearsal 1 · 1 imagined call, ended: answer",
@@ -189,7 +189,7 @@ def test_pickled_events_render_the_same_as_live_ones(scripted):
     copied = [copy.deepcopy(e) for e in events[:-1]]  # stop short of EpisodeFinished
     live = _view(events[:-1])
     assert render.steps_html(_view(copied)) == render.steps_html(live)
-    assert render.rehearsal_messages(_view(copied)) == render.rehearsal_messages(live)
+    assert render.messages_for(_view(copied)) == render.messages_for(live)
 
 
 def test_streaming_text_shows_in_a_pending_step():
@@ -201,7 +201,7 @@ def test_streaming_text_shows_in_a_pending_step():
     )
     # Each imagined trajectory streams under its own index.
     view.apply(Generating("actor", "rehearsal", 1, "<tool_call>{partial"))
-    messages = render.rehearsal_messages(view)
+    messages = render.messages_for(view)
     pending = [m for m in messages if m["metadata"]["status"] == "pending"]
     assert [m["metadata"]["id"] for m in pending] == ["r1", "r1live"]
     assert render.progress_text(view).startswith("rehearsal 2 of 2")
@@ -434,7 +434,7 @@ def test_imagine_says_it_commits_nothing_and_its_memory_card_is_filled(scripted)
 
 def test_step_titles_show_the_call_and_its_arguments(scripted):
     view = _view(_parallel_events(scripted))
-    titles = [m["metadata"]["title"] for m in render.rehearsal_messages(view)]
+    titles = [m["metadata"]["title"] for m in render.messages_for(view)]
     assert 'step 1: get_account(account_id="ACC-1003")' in titles
     assert html.escape('get_account(account_id="ACC-1003")') in render.steps_html(view)
     long_step = view.trajectory.turns[0].calls[0]
@@ -584,7 +584,7 @@ def test_rehearsals_cut_by_their_time_say_so_in_panels_memory_and_steps():
     traj = _finished(True, "answer")
     traj.rehearsals, traj.memory = [rehearsal], summarize([rehearsal])
     view = render.showcase_view(traj)
-    titles = [m["metadata"]["title"] for m in render.rehearsal_messages(view)]
+    titles = [m["metadata"]["title"] for m in render.messages_for(view)]
     assert "Rehearsal 1 · 1 imagined call, ended: cut: the rehearsal time ran out" in titles
     assert "not rehearsed (cut)" in titles
     card = render.memory_html(traj.memory)

@@ -115,7 +115,7 @@ def showcase_panels(env: str) -> tuple[str, list[dict], str, str, str]:
     view = render.showcase_view(show.trajectory)
     return (
         render.showcase_html(show.model, show.command, show.budget),
-        render.rehearsal_messages(view),
+        render.messages_for(view),
         shown_memory(show.trajectory),
         render.steps_html(view),
         render.outcome_html(show.trajectory),
@@ -549,7 +549,7 @@ class PlaygroundRun:
         memory = view.trajectory.memory if view.trajectory else None
         return {
             p.status: render.status_html(render.progress_text(view), "busy"),
-            p.rehearsals: render.rehearsal_messages(view),
+            p.rehearsals: render.messages_for(view),
             p.memory: render.memory_html(memory) or MEMORY_PLACEHOLDER,
             p.steps: render.steps_html(view),
         }
@@ -579,7 +579,7 @@ class PlaygroundRun:
             saved, status = None, render.status_html(ctx.options.redact(str(err)), "error")
         return {
             p.status: status,
-            p.rehearsals: render.rehearsal_messages(view),
+            p.rehearsals: render.messages_for(view),
             p.memory: shown_memory(traj),
             p.steps: render.steps_html(view),
             p.outcome: render.outcome_html(traj),
