@@ -8,7 +8,8 @@ from conftest import SHARED_BFCL, VENDORED_BFCL, call_text, result_text
 from envace_demo.policy import DEFAULT_POLICY
 from envace_demo.ui.inputs import suite_tasks
 from envace_demo.settings import Settings
-from envace_demo.ui import compare
+from envace_demo.ui import compare, suite
+from envace_demo.ui.common import EpisodeSeconds
 from envace_demo.ui.holder import ModelHolder
 
 BFCL = VENDORED_BFCL if VENDORED_BFCL.exists() else SHARED_BFCL
@@ -39,18 +40,27 @@ def test_suite_tasks_and_their_categories_are_the_ones_eval_reads(tmp_path):
     with pytest.raises(Exception, match="upload a JSONL"):
         suite_tasks("upload", "bank", None, 3, DEFAULT_POLICY)
     with pytest.raises(Exception, match="pick one or more"):
-        compare._suite_modes([])
+        suite._suite_modes([])
 
 
-def test_the_estimate_counts_episodes_and_prefers_measured_seconds(monkeypatch):
-    monkeypatch.setattr(compare, "_seen", {})
-    guess = compare._estimate_text(4, ["none", "parallel"], 2, 3, 128)
+def test_the_estimate_counts_episodes_and_prefers_measured_seconds():
+    speeds = EpisodeSeconds()
+    guess = suite._estimate_text(speeds, 4, ["none", "parallel"], 2, 3, 128)
     assert "4 task(s) × 2 mode(s) × 3 seed(s) = 24 episodes" in guess and "rough guess" in guess
-    compare._observe({"mode": "none", "seconds": 10.0, "error": None})
-    compare._observe({"mode": "parallel", "seconds": 50.0, "error": None})
-    compare._observe({"mode": "parallel", "seconds": 999.0, "error": "HTTP 500"})  # not a measurement
-    measured = compare._estimate_text(4, ["none", "parallel"], 2, 3, 128)
+    speeds.observe({"mode": "none", "seconds": 10.0, "error": None})
+    speeds.observe({"mode": "parallel", "seconds": 50.0, "error": None})
+    speeds.observe({"mode": "parallel", "seconds": 999.0, "error": "HTTP 500"})  # not a measurement
+    measured = suite._estimate_text(speeds, 4, ["none", "parallel"], 2, 3, 128)
     assert "about **12 min**" in measured and "measured on this model" in measured  # 12 x 10 s + 12 x 50 s
+
+
+def test_the_measured_seconds_belong_to_one_app_not_to_every_app_in_the_process():
+    from envace_demo.ui.common import AppContext
+    from envace_demo.ui.options import UIOptions
+
+    one, other = (AppContext(Settings(), UIOptions(), holder=None) for _ in range(2))
+    one.speeds.observe({"mode": "none", "seconds": 10.0, "error": None})
+    assert one.speeds.means() == {"none": 10.0} and other.speeds.means() == {}
 
 
 def _scripted_holder(scripted):
@@ -62,11 +72,10 @@ def _scripted_holder(scripted):
     return holder
 
 
-def test_the_suite_shows_the_eval_table_and_charts_with_titles(scripted, monkeypatch):
+def test_the_suite_shows_the_eval_table_and_charts_with_titles(scripted):
     from envace_demo.ui import build_app
     from envace_demo.ui.session import Session
 
-    monkeypatch.setattr(compare, "_seen", {})
     demo = build_app(Settings(), holder=_scripted_holder(scripted))
     (run_suite,) = [f.fn for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "run_suite"]
     session = Session()

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Generator
 
 import gradio as gr
 
 from envace_demo import budget as budget_mod
 from envace_demo.engine import MODES
-from envace_demo.errors import ModelError
+from envace_demo.errors import ModelError, StorageError
 from envace_demo.models.base import Backend, Sampling
 from envace_demo.settings import Settings
 from envace_demo.ui import render
@@ -28,11 +29,33 @@ MANUAL_RUNS = 4
 _DEFAULT = Sampling()
 
 
+class EpisodeSeconds:
+    """Seconds per episode measured on this app's model, by mode (the suite's estimate).
+    One per app (``AppContext``): a measurement of the model every visitor shares, kept
+    with the app that made it rather than in a module's globals."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, list[float]] = {}
+        self._lock = threading.Lock()
+
+    def observe(self, rec: dict) -> None:
+        """An eval record's seconds, unless it failed (an error is not a measurement)."""
+        if not rec.get("error") and rec.get("seconds"):
+            with self._lock:
+                self._seen.setdefault(rec["mode"], []).append(float(rec["seconds"]))
+
+    def means(self) -> dict[str, float]:
+        """Mode -> the mean seconds of its episodes so far."""
+        with self._lock:
+            return {m: sum(v) / len(v) for m, v in self._seen.items() if v}
+
+
 @dataclass
 class AppContext:
     settings: Settings
     options: UIOptions
     holder: ModelHolder
+    speeds: EpisodeSeconds = field(default_factory=EpisodeSeconds)
 
     def model_event(self) -> dict[str, Any]:
         """Keyword arguments for an event that runs the model: one shared queue."""
@@ -177,6 +200,17 @@ def estimate_for(
         think_tokens=reasoning_budget(settings.think_tokens, int(max_new_tokens)),
         executed=environment != NO_ENVIRONMENT,
     )
+
+
+def saved_download(
+    ctx: AppContext, session: Session, name: str, records: dict, status: str
+) -> tuple[str | None, str]:
+    """(download path, status) of ``records`` as a visitor may see them; a disk that cannot
+    take them leaves no file and says so in the status, the panels drawn as they are."""
+    try:
+        return session.save_json(name, ctx.options.redact(records)), status
+    except StorageError as err:
+        return None, render.status_html(ctx.options.redact(str(err)), "error")
 
 
 def off_while_running(

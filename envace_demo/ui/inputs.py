@@ -87,6 +87,11 @@ def example_tasks(env: str) -> list[Task]:
     return list(_env_tasks(env)) if env in ENVIRONMENTS else []
 
 
+def task_choices(env: str) -> list[tuple[str, str]]:
+    """(label, name) of ``env``'s example tasks, for a task picker."""
+    return [(f"{t.name}: {t.prompt}", t.name) for t in example_tasks(env)]
+
+
 def find_example(env: str, name: str) -> Task:
     for task in example_tasks(env):
         if task.name == name:

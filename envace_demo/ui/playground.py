@@ -55,6 +55,7 @@ from envace_demo.ui.inputs import (
     gallery,
     max_user_turns,
     resolve,
+    task_choices,
 )
 from envace_demo.ui.fairness import Job, current_job, streamed_until_gone
 from envace_demo.ui.session import Conversation, Session
@@ -120,10 +121,6 @@ def showcase_panels(env: str) -> tuple[str, list[dict], str, str, str]:
         render.steps_html(view),
         render.outcome_html(show.trajectory),
     )
-
-
-def _task_choices(env: str) -> list[tuple[str, str]]:
-    return [(f"{t.name}: {t.prompt}", t.name) for t in example_tasks(env)]
 
 
 @dataclass
@@ -245,7 +242,7 @@ def _request_panel(ctx: AppContext) -> RequestPanel:
         elem_id="environment",
     )
     task_pick = gr.Dropdown(
-        _task_choices(_FIRST_ENV),
+        task_choices(_FIRST_ENV),
         value=first_task.name,
         label="example request (its success check applies)",
     )
@@ -619,7 +616,7 @@ def load_example(name: str) -> tuple:
     return (
         text,
         name,
-        gr.Dropdown(choices=_task_choices(name), value=task.name),
+        gr.Dropdown(choices=task_choices(name), value=task.name),
         task.prompt,
         schema_status(text),
         *showcase_panels(name),
@@ -627,7 +624,7 @@ def load_example(name: str) -> tuple:
 
 
 def environment_changed(env: str) -> gr.Dropdown:
-    choices = _task_choices(env)
+    choices = task_choices(env)
     return gr.Dropdown(choices=choices, value=choices[0][1] if choices else None, interactive=bool(choices))
 
 
