@@ -21,60 +21,20 @@ Check keys (every key given must hold):
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
 from envace_demo.bfcl import check_calls, match_call
 from envace_demo.checks import CHECK_KEYS, validate_check
+from envace_demo.envs.registry import create, load_tasks
 from envace_demo.errors import EnvaceError, InputError, TaskError
 from envace_demo.policy import DEFAULT_POLICY, InputPolicy, read_user_file
 from envace_demo.record import ToolCall
-from envace_demo.schemas import Tool, load_tools
+from envace_demo.schemas import Tool, check_plain_json, load_tools
+from envace_demo.task import Task, Verdict
 
-__all__ = ["CHECK_KEYS", "Task", "evaluate", "load_task_file", "read_jsonl", "task_from_record"]
+__all__ = ["CHECK_KEYS", "Task", "Verdict", "evaluate", "load_task_file", "read_jsonl", "task_from_record"]
 _MISSING = object()
-
-
-@dataclass
-class Task:
-    name: str
-    prompt: str
-    tools: list[Tool]
-    env: str | None = None
-    check: dict | None = None
-    split: str = "train"
-    source: str = ""
-    # A conversation: the user's later turns, each sent once the one before is answered.
-    follow_ups: list[str] = field(default_factory=list)
-    # Tools that join the conversation at a user turn (index into ``user_turns``; BFCL's
-    # miss_func entries hold some back until the turn that needs them).
-    added_tools: dict[int, list[Tool]] = field(default_factory=dict)
-
-    @property
-    def user_turns(self) -> list[str]:
-        """Every user message of the conversation, in order."""
-        return [self.prompt, *self.follow_ups]
-
-    def tools_at(self, turn: int) -> list[Tool]:
-        """The tools offered at user turn ``turn``: the task's own and those added so far."""
-        added = [t for k in sorted(self.added_tools) if k <= turn for t in self.added_tools[k]]
-        return [*self.tools, *added]
-
-    def to_dict(self) -> dict:
-        out = {
-            "name": self.name,
-            "prompt": self.prompt,
-            "env": self.env,
-            "tools": [t.to_dict() for t in self.tools],
-            "check": self.check,
-            "split": self.split,
-        }
-        if self.follow_ups:
-            out["follow_ups"] = list(self.follow_ups)
-        if self.added_tools:
-            out["added_tools"] = {str(k): [t.to_dict() for t in v] for k, v in self.added_tools.items()}
-        return out
 
 
 def task_from_record(
@@ -111,8 +71,6 @@ def task_from_record(
         env = record.get("env")
         if env is not None:
             if env_tools is None:
-                from envace_demo.envs.registry import create
-
                 tools = create(env).tools()
             else:
                 tools = env_tools[env]
@@ -145,8 +103,6 @@ def task_from_record(
 
 def _check_size(field_name: str, value: Any, where: str, policy: InputPolicy) -> None:
     """A check (or BFCL ground truth) is plain JSON no larger than a tool list may be."""
-    from envace_demo.schemas import check_plain_json
-
     try:
         check_plain_json(value, field_name, policy)
     except EnvaceError as err:
@@ -187,8 +143,6 @@ def load_task_file(path: Path, limit: int | None = None, policy: InputPolicy = D
 
 def env_tasks(env: str) -> list[Task]:
     """The example tasks of a built-in environment."""
-    from envace_demo.envs.registry import create, load_tasks
-
     tools = create(env).tools()
     return [
         task_from_record({**rec, "env": env}, f"examples/{env}/tasks.jsonl[{i}]", {env: tools})
@@ -218,12 +172,6 @@ def _lookup(state: Any, path: str | list) -> Any:
         else:
             return _MISSING
     return node
-
-
-@dataclass
-class Verdict:
-    success: bool
-    reasons: list[str] = field(default_factory=list)  # why it failed, one line per failed part
 
 
 def evaluate(task: Task, calls: list[ToolCall], answer: str | None, state: dict | None) -> Verdict | None:

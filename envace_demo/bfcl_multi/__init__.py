@@ -1,7 +1,7 @@
 """BFCL v4 multi-turn, end to end: the entries as conversation tasks, each against a live
 environment of its backends, scored by BFCL's own checker.
 
-- :func:`load_multi_turn` -- the entries as :class:`~envace_demo.tasks.Task` (one user
+- :func:`load_multi_turn` -- the entries as :class:`~envace_demo.task.Task` (one user
   turn after another; miss_func's held-back functions join at their turn);
 - :class:`~envace_demo.bfcl_multi.environment.BFCLMultiTurnEnvironment` -- the entry's
   backend instances, schema-checked whitelisted dispatch (``open_environment`` opens it for
@@ -23,8 +23,10 @@ import functools
 import re
 from typing import Any, Iterable
 
+from envace_demo.bfcl_multi import data
 from envace_demo.bfcl_multi.data import ADDED_FUNCTIONS_MESSAGE, CATEGORIES, LEFT_OUT_CLASSES
 from envace_demo.errors import TaskError
+from envace_demo.task import EvalTask, Task, Verdict
 
 __all__ = [
     "ADDED_FUNCTIONS_MESSAGE", "CATEGORIES", "ENV_PREFIX", "LEFT_OUT_CLASSES", "SOURCE", "SUITE",
@@ -43,15 +45,12 @@ _ID = re.compile(r"multi_turn_(?:base|miss_func|miss_param|long_context|composit
 # ---- tasks ---------------------------------------------------------------------------------------
 
 
-def task_from_entry(entry_or_id: dict | str):
+def task_from_entry(entry_or_id: dict | str) -> Task:
     """One entry as a conversation task: its first user message as the prompt, the others
     as ``follow_ups`` (an empty miss_func turn as BFCL's own "I have updated some more
     functions..." message), its held-back functions in ``added_tools`` at their turn. No
     ``check``: the verdict comes from BFCL's checker (:func:`judge`). Held out: never a
     training task."""
-    from envace_demo.bfcl_multi import data
-    from envace_demo.tasks import Task
-
     e = data._shared(entry_or_id)
     offered, missed = data.function_docs(e)
     turns = data.user_turns(e)
@@ -68,10 +67,8 @@ def task_from_entry(entry_or_id: dict | str):
     )
 
 
-def load_multi_turn(categories: Iterable[str] = CATEGORIES, limit: int | None = None) -> list:
+def load_multi_turn(categories: Iterable[str] = CATEGORIES, limit: int | None = None) -> list[Task]:
     """The entries of ``categories`` as tasks, at most ``limit`` of each, in BFCL's order."""
-    from envace_demo.bfcl_multi import data
-
     cats = data.check_categories(list(categories))
     if limit is not None and limit < 1:
         raise TaskError(f"limit: expected at least 1, got {limit}")
@@ -80,25 +77,20 @@ def load_multi_turn(categories: Iterable[str] = CATEGORIES, limit: int | None = 
 
 def parse_suite(spec: str) -> tuple[str, ...]:
     """``bfcl-multi-turn`` (every category) or ``bfcl-multi-turn:base,miss_func`` -> categories."""
-    from envace_demo.bfcl_multi import data
-
     name, _, rest = spec.partition(":")
     if name.strip() != SUITE:
         raise TaskError(f"--suite: expected {SUITE} or {SUITE}:<categories> (some of {','.join(CATEGORIES)}); got {spec!r}")
     return data.check_categories(rest.split(",")) if rest.strip() else CATEGORIES
 
 
-def eval_tasks(categories: Iterable[str] = CATEGORIES, limit: int | None = None) -> list:
+def eval_tasks(categories: Iterable[str] = CATEGORIES, limit: int | None = None) -> list[EvalTask]:
     """The eval's tasks (``EvalTask``): id ``bfcl_multi_turn:<entry id>``, category BFCL's
     test category (``multi_turn_base``, ...)."""
-    from envace_demo.bfcl_multi import data
-    from envace_demo.evaluation.batch import EvalTask
-
     return [EvalTask(t, f"{SOURCE}:{t.name}", "multi_turn_" + data.category_of(t.name))
             for t in load_multi_turn(categories, limit)]
 
 
-def suite_tasks(spec: str, limit: int | None = None) -> list:
+def suite_tasks(spec: str, limit: int | None = None) -> list[EvalTask]:
     """``eval --suite``: the tasks (``EvalTask``) of a suite spec."""
     return eval_tasks(parse_suite(spec), limit)
 
@@ -121,8 +113,6 @@ def open_entry(spec: str):
 @functools.cache
 def _user_messages() -> frozenset[str]:
     """Every user message of every BFCL multi-turn entry (all categories), normalized."""
-    from envace_demo.bfcl_multi import data
-
     if not data.available():
         return frozenset()
     out = set()
@@ -158,11 +148,10 @@ def is_bfcl_multi_turn(task: Any) -> bool:
 # ---- verdicts ------------------------------------------------------------------------------------
 
 
-def judge(task: Any, trajectory: Any):
-    """The verdict (``tasks.Verdict``) of an episode on a BFCL multi-turn task, from BFCL's
+def judge(task: Any, trajectory: Any) -> Verdict | None:
+    """The verdict (``task.Verdict``) of an episode on a BFCL multi-turn task, from BFCL's
     ``multi_turn_checker``; None for any other task (the engine then judges it as before)."""
     from envace_demo.bfcl_multi.scoring import entry_id_of, score_trajectory
-    from envace_demo.tasks import Verdict
 
     if entry_id_of(task) is None:
         return None

@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from envace_demo.envs._common import EXAMPLES_DIR
+from envace_demo.bfcl_multi import ENV_PREFIX, open_entry
+from envace_demo.envs._common import EXAMPLES_DIR, tool_specs
 from envace_demo.envs.bank import BankEnvironment
 from envace_demo.envs.base import Environment
 from envace_demo.envs.files import FilesEnvironment
@@ -38,8 +39,6 @@ def create(name: str) -> Environment:
 def builtin_patterns() -> frozenset[str]:
     """Every regular expression the built-in environments' schemas declare: the operator's
     own, trusted where visitors' patterns are refused."""
-    from envace_demo.envs._common import tool_specs
-
     found: set[str] = set()
     stack: list = [tool_specs(name) for name in ENVIRONMENTS]
     while stack:
@@ -56,7 +55,7 @@ def builtin_patterns() -> frozenset[str]:
 
 
 MCP_PREFIX = "mcp:"  # "mcp:<label>": the operator's MCP server of that label
-BFCL_MULTI_TURN_PREFIX = "bfcl-multi-turn:"  # "bfcl-multi-turn:<entry id>" (envace_demo.bfcl_multi)
+BFCL_MULTI_TURN_PREFIX = ENV_PREFIX  # "bfcl-multi-turn:<entry id>" (envace_demo.bfcl_multi)
 
 
 def open_environment(
@@ -69,8 +68,6 @@ def open_environment(
     if not spec:
         return None
     if spec.startswith(BFCL_MULTI_TURN_PREFIX):  # one BFCL v4 multi-turn entry's backends
-        from envace_demo.bfcl_multi import open_entry
-
         return open_entry(spec)
     if spec.startswith(MCP_PREFIX):
         from envace_demo.envs.mcp import MCPEnvironment

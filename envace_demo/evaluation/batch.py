@@ -21,17 +21,11 @@ from envace_demo.errors import ConfigError, EnvaceError, TaskError
 from envace_demo.evaluation.table import category_of, episode_record
 from envace_demo.policy import DEFAULT_POLICY, InputPolicy
 from envace_demo.record import Trajectory
-from envace_demo.tasks import Task, read_jsonl, task_from_record
+from envace_demo.task import EvalTask, Task
+from envace_demo.tasks import read_jsonl, task_from_record
 
 RESULTS = "results.jsonl"
 RUN_META = "run.json"
-
-
-@dataclass
-class EvalTask:
-    task: Task
-    task_id: str  # unique within a run: "<file stem>:<task name>"
-    category: str
 
 
 @dataclass(frozen=True)
