@@ -13,13 +13,13 @@ text such as a megabyte of ``<tool_call>`` costs milliseconds.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Collection
 from typing import Any
 
 from envace_demo.errors import ToolCallError
 from envace_demo.record import Action, ToolCall
+from envace_demo.strict_json import NonFiniteNumber, finite_float, refuse_constant
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
@@ -80,22 +80,6 @@ def split_thinking(text: str, thinking_open: bool = False) -> tuple[str, str]:
 # JSON helpers
 
 
-class _NonFinite(Exception):
-    """NaN or ±Infinity in JSON: json.loads accepts them, json.dumps cannot
-    produce valid JSON from them."""
-
-
-def _reject_constant(token: str) -> Any:
-    raise _NonFinite(token)
-
-
-def _finite_float(token: str) -> float:
-    value = float(token)
-    if not math.isfinite(value):  # e.g. 1e999 parses to inf
-        raise _NonFinite(token)
-    return value
-
-
 class _TooDeep(Exception):
     pass
 
@@ -117,10 +101,10 @@ def _check_depth(value: Any, limit: int = MAX_DEPTH) -> None:
 
 
 def _loads(text: str) -> Any:
-    """json.loads that rejects NaN/Infinity (``_NonFinite``) and deep nesting
+    """json.loads that rejects NaN/Infinity (``NonFiniteNumber``) and deep nesting
     (``_TooDeep``); other failures raise ``ValueError``."""
     try:
-        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+        value = json.loads(text, parse_constant=refuse_constant, parse_float=finite_float)
     except RecursionError as err:
         raise _TooDeep() from err
     _check_depth(value)
@@ -228,10 +212,10 @@ def _decode_block(raw: str, where: str) -> Any:
         raise _fail("JSON_DECODE_ERROR", f"{where}: the block is empty")
     try:
         return _loads(body)
-    except _NonFinite as err:
+    except NonFiniteNumber as err:
         raise _fail(
             "NON_SERIALIZABLE_ARGUMENTS",
-            f"{where}: {err.args[0]} is not a JSON value (NaN and Infinity are not allowed)",
+            f"{where}: {err.token} is not a JSON value (NaN and Infinity are not allowed)",
         ) from None
     except _TooDeep:
         raise _fail("JSON_DECODE_ERROR", f"{where}: JSON nested deeper than {MAX_DEPTH} levels") from None
@@ -262,10 +246,10 @@ def _to_call(obj: Any, where: str, tool_names: Collection[str] | None) -> ToolCa
     if isinstance(args, str):  # arguments encoded as a JSON string, OpenAI style
         try:
             args = _loads(args)
-        except _NonFinite as err:
+        except NonFiniteNumber as err:
             raise _fail(
                 "NON_SERIALIZABLE_ARGUMENTS",
-                f"{where} ({name}): {err.args[0]} is not a JSON value (NaN and Infinity are not allowed)",
+                f"{where} ({name}): {err.token} is not a JSON value (NaN and Infinity are not allowed)",
             ) from None
         except _TooDeep:
             raise _fail(
@@ -391,8 +375,8 @@ def parse_execution_result(text: str, thinking_open: bool = False) -> tuple[Any,
         return None, "empty result"
     try:
         value = _loads(body)
-    except _NonFinite as err:
-        return None, f"not JSON: {err.args[0]} is not a JSON value"
+    except NonFiniteNumber as err:
+        return None, f"not JSON: {err.token} is not a JSON value"
     except _TooDeep:
         return None, f"not JSON: nested deeper than {MAX_DEPTH} levels"
     except ValueError as err:

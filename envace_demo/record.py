@@ -15,6 +15,7 @@ from typing import Any, Iterator
 from pydantic import TypeAdapter, ValidationError
 
 from envace_demo.errors import EnvaceError
+from envace_demo.strict_json import refuse_constant
 
 JSON = Any  # a value that json.dumps accepts
 
@@ -312,10 +313,6 @@ class TrajectoryError(EnvaceError):
 
 MAX_RECORD_BYTES = 64_000_000
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON value")
-
-
 def load_trajectory(source: str | bytes | dict, max_bytes: int = MAX_RECORD_BYTES) -> Trajectory:
     """A ``Trajectory`` from an exported record (JSON text or its parsed dict), version 1
     or 2. Anything wrong raises ``TrajectoryError`` naming where, e.g.
@@ -326,7 +323,7 @@ def load_trajectory(source: str | bytes | dict, max_bytes: int = MAX_RECORD_BYTE
         if len(source) > max_bytes:
             raise TrajectoryError(f"record: {len(source)} bytes, at most {max_bytes}")
         try:
-            data = json.loads(source, parse_constant=_no_constant)
+            data = json.loads(source, parse_constant=refuse_constant)
         except (ValueError, UnicodeDecodeError) as err:
             raise TrajectoryError(f"record: not JSON ({err})") from None
         except RecursionError:

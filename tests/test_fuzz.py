@@ -551,7 +551,7 @@ _NODES = st.recursive(
 def test_the_loaders_metaschema_check_agrees_with_jsonschema(node):
     from jsonschema.exceptions import SchemaError as JsonSchemaError
 
-    from envace_demo.schemas import _check_schema
+    from envace_demo.schemas.metaschema import check_schema
 
     try:
         Draft202012Validator.check_schema(node)
@@ -559,7 +559,7 @@ def test_the_loaders_metaschema_check_agrees_with_jsonschema(node):
     except JsonSchemaError:
         expected = "refused"
     try:
-        _check_schema(node, "s")
+        check_schema(node, "s")
         got = None
     except SchemaError:
         got = "refused"
