@@ -12,8 +12,7 @@ from envace_demo import plan as plan_mod
 from envace_demo.cli import main
 from envace_demo.errors import ConfigError
 from envace_demo.models.hardware import DEFAULT_GPU_MODEL, EMBEDDED, ENVACE_SMALL
-from envace_demo.models.pretrained import SHAPES
-from envace_demo.plan import FLAVORS, Plan, plan
+from envace_demo.plan import FLAVORS, SHAPES, Plan, plan
 
 ENVACE = (DEFAULT_GPU_MODEL, ENVACE_SMALL)
 GPU_FLAVORS = [f for f, hw in FLAVORS.items() if hw.cuda]
