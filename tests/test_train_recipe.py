@@ -171,3 +171,23 @@ def test_rehearser_rows_in_varied_worlds_are_committed_writes_with_their_context
         picked = world_tasks(contrast, world, outcomes)
         assert len(picked) == 6
         assert sum(_outcomes(t) != outcomes[t.task.name] for t in picked) >= 3
+
+
+def test_even_outcomes_caps_each_tool_and_outcome():
+    from types import SimpleNamespace
+
+    from envace_demo.train.recipe import even_outcomes, outcome_of
+
+    def row(name, real):
+        return SimpleNamespace(call=SimpleNamespace(name=name), real=real)
+
+    refusal = {"error": {"code": "ACCOUNT_FROZEN", "message": "frozen"}}
+    rows = [row("withdraw", {"new_balance": i}) for i in range(10)] + [row("withdraw", refusal)] * 2
+    rows += [row("deposit", {"new_balance": 1})] * 3
+    kept = even_outcomes(rows, 3, seed=1)
+    counts = {}
+    for r in kept:
+        counts[(r.call.name, outcome_of(r.real))] = counts.get((r.call.name, outcome_of(r.real)), 0) + 1
+    assert counts == {("withdraw", "success"): 3, ("withdraw", "ACCOUNT_FROZEN"): 2, ("deposit", "success"): 3}
+    assert [rows.index(r) for r in kept] == sorted(rows.index(r) for r in kept)  # their order kept
+    assert even_outcomes(rows, 3, seed=1) == kept  # drawn by the seed

@@ -65,3 +65,34 @@ def test_training_with_the_kept_bottom_lowers_the_loss():
     steps = list(train_sft(model, [batch], epochs=8, lr=1e-2, pad_id=PAD))
     after = float(target_loss(model, batch.prompt_ids, batch.completion_ids, PAD)[0].detach())
     assert len(steps) == 8 and after < before
+
+
+def test_outcome_tokens_weigh_more_and_weights_of_one_change_nothing():
+    from envace_demo.train.sft import token_weights
+    from envace_demo.train.warmstart import decision_span
+
+    refusal = '<think>\n</think>\n\n<execution_result>\n{"error": {"code": "NOT_FOUND", "message": "x"}}\n</execution_result>'
+    success = '<think>\n</think>\n\n<execution_result>\n{"path": "/a", "created": true}\n</execution_result>'
+    start, end = decision_span(refusal)
+    assert refusal[start:end] == '{"error": {"code": "NOT_FOUND"'
+    start, end = decision_span(success)
+    assert success[start:end] == '{"path"'
+    assert decision_span("no result here") is None
+    chars = lambda text: [ord(c) for c in text]  # noqa: E731  one token a character
+    weights = token_weights(success, chars, 5.0)
+    assert len(weights) == len(success) + 1  # and the stop token
+    assert [i for i, w in enumerate(weights) if w == 5.0] == list(range(start, end))
+    model, batch = _model(), _batch()
+    plain, _ = target_loss(model, batch.prompt_ids, batch.completion_ids, PAD)
+    ones = [[1.0] * len(c) for c in batch.completion_ids]
+    same, _ = target_loss(model, batch.prompt_ids, batch.completion_ids, PAD, ones)
+    assert torch.allclose(plain, same)
+    # All the weight on one token: the loss is that token's cross-entropy alone.
+    only = [[0.0] * len(c) for c in batch.completion_ids]
+    only[1][0] = 1.0
+    first, _ = target_loss(model, batch.prompt_ids, batch.completion_ids, PAD, only)
+    alone, _ = target_loss(model, [batch.prompt_ids[1]], [batch.completion_ids[1][:1]], PAD)
+    assert torch.allclose(first, alone, atol=1e-5)
+    bottom = FrozenBottom(model)
+    weighted = SftBatch("rehearser", batch.prompt_ids, batch.completion_ids, only)
+    assert torch.allclose(bottom.target_loss(weighted, PAD)[0], alone, atol=1e-5)

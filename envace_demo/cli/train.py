@@ -83,6 +83,12 @@ def register(sub) -> argparse.ArgumentParser:
     p.add_argument("--world-contrast", action=argparse.BooleanOptionalAction, default=None,
                    help="demo-cpu: half of each varied world's tasks drawn among those whose outcome there "
                    "differs from the seeded world's (default: off)")
+    p.add_argument("--world-rows-per-outcome", type=int,
+                   help="demo-cpu: the varied worlds' rehearser rows drawn evenly, at most N of each tool and "
+                   "outcome (success or an error code) from all their tasks (default: off)")
+    p.add_argument("--outcome-weight", type=float,
+                   help="demo-cpu: weight of a rehearser target's outcome tokens (success or which error) in "
+                   "the loss (default: 1)")
     p.add_argument("--seeded-rows", choices=["all", "context"],
                    help="demo-cpu: the seeded world's rehearser rows: all, or the committed rows of calls with "
                    "context reads alone (default: all)")
@@ -144,7 +150,8 @@ def recipe_from(args: argparse.Namespace):
     if args.roles is not None:
         changes["roles"] = ("actor", "rehearser") if args.roles == "both" else (args.roles,)
     for name in ("rehearser_epochs", "actor_variants", "rehearser_phrasings", "memory_every", "memory_elsewhere",
-                 "from_adapter", "rehearser_worlds", "world_tasks", "seeded_rows", "world_contrast"):
+                 "from_adapter", "rehearser_worlds", "world_tasks", "seeded_rows", "world_contrast",
+                 "world_rows_per_outcome", "outcome_weight"):
         if getattr(args, name, None) is not None:
             changes[name] = getattr(args, name)
     return replace(recipe, **changes)

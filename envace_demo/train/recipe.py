@@ -76,6 +76,13 @@ class DemoRecipe:
     # from the seeded world's (a refusal here, a success there): the rows where the seeded
     # world learnt by heart is wrong and only the context is right.
     world_contrast: bool = False
+    # The varied worlds' rehearser rows drawn evenly over outcomes: at most this many of
+    # each (tool, success or error code), from all the worlds' tasks (None: as drawn by
+    # ``world_tasks``). Successes outnumber most refusals several times over; evenly drawn,
+    # the rows teach that the state shown decides, not which outcome is usual.
+    world_rows_per_outcome: int | None = None
+    # The weight of a rehearser target's outcome tokens in the loss (``sft.token_weights``).
+    outcome_weight: float = 1.0
     # A varied world's actor rows with a memory show the rehearsal of the world before it:
     # a rehearsal that guessed other values, beside the real results the answer must follow.
     memory_elsewhere: bool = True
@@ -243,6 +250,24 @@ def world_tasks(recipe: DemoRecipe, world: int, seeded: dict[str, list[str]] | N
     return out
 
 
+def outcome_of(result) -> str:
+    """"success", or a refusal's error code."""
+    err = result.get("error") if isinstance(result, dict) else None
+    return err["code"] if isinstance(err, dict) and "code" in err else "success"
+
+
+def even_outcomes(rows: list, cap: int, seed: int = 0) -> list:
+    """At most ``cap`` rows of each (tool, outcome), drawn by ``seed``, in their order."""
+    import random
+
+    by: dict[tuple[str, str], list[int]] = {}
+    for i, row in enumerate(rows):
+        by.setdefault((row.call.name, outcome_of(row.real)), []).append(i)
+    rng = random.Random(f"even-outcomes:{seed}")
+    kept = sorted(i for idx in by.values() for i in (rng.sample(idx, cap) if len(idx) > cap else idx))
+    return [rows[i] for i in kept]
+
+
 def recipe_rows(backend, recipe: DemoRecipe, scripted: list[ScriptedTask]):
     """The warm start's rows: both roles on ``scripted`` (the seeded world), the
     rehearser's again in other wordings and in varied worlds (``rehearser_worlds``: its
@@ -257,9 +282,12 @@ def recipe_rows(backend, recipe: DemoRecipe, scripted: list[ScriptedTask]):
         rows += warm_rows(backend, recipe_tasks(recipe, phrasing=phrasing), thoughts=recipe.thoughts,
                           roles=("rehearser",), rehearse=recipe.seeded_rows)
     seeded = {t.task.name: _outcomes(t) for t in scripted}
+    varied = []
     for world in rehearser_worlds(recipe.rehearser_worlds if "rehearser" in recipe.roles else 0):
-        rows += warm_rows(backend, world_tasks(recipe, world, seeded), memory_every=0, thoughts=recipe.thoughts,
-                          roles=("rehearser",), rehearse="context")
+        mine = world_tasks(replace(recipe, world_tasks=None) if recipe.world_rows_per_outcome else recipe, world, seeded)
+        varied += warm_rows(backend, mine, memory_every=0, thoughts=recipe.thoughts, roles=("rehearser",),
+                            rehearse="context")
+    rows += even_outcomes(varied, recipe.world_rows_per_outcome, recipe.seed) if recipe.world_rows_per_outcome else varied
     before = scripted
     for world in training_worlds(range(1, recipe.actor_variants + 1) if "actor" in recipe.roles else ()):
         mine = recipe_tasks(recipe, world)
@@ -284,7 +312,7 @@ def run_recipe(backend, recipe: DemoRecipe, out_dir: Path, say, stop=None) -> di
     tokenizer = backend.tokenizer
     stop_id = tokenizer.get_added_vocab().get("<|im_end|>", backend.stop_ids[0])
     tokenize = lambda text: tokenizer(text, add_special_tokens=False).input_ids  # noqa: E731
-    sft_batches = batches(rows, tokenize, stop_id, recipe.sft_micro_batch, recipe.seed)
+    sft_batches = batches(rows, tokenize, stop_id, recipe.sft_micro_batch, recipe.seed, recipe.outcome_weight)
     roles = {r: sum(row.role == r for row in rows) for r in ("actor", "rehearser")}
     say(f"tasks: {len(scripted)} generated over {', '.join(recipe.envs)} (held-out example tasks apart); "
         f"warm-start rows: {roles['actor']} actor, {roles['rehearser']} rehearser, {len(sft_batches)} batches")

@@ -35,6 +35,8 @@ class SftBatch:
     role: str
     prompt_ids: list[list[int]]
     completion_ids: list[list[int]]
+    # Per target token, its weight in the loss (None: all 1): see ``batches``.
+    weights: list[list[float]] | None = None
 
 
 @dataclass
@@ -71,12 +73,31 @@ def attach_lora(model, rank: int, layers: int | None = None, targets: list[str] 
     return get_peft_model(model, lora).eval()
 
 
+def token_weights(completion: str, tokenize: Callable[[str], list[int]], weight: float) -> list[float]:
+    """Weights of ``completion``'s tokens (and the stop token after them): ``weight`` on
+    the tokens of a rehearser target's outcome (``warmstart.decision_span``), 1 elsewhere.
+    Success or which refusal is one or two tokens among some sixty, and the one a
+    rehearsal is judged on first; weighted, it is not drowned by the values that follow."""
+    from envace_demo.train.warmstart import decision_span
+
+    count = len(tokenize(completion)) + 1
+    out = [1.0] * count
+    span = decision_span(completion)
+    if span is not None and weight != 1.0:
+        first, last = len(tokenize(completion[: span[0]])), len(tokenize(completion[: span[1]]))
+        for i in range(first, min(last, count)):
+            out[i] = weight
+    return out
+
+
 def batches(
-    rows: list[SftRow], tokenize: Callable[[str], list[int]], stop_id: int, micro_batch: int, seed: int
+    rows: list[SftRow], tokenize: Callable[[str], list[int]], stop_id: int, micro_batch: int, seed: int,
+    outcome_weight: float = 1.0,
 ) -> list[SftBatch]:
     """Micro-batches of one role and one system turn each (the actor's tools, with or
     without a rehearsal memory; the rehearser's instruction), rows of similar prompts
-    together, in shuffled order."""
+    together, in shuffled order. ``outcome_weight``: the weight of a rehearser target's
+    outcome tokens in the loss (``token_weights``)."""
     groups: dict[tuple[str, str], list[SftRow]] = {}
     for row in rows:
         system = row.prompt.split(USER_TURN, 1)[0]
@@ -91,6 +112,8 @@ def batches(
                     key[0],
                     [tokenize(r.prompt) for r in chunk],
                     [tokenize(r.completion) + [stop_id] for r in chunk],
+                    [token_weights(r.completion, tokenize, outcome_weight) for r in chunk]
+                    if key[0] == "rehearser" and outcome_weight != 1.0 else None,
                 )
             )
     random.Random(seed).shuffle(out)
@@ -168,14 +191,15 @@ def train_sft(
             yield SftStep(step, total, epoch, batch.role, float(loss.detach()), int(tokens), time.monotonic() - t0)
 
 
-def target_loss(model, prompts: list[list[int]], completions: list[list[int]], pad_id: int):
-    """(mean cross-entropy of ``completions`` given ``prompts``, number of target tokens);
-    the rows' common prompt prefix runs once, without gradient."""
+def target_loss(model, prompts: list[list[int]], completions: list[list[int]], pad_id: int, weights=None):
+    """(mean cross-entropy of ``completions`` given ``prompts``, weighted by ``weights``
+    per target token where given; number of target tokens); the rows' common prompt
+    prefix runs once, without gradient."""
     import torch
     from transformers import DynamicCache
 
     lm = _causal_lm(model)
-    layout = _Layout.of(prompts, completions, pad_id, next(model.parameters()).device)
+    layout = _Layout.of(prompts, completions, pad_id, next(model.parameters()).device, weights)
     rows, shared = len(prompts), layout.shared
     cache = None
     if shared > 0:
@@ -204,9 +228,10 @@ class _Layout:
     targets: Any
     batch_index: Any
     shared: int
+    weights: Any = None  # (N,) per target token, or None: the plain mean
 
     @classmethod
-    def of(cls, prompts: list[list[int]], completions: list[list[int]], pad_id: int, device) -> _Layout:
+    def of(cls, prompts: list[list[int]], completions: list[list[int]], pad_id: int, device, weights=None) -> _Layout:
         import torch
 
         from envace_demo.train.logprobs import common_prefix
@@ -227,15 +252,23 @@ class _Layout:
             targets += completion
             batch_index += [b] * len(completion)
         prefix_ids = torch.tensor([prompts[0][:shared]], device=device) if shared > 0 else None
+        flat = None
+        if weights is not None:
+            flat = torch.tensor([w for row in weights for w in row], device=device)
+            if flat.numel() != len(targets):
+                raise ValueError(f"{flat.numel()} token weights for {len(targets)} target tokens")
         return cls(prefix_ids, input_ids, attention, torch.tensor(positions), torch.tensor(targets, device=device),
-                   torch.tensor(batch_index), shared)
+                   torch.tensor(batch_index), shared, flat)
 
     def loss(self, lm, hidden):
         import torch
 
         picked = hidden[self.batch_index, self.positions]  # (N, H): only the target positions
         logits = lm.lm_head(picked).float()
-        return torch.nn.functional.cross_entropy(logits, self.targets), len(self.targets)
+        if self.weights is None:
+            return torch.nn.functional.cross_entropy(logits, self.targets), len(self.targets)
+        each = torch.nn.functional.cross_entropy(logits, self.targets, reduction="none")
+        return (each * self.weights).sum() / self.weights.sum(), len(self.targets)
 
 
 class _Reached(Exception):
@@ -277,8 +310,9 @@ class FrozenBottom:
     def target_loss(self, batch, pad_id: int):
         """The loss of ``batch`` (an ``SftBatch``), as :func:`target_loss` computes it."""
         if self.start is None:
-            return target_loss(self.model, batch.prompt_ids, batch.completion_ids, pad_id)
-        layout = _Layout.of(batch.prompt_ids, batch.completion_ids, pad_id, next(self.model.parameters()).device)
+            return target_loss(self.model, batch.prompt_ids, batch.completion_ids, pad_id, batch.weights)
+        layout = _Layout.of(batch.prompt_ids, batch.completion_ids, pad_id, next(self.model.parameters()).device,
+                            batch.weights)
         kept = self.kept.get(id(batch))
         if kept is None:
             kept = self._bottom(layout)

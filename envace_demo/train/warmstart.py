@@ -77,6 +77,27 @@ def rehearser_target(call: ToolCall, result: Any, thoughts: bool = True) -> str:
     return f"{think(thought)}<execution_result>\n{body}\n</execution_result>"
 
 
+RESULT_OPEN = "<execution_result>\n"
+
+
+def decision_span(completion: str) -> tuple[int, int] | None:
+    """Where a rehearser target decides its outcome: from the response's start through
+    the error code (``{"error": {"code": "X"``) or through the first key of a success.
+    These few characters say success or which refusal; the values after them follow
+    from that choice and the context. ``None`` for a completion with no result."""
+    start = completion.find(RESULT_OPEN)
+    if start < 0:
+        return None
+    start += len(RESULT_OPEN)
+    body = completion[start:]
+    if body.startswith('{"error"'):
+        code = body.find('"code": "')
+        end = body.find('"', code + len('"code": "')) + 1 if code >= 0 else -1
+    else:
+        end = body.find('"', body.find('"') + 1) + 1 if body.startswith('{"') else -1
+    return (start, start + end) if end > 0 else None
+
+
 def _memory_text(summary: dict) -> str | None:
     """The rehearsal memory as the engine shows it to the committed actor by default
     (``EpisodeConfig.memory``: the predicted outcomes alone, or the values too)."""
