@@ -133,6 +133,15 @@ def sampling_controls(ctx: AppContext, open: bool = False) -> SamplingControls:
     return SamplingControls(temperature, top_p, top_k, max_new_tokens, seed, max_steps, constrained)
 
 
+def json_editor(label: str, elem_id: str, lines: int, max_lines: int | None = None, value: str | None = None) -> gr.Code:
+    """An editable JSON box: the tool schemas (the Playground's, the Fine-tune tab's) and the
+    manual environment's typed response."""
+    return gr.Code(
+        value=value, language="json", interactive=True, lines=lines, max_lines=max_lines or lines,
+        label=label, elem_id=elem_id,
+    )
+
+
 def mode_radio(value: str = "parallel", modes: tuple[str, ...] = MODES) -> gr.Radio:
     return gr.Radio(
         list(modes),

@@ -25,6 +25,7 @@ from envace_demo.record import Trajectory, call_steps
 from envace_demo.schemas import load_tools
 from envace_demo.settings import Settings, default_of
 from envace_demo.tasks import Task, env_tasks
+from envace_demo.ui import bfcl_entries
 from envace_demo.ui.options import UIOptions
 
 NO_ENVIRONMENT = "none"  # the picker's "none: imagine only": calls are never executed
@@ -50,7 +51,7 @@ def max_user_turns(options: UIOptions) -> int | None:
 
 def environment_choices(options: UIOptions | None = None) -> list[tuple[str, str]]:
     """(label, value) pairs for the environment picker: the built-ins, the MCP servers
-    configured at launch, and none."""
+    configured at launch, the BFCL multi-turn entries offered (fewer in public mode), and none."""
     mcp = [
         (f"mcp: {label} (configured at launch; its tools come from the server)", MCP_PREFIX + label)
         for label, _ in (options.mcp_servers if options else ())
@@ -58,7 +59,9 @@ def environment_choices(options: UIOptions | None = None) -> list[tuple[str, str
     manual = [(f"{MANUAL}: you type the real response of each call", MANUAL)]
     if options is not None and not options.allow_manual:
         manual = []
-    return [(f"{name}: {cls.description}", name) for name, cls in ENVIRONMENTS.items()] + mcp + manual + [
+    public = options is not None and options.public
+    entries = bfcl_entries.choices(public, max_user_turns(options) if options is not None else None)
+    return [(f"{name}: {cls.description}", name) for name, cls in ENVIRONMENTS.items()] + mcp + manual + entries + [
         ("none: imagine only (nothing real behind the schema)", NO_ENVIRONMENT)
     ]
 
@@ -70,6 +73,9 @@ def gallery() -> dict[str, str]:
 
 @lru_cache(maxsize=None)
 def example_tools(env: str) -> str:
+    """The tools.json text of a built-in environment, or a BFCL entry's function docs."""
+    if bfcl_entries.is_entry(env):
+        return bfcl_entries.tools_text(env)
     path = tasks_path(env).parent / "tools.json"  # examples/<env>/tools.json
     try:
         return path.read_text(encoding="utf-8")
@@ -83,7 +89,10 @@ def _env_tasks(env: str) -> tuple[Task, ...]:
 
 
 def example_tasks(env: str) -> list[Task]:
-    """The example tasks of a built-in environment; none for 'none' or an MCP server."""
+    """The example tasks of a built-in environment, the whole conversation of a BFCL entry;
+    none for 'none' or an MCP server."""
+    if bfcl_entries.is_entry(env):
+        return [bfcl_entries.entry_task(env)]
     return list(_env_tasks(env)) if env in ENVIRONMENTS else []
 
 
@@ -226,8 +235,12 @@ def build_task(req: RunRequest) -> Task:
     When the message is one of the chosen environment's example tasks, over that
     environment's own tools, the task keeps its success check (which judges that one
     message: a conversation that goes on past it has none). Its follow-ups are the
-    request's.
+    request's. A BFCL multi-turn entry's task is the entry's, as far as the request's user
+    messages go (each must be the entry's own turn).
     """
+    if bfcl_entries.is_entry(req.environment):
+        tools = load_tools(req.tools, req.policy)
+        return bfcl_entries.task_for(req.environment, [req.message, *req.follow_ups], tools)
     task = _task(req)
     if req.follow_ups:
         return replace(task, follow_ups=list(req.follow_ups), check=None)
@@ -353,15 +366,19 @@ def _wrote(traj: Trajectory) -> bool:
 
 def can_follow_up(traj: Trajectory | None, options: UIOptions) -> str | None:
     """Why the conversation of ``traj`` cannot take a follow-up (None: it can): it ran on a
-    built-in environment, committed, answered every message, and is under the turn cap."""
+    built-in environment or a BFCL entry that has turns left, committed, answered every
+    message, and is under the turn cap."""
     if traj is None:
         return "press Run first"
-    if traj.environment not in ENVIRONMENTS:
-        return "a follow-up goes on in a built-in environment (bank, files, library) only"
+    entry = bfcl_entries.is_entry(traj.environment)
+    if traj.environment not in ENVIRONMENTS and not entry:
+        return "a follow-up goes on in a built-in environment (bank, files, library) or a BFCL entry only"
     try:
         _check_continues(traj, "next")
     except EnvaceError as err:
         return str(err).removeprefix("follow-up: ")
+    if entry and bfcl_entries.next_turn(traj) is None:
+        return "the entry's user turns are all answered and BFCL's checker has judged it: press Run for a new conversation"
     cap = max_user_turns(options)
     if cap is not None and 1 + len(traj.follow_ups) >= cap:
         return (

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator, get_args
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, get_args
 
 import gradio as gr
 
@@ -151,56 +152,90 @@ def this_plan_markdown(ctx: AppContext) -> str:
     )
 
 
-def build_model_tab(ctx: AppContext, banner: gr.HTML, timer: gr.Timer) -> gr.JSON:
+@dataclass
+class ModelTab:
+    """The tab's components: the loaded model, loading another, the adapter, the plans."""
+
+    info: gr.JSON
+    model: gr.Dropdown
+    quant: gr.Dropdown
+    load: gr.Button
+    load_status: gr.HTML
+    adapter: gr.Radio
+    apply: gr.Button
+    adapter_status: gr.HTML
+    here: gr.Markdown
+    flavor: gr.Dropdown
+    planned_model: gr.Dropdown
+    other: gr.Markdown
+
+
+def _load_controls(ctx: AppContext) -> tuple[gr.Dropdown, gr.Dropdown, gr.Button, gr.HTML]:
+    """(model, quantization, Load, its status)."""
+    gr.Markdown("### Load or switch")
+    allowed = ctx.options.allow_model_switch
+    model = gr.Dropdown(
+        model_choices(ctx.settings.model, ctx.settings.small_model),
+        value=ctx.settings.model or EMBEDDED,
+        allow_custom_value=True,
+        label="model (pick one, or type a hub id or local path)",
+        interactive=allowed,
+    )
+    quant = gr.Dropdown(
+        QUANTIZATIONS,
+        value=ctx.settings.quantization or "none",
+        label="quantization (bitsandbytes, GPU)",
+        interactive=allowed,
+    )
+    load = gr.Button("Load model", variant="primary", interactive=allowed)
+    if not allowed:
+        gr.Markdown("*Switching models is off in public mode: the model is shared by every visitor.*")
+    return model, quant, load, gr.HTML()
+
+
+def _adapter_controls(ctx: AppContext) -> tuple[gr.Radio, gr.Button, gr.HTML]:
+    """(adapter choice, Apply, its status)."""
+    gr.Markdown("### Adapter")
+    allowed = ctx.options.allow_model_switch
+    adapter = gr.Radio(
+        ADAPTER_CHOICES,
+        value="demo-cpu" if serves_shipped(ctx) else "none",
+        label="LoRA adapter on the loaded model",
+        info="demo-cpu: trained by `python -m envace_demo train --recipe demo-cpu` for the embedded "
+        "model; Compare can set it against the base weights",
+        interactive=allowed,
+        elem_id="model-adapter",
+    )
+    return adapter, gr.Button("Apply", interactive=allowed), gr.HTML()
+
+
+def _plan_panels(ctx: AppContext) -> tuple[gr.Markdown, gr.Dropdown, gr.Dropdown, gr.Markdown]:
+    """(this hardware's plan, a Space flavor, a model, that pair's plan)."""
+    gr.Markdown("### Plan for this hardware")
+    here = gr.Markdown(this_plan_markdown(ctx), elem_id="model-plan")
+    gr.Markdown("### Plan for a Space's hardware")
+    with gr.Row():
+        flavor = gr.Dropdown(list(FLAVOR_NAMES), value="l4x1", label="hardware flavor")
+        planned_model = gr.Dropdown(list(PLAN_MODELS), value=DEFAULT_GPU_MODEL, label="model")
+    other = gr.Markdown(plan_markdown("l4x1", DEFAULT_GPU_MODEL), elem_id="model-plan-other")
+    return here, flavor, planned_model, other
+
+
+def _layout(ctx: AppContext) -> ModelTab:
     with gr.Row(equal_height=False):
         with gr.Column(scale=2):
             gr.Markdown("### Loaded model")
             info = gr.JSON(model_info(ctx), label="model", elem_id="model-info")
-            gr.Markdown("### Load or switch")
-            allowed = ctx.options.allow_model_switch
-            model = gr.Dropdown(
-                model_choices(ctx.settings.model, ctx.settings.small_model),
-                value=ctx.settings.model or EMBEDDED,
-                allow_custom_value=True,
-                label="model (pick one, or type a hub id or local path)",
-                interactive=allowed,
-            )
-            quant = gr.Dropdown(
-                QUANTIZATIONS,
-                value=ctx.settings.quantization or "none",
-                label="quantization (bitsandbytes, GPU)",
-                interactive=allowed,
-            )
-            load = gr.Button("Load model", variant="primary", interactive=allowed)
-            if not allowed:
-                gr.Markdown("*Switching models is off in public mode: the model is shared by every visitor.*")
-            load_status = gr.HTML()
-            gr.Markdown("### Adapter")
-            adapter = gr.Radio(
-                ADAPTER_CHOICES,
-                value="demo-cpu" if serves_shipped(ctx) else "none",
-                label="LoRA adapter on the loaded model",
-                info="demo-cpu: trained by `python -m envace_demo train --recipe demo-cpu` for the embedded "
-                "model; Compare can set it against the base weights",
-                interactive=allowed,
-                elem_id="model-adapter",
-            )
-            apply = gr.Button("Apply", interactive=allowed)
-            adapter_status = gr.HTML()
-            gr.Markdown("### Plan for this hardware")
-            here = gr.Markdown(this_plan_markdown(ctx), elem_id="model-plan")
-            gr.Markdown("### Plan for a Space's hardware")
-            with gr.Row():
-                flavor = gr.Dropdown(list(FLAVOR_NAMES), value="l4x1", label="hardware flavor")
-                planned_model = gr.Dropdown(list(PLAN_MODELS), value=DEFAULT_GPU_MODEL, label="model")
-            other = gr.Markdown(plan_markdown("l4x1", DEFAULT_GPU_MODEL), elem_id="model-plan-other")
+            loading = _load_controls(ctx)
+            adapter = _adapter_controls(ctx)
+            plans = _plan_panels(ctx)
         with gr.Column(scale=3):
             gr.Markdown(METHOD_MD)
+    return ModelTab(info, *loading, *adapter, *plans)
 
-    private: dict[str, Any] = {"queue": False, "show_progress": "hidden", "api_visibility": "private"}
-    for control in (flavor, planned_model):
-        control.change(plan_markdown, [flavor, planned_model], [other], **private)
-    timer.tick(lambda: this_plan_markdown(ctx), None, [here], **private)
+
+def _loader(ctx: AppContext, tab: ModelTab, banner: gr.HTML, timer: gr.Timer) -> Callable[[str, str], Iterator[Any]]:
+    """Load's handler: the model loads in the background, its progress in the banner."""
 
     def load_model(name: str, quantization: str) -> Iterator[Any]:
         if not ctx.options.allow_model_switch:
@@ -211,30 +246,43 @@ def build_model_tab(ctx: AppContext, banner: gr.HTML, timer: gr.Timer) -> gr.JSO
             )
             ctx.holder.start(settings)
         except EnvaceError as err:
-            yield {load_status: render.status_html(ctx.options.redact(str(err)), "error")}
+            yield {tab.load_status: render.status_html(ctx.options.redact(str(err)), "error")}
             return
         started = time.monotonic()
         while ctx.holder.status().state == "loading":
             text = render.status_html(
                 f"loading {name or 'the default model'}… {time.monotonic() - started:.0f} s", "busy"
             )
-            yield {load_status: text, banner: text, timer: gr.Timer(active=True)}
+            yield {tab.load_status: text, banner: text, timer: gr.Timer(active=True)}
             time.sleep(0.5)
         st = ctx.holder.status()
         redact = ctx.options.redact
         html = render.model_status_html(st.state, st.model, st.seconds, redact(st.error), redact(st.info))
-        yield {load_status: html, banner: html, info: model_info(ctx)}
+        yield {tab.load_status: html, banner: html, tab.info: model_info(ctx)}
+
+    return load_model
+
+
+def _wire(ctx: AppContext, tab: ModelTab, banner: gr.HTML, timer: gr.Timer) -> None:
+    private: dict[str, Any] = {"queue": False, "show_progress": "hidden", "api_visibility": "private"}
+    for control in (tab.flavor, tab.planned_model):
+        control.change(plan_markdown, [tab.flavor, tab.planned_model], [tab.other], **private)
+    timer.tick(lambda: this_plan_markdown(ctx), None, [tab.here], **private)
 
     def on_apply(choice: str) -> tuple[str, dict]:
         return switch_adapter(ctx, choice), model_info(ctx)
 
-    apply.click(on_apply, [adapter], [adapter_status, info], **ctx.model_event(), api_visibility="private")
-
-    load.click(
-        load_model,
-        [model, quant],
-        [load_status, banner, timer, info],
-        **ctx.model_event(),
+    apply_outputs = [tab.adapter_status, tab.info]
+    tab.apply.click(on_apply, [tab.adapter], apply_outputs, **ctx.model_event(), api_visibility="private")
+    load_outputs = [tab.load_status, banner, timer, tab.info]
+    tab.load.click(
+        _loader(ctx, tab, banner, timer), [tab.model, tab.quant], load_outputs, **ctx.model_event(),
         api_visibility="private",
     )
-    return info
+
+
+def build_model_tab(ctx: AppContext, banner: gr.HTML, timer: gr.Timer) -> gr.JSON:
+    """The tab; returns its model-info box (the header's refresh redraws it)."""
+    tab = _layout(ctx)
+    _wire(ctx, tab, banner, timer)
+    return tab.info

@@ -38,6 +38,7 @@ from envace_demo.record import Trajectory
 from envace_demo.tasks import Task
 from envace_demo.models.adapters import without_adapter
 from envace_demo.models.hardware import GPU_MARGIN_SECONDS
+from envace_demo.ui import bfcl_entries
 from envace_demo.ui import gpu as gpu_mod
 from envace_demo.ui.gpu import gpu
 from envace_demo.ui.holder import ModelHolder
@@ -71,10 +72,13 @@ def _open_environment(task: Task, token: str | None = None):
 
 
 def kept_environment(task: Task) -> Environment | None:
-    """A fresh environment a conversation keeps between its episodes: a built-in one (in
-    memory: it pickles to a GPU worker and back); None for the rest (an MCP connection, the
-    manual environment, none), which the runner opens per episode."""
-    return create(task.env) if task.env in ENVIRONMENTS else None
+    """A fresh environment a conversation keeps between its episodes: a built-in one or a
+    BFCL entry's backends in their initial state (in memory: they pickle to a GPU worker and
+    back); None for the rest (an MCP connection, the manual environment, none), which the
+    runner opens per episode."""
+    if task.env in ENVIRONMENTS:
+        return create(task.env)
+    return open_environment(task.env) if bfcl_entries.is_entry(task.env) else None
 
 
 @dataclass

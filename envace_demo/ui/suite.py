@@ -17,11 +17,11 @@ import gradio as gr
 from envace_demo.engine import EpisodeConfig
 from envace_demo.errors import ConfigError, EnvaceError
 from envace_demo.evaluation import Job, plan, run_jobs, summarize
-from envace_demo.evaluation.batch import estimate_seconds
+from envace_demo.evaluation.batch import EvalTask, estimate_seconds
 from envace_demo.evaluation.report import figures
 from envace_demo.evaluation.table import TABLE_COLUMNS, changes_line, table_rows
 from envace_demo.record import Trajectory
-from envace_demo.ui import render, runner
+from envace_demo.ui import bfcl_entries, render, runner
 from envace_demo.ui.common import (
     NO_SESSION,
     AppContext,
@@ -40,11 +40,27 @@ from envace_demo.ui.inputs import (
     build_config,
     check_prompts,
     example_tasks,
+    max_user_turns,
     suite_tasks,
 )
 from envace_demo.ui.session import Session
 
+BFCL_SOURCE = "bfcl"
 EPISODE_COLUMNS = ["task", "category", "mode", "seed", "success", "valid calls", "fidelity", "tokens", "seconds", "ended"]
+
+
+def _entries(ctx: AppContext) -> list[str]:
+    """The BFCL multi-turn entries this app offers (fewer in public mode, each within the
+    conversation cap)."""
+    return bfcl_entries.offered(ctx.options.public, max_user_turns(ctx.options))
+
+
+def _suite_tasks(ctx: AppContext, source: str, env: str, upload: str | None, limit: int) -> list[EvalTask]:
+    """The suite's tasks: ``inputs.suite_tasks``' sources, or the BFCL entries offered (each
+    a whole conversation against its backends, judged by BFCL's checker)."""
+    if source == BFCL_SOURCE:
+        return bfcl_entries.eval_tasks(_entries(ctx), limit)
+    return suite_tasks(source, env, upload, limit, ctx.options.input_policy)
 
 
 def _max_seeds(ctx: AppContext) -> int:
@@ -150,10 +166,13 @@ class SuiteView:
         ]
 
 
-def _suite_sources(envs: list[str]) -> tuple[gr.Radio, gr.Dropdown, gr.File]:
+def _suite_sources(ctx: AppContext, envs: list[str]) -> tuple[gr.Radio, gr.Dropdown, gr.File]:
+    sources = [("an example environment's tasks", "env"), ("an uploaded JSONL", "upload")]
+    if _entries(ctx):
+        sources.append(("BFCL v4 multi-turn entries (scored by BFCL's checker)", BFCL_SOURCE))
     with gr.Row():
         source = gr.Radio(
-            [("an example environment's tasks", "env"), ("an uploaded JSONL", "upload")],
+            sources,
             value="env",
             label="tasks",
         )
@@ -211,7 +230,7 @@ def _suite_layout(ctx: AppContext, envs: list[str]) -> SuiteView:
         "(call validity, task success or BFCL match, fidelity, tokens, seconds; Δ is the paired difference to "
         "`none` on the same task and seed, with its 95% bootstrap interval)."
     )
-    source, env, upload = _suite_sources(envs)
+    source, env, upload = _suite_sources(ctx, envs)
     modes, n, seeds, limit = _suite_sizes(ctx)
     sampling = sampling_controls(ctx)
     estimate = gr.Markdown(
@@ -240,8 +259,7 @@ class SuiteRun:
     ) -> str:
         options = self.ctx.options
         try:
-            tasks = suite_tasks(source_name, env_name, upload_path, int(limit_value), options.input_policy)
-            count = len(tasks)
+            count = len(_suite_tasks(self.ctx, source_name, env_name, upload_path, int(limit_value)))
         except EnvaceError as err:
             return f"Estimate: {options.redact(str(err))}"
         return _estimate_text(
@@ -307,7 +325,7 @@ class SuiteRun:
         n_seeds = int(seeds_value)
         if not 1 <= n_seeds <= max_seeds:
             raise ConfigError(f"seeds per task: expected 1 to {max_seeds}, got {seeds_value}")
-        etasks = suite_tasks(source_name, env_name, upload_path, int(limit_value), options.input_policy)
+        etasks = _suite_tasks(self.ctx, source_name, env_name, upload_path, int(limit_value))
         if len(etasks) > options.max_suite_tasks:
             raise ConfigError(f"suite: at most {options.max_suite_tasks} tasks")
         options.input_policy.check_work(len(etasks), n_seeds, len(modes))

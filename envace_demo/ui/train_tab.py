@@ -29,7 +29,7 @@ from envace_demo.train.data import DATA_DIR, split_tasks, task_set
 from envace_demo.train.events import EvalResult, Progress
 from envace_demo.train.job import TrainingJob, TrainingSlot
 from envace_demo.ui import render
-from envace_demo.ui.common import AppContext
+from envace_demo.ui.common import AppContext, json_editor
 from envace_demo.ui.inputs import example_tools, gallery
 from envace_demo.ui.train_charts import training_curves
 
@@ -239,15 +239,7 @@ class TrainTab:
 
 def _own_source() -> tuple[gr.Accordion, gr.Code, gr.File]:
     with gr.Accordion("Your own tools and tasks", open=False) as own_box:
-        own_tools = gr.Code(
-            value=example_tools(next(iter(gallery()))),
-            language="json",
-            interactive=True,
-            lines=10,
-            max_lines=10,
-            label="tools",
-            elem_id="train-tools",
-        )
+        own_tools = json_editor("tools", "train-tools", lines=10, value=example_tools(next(iter(gallery()))))
         own_tasks = gr.File(
             label='JSONL of tasks (a "check" each; "split": "heldout" for evaluation)',
             file_types=[".jsonl"],
