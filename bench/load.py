@@ -35,36 +35,21 @@ import argparse
 import json
 import os
 import re
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench.app_process import CHEAP_ENV, LOOPBACK, ROOT, TOKENS, AppProcess
+
 MAX_SESSIONS = 64
 MAX_SECONDS = 3600
-LOOPBACK = "127.0.0.1"
-TOKENS = 96
-APP_ENV = {
-    "ENVACE_MODEL": "embedded",
-    "ENVACE_DEVICE": "cpu",
-    "ENVACE_MAX_NEW_TOKENS": str(TOKENS),
-    "ENVACE_MAX_STEPS": "1",
-    "ENVACE_THREADS": "1",
-    "OMP_NUM_THREADS": "1",  # two OpenMP threads fighting other work slow each step many times
-    "ENVACE_CONCURRENCY": "1",
-    "ENVACE_CACHE_DIR": str(ROOT / ".cache"),
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "GRADIO_ANALYTICS_ENABLED": "False",
-}
+APP_ENV = {**CHEAP_ENV, "ENVACE_THREADS": "1", "ENVACE_CONCURRENCY": "1"}
+# This machine's app, this configuration: nothing remote.
+REMOTE_VARS = ("SPACE_ID", "ENVACE_PUBLIC", "ENVACE_BACKEND", "ENVACE_BASE_URL", "ENVACE_MCP")
 CANARY = "sk-load-canary-7f3a9c21e4b8"  # the app's API key: seen in any answer, it is a leak
 REQUEST = {"mode": "none", "n": 1, "max_new_tokens": TOKENS, "max_steps": 1}
 ACCOUNTS = ("ACC-1001", "ACC-1002", "ACC-1003", "ACC-1005")
@@ -132,69 +117,10 @@ class Outcome:
     leaks: list[str] = field(default_factory=list)
 
 
-class App:
-    """``python app.py`` on a free loopback port, with the cheap configuration."""
-
-    def __init__(self, queue_size: int, log_dir: Path):
-        with socket.socket() as s:
-            s.bind((LOOPBACK, 0))
-            self.port = s.getsockname()[1]
-        self.url = f"http://{LOOPBACK}:{self.port}/"
-        self.log_path = log_dir / "app.log"
-        env = {
-            **os.environ,
-            **APP_ENV,
-            "ENVACE_QUEUE_SIZE": str(queue_size),
-            "ENVACE_API_KEY": CANARY,
-            "GRADIO_SERVER_NAME": LOOPBACK,
-            "GRADIO_SERVER_PORT": str(self.port),
-        }
-        for var in ("SPACE_ID", "ENVACE_PUBLIC", "ENVACE_BACKEND", "ENVACE_BASE_URL", "ENVACE_MCP"):
-            env.pop(var, None)  # this machine's app, this configuration: nothing remote
-        self._log = open(self.log_path, "w")
-        self.started = time.monotonic()
-        self.proc = subprocess.Popen(
-            [sys.executable, "app.py"],
-            cwd=ROOT,
-            env=env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-    def log(self) -> str:
-        return self.log_path.read_text(encoding="utf-8", errors="replace")
-
-    def wait_ready(self, timeout: float = 300) -> float:
-        """Seconds until the page serves and the model is loaded."""
-        deadline = self.started + timeout
-        served = False
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"app.py exited with {self.proc.returncode}:\n{self.log()[-3000:]}")
-            if not served:
-                try:
-                    with urllib.request.urlopen(self.url, timeout=2) as response:
-                        served = response.status == 200
-                except OSError:
-                    pass
-            log = self.log()
-            if "model failed to load" in log:
-                raise RuntimeError(log[-3000:])
-            if served and "model ready:" in log:
-                return time.monotonic() - self.started
-            time.sleep(0.25)
-        raise RuntimeError(f"the app was not ready within {timeout} s:\n{self.log()[-3000:]}")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        self._log.close()
+def launch_app(queue_size: int, log_dir: Path) -> AppProcess:
+    """``python app.py`` on a free loopback port with the cheap configuration, its API key the canary."""
+    env = {**APP_ENV, "ENVACE_QUEUE_SIZE": str(queue_size), "ENVACE_API_KEY": CANARY}
+    return AppProcess(log_dir / "app.log", env, drop=REMOTE_VARS)
 
 
 def _one_request(client, tools: str, session: int, number: int, give_up_at: float) -> Outcome:
@@ -278,7 +204,7 @@ def run_load(
     os.environ["NO_PROXY"] = os.environ["no_proxy"] = f"{LOOPBACK},localhost"  # loopback, never a proxy
     tools = _tools_text()
     with tempfile.TemporaryDirectory(prefix="envace-load-") as tmp:
-        app = App(queue_size=max(16, sessions), log_dir=Path(tmp))
+        app = launch_app(queue_size=max(16, sessions), log_dir=Path(tmp))
         try:
             ready = app.wait_ready()
             from gradio_client import Client

@@ -8,6 +8,8 @@ import torch
 from envace_demo.train.grpo import grpo_loss, k3_kl, masked_mean
 from envace_demo.train.logprobs import common_prefix, completion_logprobs
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 
 def test_masked_mean_ignores_masked_values():
     values = torch.tensor([[1.0, 3.0, 100.0], [2.0, 0.0, 0.0]])
@@ -58,15 +60,6 @@ def test_kl_term_needs_a_reference_and_adds_its_weight():
 
 
 # ---- log-probs with a shared prefix ---------------------------------------------
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """A tiny model is fastest on one thread, and torch's thread pool thrashes on a busy CPU."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

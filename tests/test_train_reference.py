@@ -13,13 +13,7 @@ from envace_demo.train.shared import distinct_bytes, sharing_weights
 from envace_demo.train.trainer import Trainer
 from helpers import CONFIG, HELDOUT, TRAIN, tiny_llama, tiny_random_backend
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_a_copy_sharing_weights_holds_no_second_copy():
