@@ -300,7 +300,7 @@ def recipe_rows(backend, recipe: DemoRecipe, scripted: list[ScriptedTask]):
 def run_recipe(backend, recipe: DemoRecipe, out_dir: Path, say, stop=None) -> dict:
     """Run the recipe on ``backend`` (the embedded model, trained in place); ``say`` gets
     each log line. Returns the summary written to ``DIR/summary.json``."""
-    from envace_demo.train.sft import attach_lora, batches, bf16_autocast_available, train_sft
+    from envace_demo.train.sft import attach_lora, batches, bf16_autocast_available
     from envace_demo.train.trainer import SUMMARY_FILE
 
     started = time.monotonic()
@@ -332,21 +332,7 @@ def run_recipe(backend, recipe: DemoRecipe, out_dir: Path, say, stop=None) -> di
     say(f"estimate at this machine's speed now (a warm-start step: {steps}{' in bfloat16' if bf16 else ''}; "
         f"{est['tokens_per_s']} tokens/s forward): warm start {est['sft_steps']} steps ~{est['sft_s'] / 60:.0f} min, "
         f"GRPO ~{est['grpo_s'] / 60:.0f} min, total ~{est['total_s'] / 60:.0f} min")
-    backend.row_prefixes.clear()
-    sft_rows = []
-    with (out_dir / SFT_METRICS_FILE).open("w", encoding="utf-8") as fh:
-        for step in train_sft(model, sft_batches, epochs=recipe.sft_epochs, lr=recipe.sft_lr,
-                              pad_id=backend.pad_id, seed=recipe.seed, stop=stop,
-                              role_epochs={"rehearser": recipe.rehearser_epochs},
-                              final_lr=recipe.sft_final_lr, autocast=bf16,
-                              seconds=None if recipe.sft_minutes is None else 60 * recipe.sft_minutes):
-            row = {**step.to_dict(), "elapsed": round(time.monotonic() - started, 1)}
-            sft_rows.append(row)
-            fh.write(json.dumps(row) + "\n")
-            fh.flush()
-            say(f"warm start {step.step}/{step.total} (epoch {step.epoch}): {step.role} loss {step.loss:.3f}, "
-                f"{step.tokens} target tokens, {step.seconds:.1f}s")
-    backend.row_prefixes.clear()
+    sft_rows = _warm_start(backend, model, sft_batches, recipe, bf16, out_dir, say, stop, started)
     if sft_rows:  # kept apart: GRPO continues this adapter in place
         model.save_pretrained(out_dir / WARM_START_DIR)
         _name_base(out_dir / WARM_START_DIR)
@@ -379,6 +365,30 @@ def run_recipe(backend, recipe: DemoRecipe, out_dir: Path, say, stop=None) -> di
     (out_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2), encoding="utf-8")
     say(f"adapter: {summary['adapter']}; {summary['seconds'] / 60:.1f} min")
     return summary
+
+
+def _warm_start(backend, model, sft_batches, recipe: DemoRecipe, bf16: bool, out_dir: Path, say, stop,
+                started: float) -> list[dict]:
+    """The warm start (SFT on the recipe's rows), each step's metrics written to
+    ``DIR/sft_metrics.jsonl`` and said as it ends: the metric rows."""
+    from envace_demo.train.sft import train_sft
+
+    backend.row_prefixes.clear()
+    sft_rows = []
+    with (out_dir / SFT_METRICS_FILE).open("w", encoding="utf-8") as fh:
+        for step in train_sft(model, sft_batches, epochs=recipe.sft_epochs, lr=recipe.sft_lr,
+                              pad_id=backend.pad_id, seed=recipe.seed, stop=stop,
+                              role_epochs={"rehearser": recipe.rehearser_epochs},
+                              final_lr=recipe.sft_final_lr, autocast=bf16,
+                              seconds=None if recipe.sft_minutes is None else 60 * recipe.sft_minutes):
+            row = {**step.to_dict(), "elapsed": round(time.monotonic() - started, 1)}
+            sft_rows.append(row)
+            fh.write(json.dumps(row) + "\n")
+            fh.flush()
+            say(f"warm start {step.step}/{step.total} (epoch {step.epoch}): {step.role} loss {step.loss:.3f}, "
+                f"{step.tokens} target tokens, {step.seconds:.1f}s")
+    backend.row_prefixes.clear()
+    return sft_rows
 
 
 def _grpo_stage(backend, recipe: DemoRecipe, scripted, out_dir: Path, say, stop) -> tuple[int, float, Path | None]:

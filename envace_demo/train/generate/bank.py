@@ -1,0 +1,181 @@
+"""Generated tasks over the ``bank`` environment: balances, histories, deposits,
+withdrawals, transfers (the daily limit included) and freezes."""
+
+from __future__ import annotations
+
+from envace_demo.train.generate.script import Add, Say, error, money
+
+READ_TOOLS = {"get_account", "list_transactions"}
+_ACCOUNTS = ("ACC-1001", "ACC-1002", "ACC-1003", "ACC-1004", "ACC-1005")
+
+
+def _balances(add: Add, say: Say) -> None:
+    """Balances and statuses of the accounts."""
+    balance_asks = (
+        "What is the balance of account {a}?",
+        "How much money is in account {a} right now?",
+        "Check the balance on my account {a}, please.",
+    )
+    for i, a in enumerate(_ACCOUNTS):
+        for j, ask in enumerate(balance_asks[: 2 if i % 2 else 3]):
+            s = add(f"balance-{a[-4:]}-{j}", ask.format(a=a))
+            r = s.call("get_account", {"account_id": a}, f"The user wants the balance of {a}; I look the account up.")
+            s.answer = f"Account {a} ({r['owner']}, {r['type']}) has a balance of {money(r['balance'])} USD."
+            s.check_call("get_account", {"account_id": a})
+            s.check_answer(money(r["balance"]))
+    for a in ("ACC-1003", "ACC-1004", "ACC-1005"):
+        s = add(f"status-{a[-4:]}", f"Is account {a} active or frozen?")
+        r = s.call("get_account", {"account_id": a}, f"I look up account {a} to see its status.")
+        s.answer = f"Account {a} is {r['status']}."
+        s.check_call("get_account", {"account_id": a})
+        s.check_answer(r["status"])
+
+
+def _histories(add: Add, say: Say) -> None:
+    """The latest transactions of an account."""
+    for a, n in (("ACC-1001", 1), ("ACC-1001", 2), ("ACC-1001", 5), ("ACC-1003", 2), ("ACC-1003", 1),
+                 ("ACC-1002", 3), ("ACC-1002", 1), ("ACC-1005", 3)):
+        s = add(f"history-{a[-4:]}-{n}", say(n + len(a), (
+            "Show the last {n} transaction{s} of account {a}.",
+            "What were the {n} most recent transaction{s} on {a}?",
+            "List the latest {n} transaction{s} for account {a}, please.",
+        ), n=n, a=a, s="s" if n > 1 else ""))
+        r = s.call("list_transactions", {"account_id": a, "limit": n},
+                   f"The user wants the {n} most recent transactions of {a}.")
+        txs = r["transactions"]
+        if txs:
+            listed = "; ".join(f"{t['date']} {t['description']} {money(t['amount'])} USD" for t in txs)
+            s.answer = f"The last transactions of {a}: {listed}."
+            s.check_answer(txs[0]["description"])
+        else:
+            s.answer = f"Account {a} has no transactions on record."
+            s.check_answer("no transactions")
+        s.check_call("list_transactions", {"account_id": a, "limit": n})
+
+
+def _deposits(add: Add, say: Say) -> None:
+    """Deposits, refused on a frozen account."""
+    for a, amount in (("ACC-1001", 250.0), ("ACC-1002", 40.0), ("ACC-1005", 100.0), ("ACC-1001", 75.5),
+                      ("ACC-1004", 60.0), ("ACC-1005", 12.25), ("ACC-1004", 1000.0), ("ACC-1003", 35.0)):
+        s = add(f"deposit-{a[-4:]}-{amount:g}", say(int(amount), (
+            "Deposit ${x:g} into account {a}.", "Please put ${x:g} into my account {a}.", "Add ${x:g} to account {a}.",
+        ), x=amount, a=a))
+        r = s.call("deposit", {"account_id": a, "amount": amount}, f"I deposit {amount:g} USD into {a}.")
+        err = error(r)
+        if err:
+            s.answer = f"The deposit failed: account {a} is frozen, so no money can move in or out."
+            s.check_answer("frozen")
+        else:
+            s.answer = f"Deposited {money(amount)} USD into {a}; the new balance is {money(r['new_balance'])} USD."
+        s.check_state("accounts", a, "balance")
+
+
+def _withdrawals(add: Add, say: Say) -> None:
+    """Withdrawals, over the balance or not, frozen or not."""
+    # Withdrawals: over the balance or not, on a frozen account or not, as the world has it
+    # (the seeded world: ACC-1005 holds 15.50, ACC-1003 310.25, ACC-1004 is frozen).
+    for a, amount in (("ACC-1001", 100.0), ("ACC-1002", 500.0), ("ACC-1003", 50.0), ("ACC-1003", 900.0),
+                      ("ACC-1005", 20.0), ("ACC-1004", 30.0), ("ACC-1003", 450.0), ("ACC-1001", 1300.0),
+                      ("ACC-1005", 15.0), ("ACC-1002", 75.0), ("ACC-1004", 500.0), ("ACC-1005", 60.0),
+                      ("ACC-1001", 20.0), ("ACC-1003", 310.0)):
+        s = add(f"withdraw-{a[-4:]}-{amount:g}", say(int(amount), (
+            "Withdraw ${x:g} from account {a}.", "Take ${x:g} out of {a}.", "I need to withdraw ${x:g} from my account {a}.",
+        ), x=amount, a=a))
+        r = s.call("withdraw", {"account_id": a, "amount": amount}, f"I withdraw {amount:g} USD from {a}.")
+        err = error(r)
+        if err and err["code"] == "INSUFFICIENT_FUNDS":
+            s.answer = f"I could not withdraw it: {err['message']} (insufficient funds)."
+            s.check_answer("insufficient")
+        elif err:
+            s.answer = f"I could not withdraw it: {err['message']}."
+            s.check_answer("frozen")
+        else:
+            s.answer = f"Withdrew {money(amount)} USD from {a}; the new balance is {money(r['new_balance'])} USD."
+        s.check_state("accounts", a, "balance")
+        s.check_call("withdraw", {"account_id": a, "amount": amount})
+
+
+def _transfers(add: Add, say: Say) -> None:
+    """Transfers between two accounts, through or refused."""
+    # Transfers: over the balance, from or to a frozen account, over the daily limit, or through.
+    for src, dst, amount in (("ACC-1001", "ACC-1003", 100.0), ("ACC-1002", "ACC-1005", 300.0),
+                             ("ACC-1003", "ACC-1001", 60.0), ("ACC-1001", "ACC-1004", 50.0),
+                             ("ACC-1005", "ACC-1002", 200.0), ("ACC-1005", "ACC-1001", 50.0),
+                             ("ACC-1003", "ACC-1002", 400.0), ("ACC-1001", "ACC-1005", 1500.0),
+                             ("ACC-1004", "ACC-1003", 100.0), ("ACC-1002", "ACC-1004", 250.0),
+                             ("ACC-1003", "ACC-1005", 25.0), ("ACC-1002", "ACC-1001", 700.0)):
+        s = add(f"transfer-{src[-4:]}-{dst[-4:]}-{amount:g}", say(int(amount), (
+            "Transfer ${x:g} from {src} to {dst}.", "Move ${x:g} from my account {src} to {dst}.",
+            "Send ${x:g} from {src} to account {dst}.",
+        ), x=amount, src=src, dst=dst))
+        r = s.call("transfer", {"from_account_id": src, "to_account_id": dst, "amount": amount},
+                   f"I move {amount:g} USD from {src} to {dst}.")
+        err = error(r)
+        if err:
+            word = {"INSUFFICIENT_FUNDS": "insufficient", "ACCOUNT_FROZEN": "frozen"}.get(err["code"], "limit")
+            s.answer = f"The transfer did not go through ({word}): {err['message']}."
+            s.check_answer(word)
+        else:
+            s.answer = (f"Transferred {money(amount)} USD from {src} to {dst}. {src} now has "
+                        f"{money(r['from_balance'])} USD and {dst} has {money(r['to_balance'])} USD.")
+        s.check_state("accounts", src, "balance")
+        s.check_state("accounts", dst, "balance")
+
+
+def _limit_transfers(add: Add, say: Say) -> None:
+    """Transfers over ACC-1002's daily limit, then the most it allows."""
+    # Over the daily limit, then the most allowed (ACC-1002 is the one account whose limit
+    # binds before its balance does).
+    for dst, amount in (("ACC-1003", 1200.0), ("ACC-1005", 2500.0), ("ACC-1003", 3000.0), ("ACC-1005", 1800.0)):
+        s = add(f"transfer-limit-1002-{dst[-4:]}-{amount:g}", say(int(amount) // 100, (
+            ("Send ${x:g} from savings ACC-1002 to {dst}. If that is over the daily limit, send the most the bank "
+             "allows today instead."),
+            ("Move ${x:g} from my savings account ACC-1002 to {dst}; if the daily limit does not allow it, move as "
+             "much as it allows today."),
+            ("Please transfer ${x:g} from ACC-1002 to {dst}. Should that exceed my daily limit, transfer the maximum "
+             "allowed today instead."),
+        ), x=amount, dst=dst))
+        r = s.call("transfer", {"from_account_id": "ACC-1002", "to_account_id": dst, "amount": amount},
+                   f"I try the full {amount:g} USD first.")
+        err = error(r)
+        source = s.state("accounts", "ACC-1002")
+        allowed = round(source["daily_transfer_limit"] - source["transferred_today"], 2)
+        if err and err["code"] == "DAILY_LIMIT_EXCEEDED" and allowed > 0:
+            r = s.call("transfer", {"from_account_id": "ACC-1002", "to_account_id": dst, "amount": allowed},
+                       f"Over the daily limit; {allowed:g} USD is what can still move today.")
+            err = error(r)
+        if err:
+            s.answer = f"The transfer did not go through: {err['message']}."
+        elif r["amount"] == amount:
+            s.answer = (f"Transferred the full {money(amount)} USD from ACC-1002 to {dst}; ACC-1002 now has "
+                        f"{money(r['from_balance'])} USD.")
+        else:
+            s.answer = (f"The full amount was over the daily limit, so I transferred {money(allowed)} USD; "
+                        f"ACC-1002 now has {money(r['from_balance'])} USD.")
+        s.check_state("accounts", "ACC-1002", "balance")
+        s.check_state("accounts", dst, "balance")
+
+
+def _freezes(add: Add, say: Say) -> None:
+    """Freezing an account, frozen already or not."""
+    for a, reason, ask in (("ACC-1001", "stolen_card", "My card was stolen, freeze account {a} now."),
+                           ("ACC-1002", "customer_request", "Please freeze my account {a}, I am travelling."),
+                           ("ACC-1005", "lost_card", "I lost my card; freeze account {a}."),
+                           ("ACC-1004", "lost_card", "I lost my card, freeze {a} please.")):
+        s = add(f"freeze-{a[-4:]}", ask.format(a=a))
+        r = s.call("freeze_account", {"account_id": a, "reason": reason}, f"I freeze {a} with reason {reason}.")
+        err = error(r)
+        s.answer = f"Account {a} was already frozen." if err else f"Account {a} is now frozen ({reason})."
+        s.check_state("accounts", a, "status")
+        s.check_answer("frozen")
+
+
+def write(add: Add, say: Say) -> None:
+    """Every bank family, in order."""
+    _balances(add, say)
+    _histories(add, say)
+    _deposits(add, say)
+    _withdrawals(add, say)
+    _transfers(add, say)
+    _limit_transfers(add, say)
+    _freezes(add, say)

@@ -1,0 +1,216 @@
+"""Generated tasks over the ``files`` environment: reads, listings, creates,
+overwrites, read-only writes, directories, deletes, moves and copies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from envace_demo.train.generate.script import Add, Say, Script, error
+from envace_demo.train.worlds import EXTRA_DIRS
+
+READ_TOOLS = {"read_file", "list_directory"}
+
+
+def _into_extra_dir(s: Script, *paths: str) -> None:
+    """A request that writes into a directory a world may lack: its rows are the
+    rehearser's (NOT_FOUND or not, as the world has it); the actor is not taught to answer
+    a missing directory by giving up (a user may want it created first)."""
+    if any(p.rsplit("/", 1)[0] in EXTRA_DIRS or p in EXTRA_DIRS for p in paths):
+        s.rehearser_only = True
+
+
+def _wrote(s: Script, path: str, result: Any, done: str | None = None) -> None:
+    """The answer and check of a write_file whose outcome the world decided."""
+    _into_extra_dir(s, path)
+    err = error(result)
+    if err is None:
+        s.answer = done or f"Created {path}."
+        s.check_state("files", path)
+        return
+    if err["code"] == "ALREADY_EXISTS":
+        s.answer = f"{path} already exists, so I did not replace it: {err['message']}."
+        s.check_answer("already exists")
+    elif err["code"] == "NOT_FOUND":
+        s.answer = f"I could not write {path}: {err['message']} (the directory does not exist)."
+        s.check_answer("does not exist")
+    else:
+        s.answer = f"I could not write {path}: {err['message']}."
+    s.check_call("write_file", dict(s.steps[-1].call.arguments))
+    s.check_state("files", path, exists=path in s.state("files"))
+
+
+def _reads(add: Add, say: Say) -> None:
+    """Reading a file, there or not."""
+    reads = (("/notes/todo.txt", "What does /notes/todo.txt say?", "milk"),
+             ("/notes/meeting-2025-03-10.md", "Read /notes/meeting-2025-03-10.md for me.", "Friday"),
+             ("/projects/budget.csv", "What are the numbers in /projects/budget.csv?", "1200"),
+             ("/projects/website/index.html", "Show me the content of /projects/website/index.html.", "Hello"),
+             ("/system/readme.txt", "What is in /system/readme.txt?", "Read-only"),
+             ("/system/config.ini", "What proxy is set in /system/config.ini?", "proxy = none"),
+             ("/projects/website/style.css", "Which font does /projects/website/style.css use?", "sans-serif"),
+             ("/notes/missing.txt", "Open /notes/missing.txt and tell me what it says.", "no such file"))
+    for i, (path, ask, needle) in enumerate(reads):
+        s = add(f"read-{i}", ask)
+        r = s.call("read_file", {"path": path}, f"I read {path}.")
+        err = error(r)
+        s.answer = f"I could not read it: {err['message']}." if err else f"{path} contains: {r['content'].strip()}"
+        s.check_call("read_file", {"path": path})
+        # The seeded world's needle; a varied world's own (other contents, maybe no file).
+        s.check_answer(needle if needle in s.answer else "no such file" if err else r["content"].split("\n")[0])
+
+
+def _listings(add: Add, say: Say) -> None:
+    """Listing a directory."""
+    for i, path in enumerate(("/notes", "/projects", "/system", "/archive", "/", "/projects/website")):
+        s = add(f"list-{i}", say(i, ("What is in the {p} directory?", "List the files in {p}.",
+                                     "Which files does {p} hold?"), p=path))
+        r = s.call("list_directory", {"path": path}, f"I list {path}.")
+        names = [e["name"] for e in r["entries"]]
+        s.answer = f"{path} contains: {', '.join(names)}." if names else f"{path} is empty."
+        s.check_call("list_directory", {"path": path})
+        s.check_answer(*(names[:2] or ["empty"]))
+
+
+def _creates(add: Add, say: Say) -> None:
+    """New files, without overwrite: created, already there, or no directory."""
+    writes = (("/notes/ideas.txt", "paint the fence"), ("/archive/old.txt", "nothing to keep"),
+              ("/projects/plan.md", "# Plan\nship v3"), ("/notes/call.txt", "call Raj at 5"),
+              ("/projects/website/about.html", "<p>About Mei</p>"))
+    for i, (path, content) in enumerate(writes):
+        s = add(f"write-{i}", say(i, ("Create {p} with the text: {c}", "Write a new file {p} containing: {c}",
+                                      "Save the text '{c}' as {p}."), p=path, c=content))
+        r = s.call("write_file", {"path": path, "content": content}, f"I write the new file {path}.")
+        _wrote(s, path, r)
+    # "Create" without overwrite: ALREADY_EXISTS where the file is there already (seeded: the
+    # first three), created where it is not; NOT_FOUND where its directory is missing.
+    for i, (path, content) in enumerate((("/notes/todo.txt", "- call mum"),
+                                         ("/projects/budget.csv", "month,amount\napr,700\n"),
+                                         ("/projects/website/index.html", "<h1>New home</h1>"),
+                                         ("/notes/shopping.txt", "eggs, rice"),
+                                         ("/projects/roadmap.md", "# Roadmap\nv4 in May"),
+                                         ("/archive/notes-2024.txt", "all done"),
+                                         ("/projects/reports/q1.txt", "Q1 revenue up 4%"),
+                                         ("/archive/2024/summary.txt", "closed 12 tickets"),
+                                         ("/notes/travel/packing.txt", "passport, charger"),
+                                         ("/projects/old/v1.txt", "first draft"))):
+        s = add(f"create-{i}", say(i, ("Create {p} with the text: {c}", "Write a new file {p} containing: {c}",
+                                       "Save the text '{c}' as {p}."), p=path, c=content))
+        r = s.call("write_file", {"path": path, "content": content}, f"I write the new file {path}.")
+        _wrote(s, path, r)
+
+
+def _overwrites(add: Add, say: Say) -> None:
+    """Overwriting a file the user names."""
+    # Overwriting a file the user names: allowed outside /system (created where it was not
+    # there), refused inside it; NOT_FOUND where the directory is missing.
+    for i, (path, content) in enumerate((("/notes/todo.txt", "- buy eggs"),
+                                         ("/projects/website/style.css", "body { color: navy; }"),
+                                         ("/notes/groceries.txt", "- rice"),
+                                         ("/projects/website/contact.html", "<p>Mail us</p>"),
+                                         ("/archive/todo.txt", "- nothing left"),
+                                         ("/projects/reports/q1.txt", "Q1 flat"),
+                                         ("/notes/drafts/todo.txt", "- draft the plan"))):
+        s = add(f"overwrite-{i}", say(i, ("Set the content of {p} to: {c}",
+                                          "Replace the content of {p} with: {c}",
+                                          "Overwrite {p} with the text: {c}"), p=path, c=content))
+        r = s.call("write_file", {"path": path, "content": content, "overwrite": True}, f"I overwrite {path}.")
+        _wrote(s, path, r, f"{path} now contains: {content}")
+
+
+def _readonly_writes(add: Add, say: Say) -> None:
+    """Writes under /system, refused."""
+    # New files under /system too: the path alone decides (the rehearser learns the rule,
+    # not a list of files).
+    for i, (path, content) in enumerate((("/system/readme.txt", "hello"), ("/system/hosts", "127.0.0.1 box"),
+                                         ("/system/readme.txt", "maintenance at 6"), ("/system/motd", "back at 9"),
+                                         ("/system/network.ini", "proxy = 192.168.0.1"),
+                                         ("/system/settings.conf", "timeout = 60"))):
+        s = add(f"write-readonly-{i}", say(i, ("Write '{c}' into {p}.", "Make {p} say only: {c}",
+                                               "Replace everything in {p} with the line: {c}"), p=path, c=content))
+        r = s.call("write_file", {"path": path, "content": content, "overwrite": True}, f"I write {path}.")
+        s.answer = f"I could not write {path}: {error(r)['message']}."
+        s.check_call("write_file", {"path": path, "content": content, "overwrite": True})
+        s.check_state("files", path, exists=path in s.state("files"))
+        s.check_answer("read-only")
+
+
+def _mkdirs_and_deletes(add: Add, say: Say) -> None:
+    """Creating a directory; deleting a file."""
+    for i, path in enumerate(("/projects/reports", "/archive/2024", "/notes/travel")):
+        s = add(f"mkdir-{i}", f"Create a directory {path}.")
+        r = s.call("create_directory", {"path": path}, f"I create the directory {path}.")
+        err = error(r)
+        s.answer = f"{path} already exists." if err else f"Created the directory {path}."
+        s.check_state("directories", path)
+    for i, path in enumerate(("/notes/todo.txt", "/projects/budget.csv", "/system/config.ini")):
+        s = add(f"delete-{i}", f"Delete {path}.")
+        r = s.call("delete_file", {"path": path}, f"I delete {path}.")
+        err = error(r)
+        if err and err["code"] == "PERMISSION_DENIED":
+            s.answer = f"I could not delete it, {path} is read-only: {err['message']}."
+            s.check_call("delete_file", {"path": path})
+            s.check_answer("read-only")
+        elif err:
+            s.answer = f"I could not delete it: {err['message']}."
+            s.check_call("delete_file", {"path": path})
+        else:
+            s.answer = f"Deleted {path}."
+        s.check_state("files", path, exists=path in s.state("files"))
+
+
+def _moves(add: Add, say: Say) -> None:
+    """Moves into a directory or onto a file, there or not."""
+    # Moves: into a directory that exists or not, onto a file that exists or not.
+    for i, (src, dst) in enumerate((("/notes/todo.txt", "/archive"), ("/projects/budget.csv", "/archive/budget.csv"),
+                                    ("/projects/website/style.css", "/projects/style.css"),
+                                    ("/notes/todo.txt", "/notes/drafts/todo.txt"),
+                                    ("/projects/budget.csv", "/archive/2023/budget.csv"),
+                                    ("/notes/meeting-2025-03-10.md", "/archive/2024"),
+                                    ("/projects/website/index.html", "/projects/old/index.html"))):
+        s = add(f"move-{i}", say(i, ("Move {s} to {d}.", "Please move {s} over to {d}.", "Relocate {s} to {d}."),
+                                 s=src, d=dst) if i >= 3 else f"Move {src} to {dst}.")
+        r = s.call("move_file", {"source": src, "destination": dst}, f"I move {src} to {dst}.")
+        _into_extra_dir(s, dst)
+        err = error(r)
+        if err:
+            s.answer = f"I could not move {src}: {err['message']}."
+            s.check_call("move_file", {"source": src, "destination": dst})
+            s.check_state("files", src, exists=src in s.state("files"))
+        else:
+            s.answer = f"Moved {src} to {r['destination']}."
+            s.check_state("files", r["destination"], exists=True)
+            s.check_state("files", src, exists=False)
+
+
+def _copies(add: Add, say: Say) -> None:
+    """Copies: a read, then a write."""
+    for i, (src, dst) in enumerate((("/notes/todo.txt", "/archive/todo-copy.txt"),
+                                    ("/system/readme.txt", "/notes/readme-copy.txt"),
+                                    ("/projects/website/index.html", "/archive/index.html"),
+                                    ("/notes/meeting-2025-03-10.md", "/archive/meeting-notes.md"),
+                                    ("/system/config.ini", "/notes/config-backup.ini"))):
+        s = add(f"copy-{i}", say(i, ("Copy {s} to {d}, keeping the original.", "Back up {s} as {d}; keep the original.",
+                                     "Duplicate {s} as {d} and leave the original where it is."), s=src, d=dst))
+        r = s.call("read_file", {"path": src}, f"To copy {src} I read it first.")
+        err = error(r)
+        if err:
+            s.answer = f"I could not copy it: {err['message']}."
+            s.check_call("read_file", {"path": src})
+            continue
+        w = s.call("write_file", {"path": dst, "content": r["content"]}, f"Now I write its content to {dst}.")
+        err = error(w)
+        s.answer = f"I could not copy it: {err['message']}." if err else f"Copied {src} to {dst}."
+        s.check_state("files", dst)
+        s.check_state("files", src, exists=True)
+
+
+def write(add: Add, say: Say) -> None:
+    """Every files family, in order."""
+    _reads(add, say)
+    _listings(add, say)
+    _creates(add, say)
+    _overwrites(add, say)
+    _readonly_writes(add, say)
+    _mkdirs_and_deletes(add, say)
+    _moves(add, say)
+    _copies(add, say)

@@ -1,0 +1,144 @@
+"""Generated tasks over the ``library`` environment: books, authors, genres, wrong ids
+and holds."""
+
+from __future__ import annotations
+
+from envace_demo.envs.registry import create
+from envace_demo.train.generate.script import Add, Say, error
+
+READ_TOOLS = {"search_catalog", "list_books", "get_book"}
+
+
+def _books(add: Add, say: Say, env_books: dict) -> None:
+    """Shelf and copies of a book by id."""
+    for i, book_id in enumerate(("BK-001", "BK-005", "BK-010", "BK-014", "BK-020", "BK-027", "BK-033", "BK-040",
+                                 "BK-008", "BK-019", "BK-031", "BK-036")):
+        book = env_books[book_id]
+        s = add(f"book-{book_id}", say(i, ("Where is book {b} shelved, and can I borrow a copy today?",
+                                           "Is a copy of {t} ({b}) available, and on which shelf?",
+                                           "Look up book {b} for me: shelf and copies available."),
+                                       b=book_id, t=book["title"]))
+        r = s.call("get_book", {"book_id": book_id}, f"I look up {book_id}.")
+        avail = f"{r['available']} of {r['copies']} copies are available" if r["available"] else "no copy is available now"
+        s.answer = f"{r['title']} by {r['author']} is on shelf {r['shelf']}; {avail}."
+        s.check_call("get_book", {"book_id": book_id})
+        s.check_answer(r["shelf"])
+
+
+def _authors(add: Add, say: Say) -> None:
+    """Who wrote a title; the books of an author."""
+    for title in ("Dune", "Emma", "Dracula", "Cosmos", "The Hobbit", "Frankenstein", "Neuromancer"):
+        s = add(f"who-wrote-{title.lower().replace(' ', '-')}", f"Who wrote {title}?")
+        r = s.call("search_catalog", {"query": title}, f"I search the catalog for {title}.")
+        hit = next(h for h in r["results"] if h["title"] == title)
+        s.answer = f"{title} was written by {hit['author']} ({hit['year']})."
+        s.check_answer(hit["author"].split()[-1])
+    for author in ("Jane Austen", "George Orwell", "Agatha Christie", "Ursula K. Le Guin"):
+        s = add(f"author-{author.split()[-1].lower()}", f"Which books by {author} does the library have?")
+        r = s.call("list_books", {"author": author.split()[-1]}, f"I list the books by {author}.")
+        titles = [b["title"] for b in r["books"]]
+        s.answer = f"The library has {len(titles)} book(s) by {author}: {', '.join(titles)}."
+        s.check_answer(*titles[:2])
+
+
+def _genres(add: Add, say: Say) -> None:
+    """Books of a genre, with filters."""
+    for genre, extra, ask in (("fantasy", {"available_only": True}, "List the fantasy books with a copy available now."),
+                              ("horror", {}, "Which horror books are in the catalog?"),
+                              ("science", {"year_from": 1970}, "Which science books came out in 1970 or later?"),
+                              ("classic", {"year_to": 1830}, "Which classics were published before 1831?"),
+                              ("memoir", {}, "What memoirs does the library have?"),
+                              ("science-fiction", {"year_from": 1960}, "Which science-fiction books are from 1960 or later?"),
+                              ("mystery", {"year_to": 1934}, "Which mystery books in the catalog came out before 1935?"),
+                              ("fiction", {"year_to": 1959}, "Which fiction books date from before 1960?"),
+                              ("science", {"year_to": 1969}, "List the science books published before 1970.")):
+        s = add(f"genre-{genre}-{'-'.join(k.split('_')[-1] for k in extra) or 'all'}", ask)
+        r = s.call("list_books", {"genre": genre, **extra}, f"I list the {genre} books with the filters asked for.")
+        titles = [b["title"] for b in r["books"]]
+        s.answer = f"{', '.join(titles)}." if titles else "None found."
+        s.check_call("list_books", {"genre": genre, **extra})
+        s.check_answer(*titles[:2])
+
+
+def _wrong_ids(add: Add, say: Say) -> None:
+    """An id the catalog lacks, then the search by title."""
+    # A request with an id the catalog does not have (the catalog ends at BK-041): get_book
+    # answers BOOK_NOT_FOUND in every world, then the catalog search finds the book. (A title
+    # passed as the id never reaches the rehearser: it fails the id's pattern, and the engine
+    # writes that refusal itself.)
+    for i, (title, wrong) in enumerate((("Dune", "BK-050"), ("Emma", "BK-042"), ("Cosmos", "BK-073"),
+                                        ("The Hobbit", "BK-099"), ("Beloved", "BK-045"), ("Dracula", "BK-061"),
+                                        ("Foundation", "BK-088"))):
+        s = add(f"wrong-id-{title.lower().replace(' ', '-')}", say(i, (
+            "Is {t} ({b}) available to borrow right now?", "Can I borrow {t}, book {b}, today?",
+            "How many copies of {t} ({b}) are on the shelf?"), t=title, b=wrong))
+        r = s.call("get_book", {"book_id": wrong}, f"I look up {wrong}.")
+        assert error(r)["code"] == "BOOK_NOT_FOUND"
+        r = s.call("search_catalog", {"query": title}, f"There is no {wrong}; I search the catalog for {title}.")
+        hit = next(h for h in r["results"] if h["title"] == title)
+        n = hit["available"]
+        s.answer = (f"There is no book {wrong}; {title} is {hit['book_id']}, and "
+                    + (f"{n} cop{'y is' if n == 1 else 'ies are'} available now." if n else "no copy is available now."))
+        s.check_call("search_catalog", {"query": title})
+        s.check_answer(hit["book_id"])
+
+
+def _holds(add: Add, say: Say, env_books: dict) -> None:
+    """Holds: placed, a queue, already held, or at the limit."""
+    # Holds: on books with no copy on the shelf (still placed: a queue), on books the patron
+    # holds already (ALREADY_ON_HOLD comes before the limit), for the patron at the limit.
+    for i, (book_id, patron) in enumerate((("BK-004", "P-1042"), ("BK-012", "P-1100"), ("BK-029", "P-1042"),
+                                           ("BK-005", "P-1100"), ("BK-038", "P-1042"), ("BK-008", "P-1042"),
+                                           ("BK-020", "P-1100"), ("BK-033", "P-1100"), ("BK-001", "P-1042"),
+                                           ("BK-018", "P-1100"), ("BK-014", "P-1042"), ("BK-020", "P-1077"),
+                                           ("BK-001", "P-1077"))):
+        s = add(f"hold-{book_id}-{patron}", say(i, ("Place a hold on book {b} for library card {p}.",
+                                                   "Hold {t} ({b}) for patron {p}.",
+                                                   "Reserve {t} ({b}) for {p}, please."),
+                                               b=book_id, p=patron, t=env_books[book_id]["title"]))
+        r = s.call("place_hold", {"book_id": book_id, "patron_id": patron}, f"I place the hold on {book_id} for {patron}.")
+        err = error(r)
+        if err is None:
+            s.answer = f"Hold placed on {r['title']} for {patron}; queue position {r['queue_position']}."
+        elif err["code"] == "ALREADY_ON_HOLD":
+            s.answer = f"{patron} already has a hold on {book_id}."
+        else:
+            s.answer = f"I could not place the hold: {err['message']}."
+        s.check_state("patrons", patron, "holds")
+        if err:
+            s.check_call("place_hold", {"book_id": book_id, "patron_id": patron})
+            s.check_answer("already" if err["code"] == "ALREADY_ON_HOLD" else "limit")
+
+
+def _limit_and_title_holds(add: Add, say: Say, env_books: dict) -> None:
+    """Holds for a patron at the limit; holds by title."""
+    # P-1077 holds three books: any other hold of theirs is refused, whatever the book.
+    for i, book_id in enumerate(("BK-002", "BK-016", "BK-028", "BK-011", "BK-035", "BK-038", "BK-006", "BK-024",
+                                 "BK-039", "BK-014")):
+        s = add(f"hold-limit-{book_id}", say(i, ("Put a hold on book {b} for patron P-1077.",
+                                                 "Reserve {t} ({b}) for card P-1077.",
+                                                 "Patron P-1077 would like to reserve {t} ({b})."),
+                                             b=book_id, t=env_books[book_id]["title"]))
+        r = s.call("place_hold", {"book_id": book_id, "patron_id": "P-1077"}, f"I place the hold on {book_id} for P-1077.")
+        s.answer = f"I could not place the hold, P-1077 is at the hold limit: {error(r)['message']}."
+        s.check_state("patrons", "P-1077", "holds")
+        s.check_call("place_hold", {"book_id": book_id, "patron_id": "P-1077"})
+        s.check_answer("limit")
+    for title, patron in (("Foundation", "P-1042"), ("Emma", "P-1100"), ("Dracula", "P-1042")):
+        s = add(f"hold-title-{title.lower()}-{patron}", f"My card is {patron}. Please put a hold on {title} for me.")
+        r = s.call("search_catalog", {"query": title}, f"I need the id of {title} first.")
+        book_id = next(h["book_id"] for h in r["results"] if h["title"] == title)
+        s.call("place_hold", {"book_id": book_id, "patron_id": patron}, f"{title} is {book_id}; I place the hold.")
+        s.answer = f"Hold placed on {title} ({book_id}) for {patron}."
+        s.check_state("patrons", patron, "holds")
+
+
+def write(add: Add, say: Say) -> None:
+    """Every library family, in order."""
+    env_books = create("library").state()["books"]
+    _books(add, say, env_books)
+    _authors(add, say)
+    _genres(add, say)
+    _wrong_ids(add, say)
+    _holds(add, say, env_books)
+    _limit_and_title_holds(add, say, env_books)
