@@ -22,13 +22,7 @@ from envace_demo.train.events import Evaluated, Progress, StepFinished, TrainFin
 from envace_demo.train.trainer import Trainer
 from helpers import CONFIG, HELDOUT, TOOLS, TRAIN, teach_format, tiny_random_backend
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """A tiny model is fastest on one thread, and torch's thread pool thrashes on a busy CPU."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
@@ -266,7 +260,15 @@ def test_policy_backend_reports_token_ids_of_batched_prompts(tiny_backend):
 def test_one_update_per_batch_is_on_policy_so_nothing_is_clipped(finished_run):
     events, _, _, _ = finished_run
     steps = [e for e in events if isinstance(e, StepFinished)]
-    assert all(s.metrics[f"clip_ratio/{role}"] in (0.0, None) for s in steps for role in ("actor", "rehearser"))
+    assert len(steps) == CONFIG.steps
+    for role in ("actor", "rehearser"):
+        ratios = [s.metrics[f"clip_ratio/{role}"] for s in steps]
+        # Measured in each step that updated on this role's rows (with no KL term: the rows
+        # with a nonzero advantage), and in one step at least; none measured would prove nothing.
+        updated = [any(r.role == role and r.advantage != 0 for g in s.groups for r in g.rows) for s in steps]
+        assert [r is not None for r in ratios] == updated, (role, ratios)
+        assert any(updated), f"no step updated on {role} rows"
+        assert all(r == 0.0 for r in ratios if r is not None), (role, ratios)
 
 
 def test_later_updates_on_a_batch_are_clipped_against_the_rollout_logprobs(tmp_path):
