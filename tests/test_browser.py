@@ -141,6 +141,7 @@ def test_run_fills_the_three_columns_then_an_invalid_schema_shows_its_location(p
     page.screenshot(path=str(ARTIFACTS / "browser-invalid-schema.png"), full_page=True)
 
 
+@pytest.mark.timing
 def test_stop_cancels_a_running_episode_promptly(page):
     page.wait_for_selector("#model-banner .ev-status-info", timeout=300_000)
     page.get_by_role("radio", name="files").check()  # a fresh example: schema, environment, message
@@ -298,6 +299,7 @@ def first_page(default_app, browser):
     page.close()
 
 
+@pytest.mark.timing
 def test_a_first_visit_shows_the_showcase_then_the_default_run_ends_within_its_budget(default_app, first_page):
     expect = pytest.importorskip("playwright.sync_api").expect
     ARTIFACTS.mkdir(parents=True, exist_ok=True)

@@ -259,6 +259,7 @@ def test_too_many_calls():
         "long-string",
     ],
 )
+@pytest.mark.timing
 def test_adversarial_input_is_fast_and_never_raises(text):
     start = time.perf_counter()
     action = parse_action(text, NAMES, require_call=True)

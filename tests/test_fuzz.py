@@ -450,6 +450,7 @@ def _quick(fn, *args, seconds: float = 5.0):
     ],
     ids=["many-opens", "deep-brackets", "deep-objects", "quotes", "many-calls", "many-thinks"],
 )
+@pytest.mark.timing
 def test_megabyte_actor_outputs_parse_quickly(text, error):
     action = _quick(parse_action, text, NAMES)
     assert action.calls == [] and action.error == error
@@ -465,6 +466,7 @@ def test_megabyte_actor_outputs_parse_quickly(text, error):
     ],
     ids=["deep-list", "deep-object", "many-opens", "huge-number"],
 )
+@pytest.mark.timing
 def test_megabyte_rehearser_outputs_parse_quickly_into_a_problem(text):
     value, problem = _quick(parse_execution_result, text)
     assert value is None and problem
@@ -490,12 +492,14 @@ def test_megabyte_rehearser_outputs_parse_quickly_into_a_problem(text):
     ],
     ids=["deep", "blank", "too-many-tools", "ref-cycle", "ref-blowup"],
 )
+@pytest.mark.timing
 def test_hostile_schemas_are_refused_quickly_with_a_located_error(source):
     with pytest.raises(SchemaError) as err:
         _quick(load_tools, source)
     assert err.value.location
 
 
+@pytest.mark.timing
 def test_outside_records_go_through_load_trajectory_for_located_errors():
     hostile = {"version": 2, "mode": "none", "model": {}, "tools": [], "prompt": "p", "turns": [{"index": 0}]}
     with pytest.raises(ValidationError):

@@ -86,6 +86,7 @@ def test_bad_text_is_refused_and_the_call_keeps_waiting(scripted):
     assert traj.turns[0].calls[0].real == {"result": "sunny"}  # a bare value is wrapped
 
 
+@pytest.mark.timing
 def test_nobody_answering_ends_the_episode_with_an_error_step(scripted):
     env = ManualEnvironment(TOOLS, timeout=0.3)
     started = time.monotonic()

@@ -136,6 +136,7 @@ def test_an_episode_commits_real_calls_through_mcp_and_checks_the_server_state(s
     assert traj.success is True
 
 
+@pytest.mark.timing
 def test_server_killed_mid_episode_gives_an_error_step_not_a_hang(scripted, stdio_env):
     def kill_then_call(prompt: str) -> str:
         os.kill(stdio_env.server_pid, signal.SIGKILL)
@@ -153,6 +154,7 @@ def test_server_killed_mid_episode_gives_an_error_step_not_a_hang(scripted, stdi
     assert "STATE_UNAVAILABLE" in json.dumps(traj.final_state)  # state() after the death does not raise
 
 
+@pytest.mark.timing
 def test_server_hung_mid_episode_times_out_and_close_kills_it(scripted):
     before = _children()
     env = MCPEnvironment(STDIO, call_timeout=2, connect_timeout=60)
@@ -184,6 +186,7 @@ def test_a_command_that_does_not_exist_is_a_clear_error():
         MCPEnvironment("no-such-mcp-server-xyz --flag", connect_timeout=20)
 
 
+@pytest.mark.timing
 def test_a_server_that_exits_at_once_fails_fast():
     started = time.monotonic()
     with pytest.raises(MCPServerError, match="cannot connect|no answer"):
@@ -191,6 +194,7 @@ def test_a_server_that_exits_at_once_fails_fast():
     assert time.monotonic() - started < 20
 
 
+@pytest.mark.timing
 def test_a_server_that_never_answers_the_handshake_times_out_and_is_stopped():
     before = _children()
     started = time.monotonic()

@@ -525,6 +525,7 @@ def test_limits_are_checked():
 # --------------------------------------------------------------------------- hostile input
 
 
+@pytest.mark.timing
 def test_deeply_nested_text_is_refused_quickly():
     assert quick_error("[" * 100_000) == "input: nested more than 32 levels deep (at line 1, column 33)"
     text = '{"a":' * 10_000 + "1" + "}" * 10_000
@@ -536,6 +537,7 @@ def test_brackets_inside_strings_do_not_count_as_nesting():
     assert tool.parameters["properties"]["a"]["description"].startswith("[{[{")
 
 
+@pytest.mark.timing
 def test_deeply_nested_dict_is_refused_quickly():
     deep: dict = {}
     cursor = deep
@@ -560,12 +562,14 @@ def test_what_loads_near_the_depth_limit_loads_again_once_exported():
     assert error_of({"name": "r", "response": obj(a=deep)}).startswith("tools[0].response: nested more")
 
 
+@pytest.mark.timing
 def test_self_containing_dict_is_refused():
     loop: dict = {"type": "object"}
     loop["properties"] = {"me": loop}
     assert quick_error(tool_with(loop)).endswith("nested more than 32 levels deep")
 
 
+@pytest.mark.timing
 def test_huge_input_is_refused_before_parsing():
     big = "[" + ",".join(f'{{"name": "t{i}"}}' for i in range(100_000)) + "]"
     assert quick_error(big).startswith("input: too large: 1,")
@@ -574,6 +578,7 @@ def test_huge_input_is_refused_before_parsing():
     assert quick_error("x" * 50_000_000).startswith("input: too large: 50,000,000 bytes")
 
 
+@pytest.mark.timing
 def test_exponential_ref_expansion_is_bounded():
     # Each level holds ten refs to the one below: 10**6 copies if fully inlined.
     defs = {"L0": {"type": "string"}}
@@ -583,6 +588,7 @@ def test_exponential_ref_expansion_is_bounded():
     assert "inlining $ref grows the schemas past 1,000,000 bytes" in message
 
 
+@pytest.mark.timing
 def test_long_ref_chain_is_bounded():
     defs = {f"D{i}": {"$ref": f"#/$defs/D{i + 1}"} for i in range(5000)}
     defs["D5000"] = {"type": "string"}
@@ -591,6 +597,7 @@ def test_long_ref_chain_is_bounded():
     )
 
 
+@pytest.mark.timing
 def test_wide_ref_fan_out_is_bounded():
     params = {
         **obj(**{f"p{i}": {"$ref": "#/$defs/S"} for i in range(500)}),
@@ -600,6 +607,7 @@ def test_wide_ref_fan_out_is_bounded():
     assert message == "tools[2].parameters.properties.p0.$ref: more than 1000 $ref expansions"
 
 
+@pytest.mark.timing
 def test_deep_refs_are_bounded_by_depth():
     defs = {"L0": {"type": "string"}}
     for i in range(1, 40):
@@ -791,6 +799,7 @@ def _seconds(text: str, limits: Limits, repeats: int = 5) -> float:
 
 
 @pytest.mark.parametrize("family", sorted(hostile.FAMILIES))
+@pytest.mark.timing
 def test_every_hostile_family_is_answered_in_time_linear_in_its_size(family):
     # 16x the text must cost about 16x the time, not 256x (quadratic): the ratio of the best
     # of five runs at 62.5 KB and at 1 MB, with room for noise on a busy machine.
@@ -801,6 +810,7 @@ def test_every_hostile_family_is_answered_in_time_linear_in_its_size(family):
     assert max(t_large, floor) / max(t_small, floor) < 64, (family, t_small, t_large)
 
 
+@pytest.mark.timing
 def test_an_open_string_of_escaped_quotes_after_many_brackets_is_read_once():
     # Quadratic before: each escaped quote restarted a scan to the end (47 s at 64 KB).
     for tail in ("", "\\"):
@@ -824,6 +834,7 @@ def test_the_depth_error_is_located_on_the_line_it_happens():
     assert error_of(text) == "input: nested more than 32 levels deep (at line 3, column 31)"
 
 
+@pytest.mark.timing
 def test_a_huge_parsed_value_is_refused_before_it_is_walked_whole():
     # The walk stops once its lower bound on the JSON size passes the cap: a list of
     # 2 M items is refused on its length, a deep tree of them part-way through.

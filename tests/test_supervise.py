@@ -3,6 +3,8 @@
 import threading
 import time
 
+import pytest
+
 from envace_demo.supervise import supervise, wait
 
 
@@ -22,6 +24,7 @@ def test_a_returning_call_gives_its_value_and_a_raising_one_its_error():
     assert isinstance(boom.error, ZeroDivisionError) and not boom.returned
 
 
+@pytest.mark.timing
 def test_a_call_past_its_own_limit_is_given_up_on_at_once():
     started = time.monotonic()
     done = wait(supervise(_forever(threading.Event()), cancel=threading.Event(), deadline=started + 5, limit_s=0.2))
@@ -35,6 +38,7 @@ def test_on_stop_the_call_is_told_to_halt_and_may_finish_within_the_grace():
     assert done.stopped == "cancelled" and done.returned and done.value == "halted"
 
 
+@pytest.mark.timing
 def test_a_call_that_ignores_halt_is_abandoned_after_the_grace():
     started = time.monotonic()
     done = wait(supervise(_forever(threading.Event()), cancel=threading.Event(), deadline=started + 0.1,

@@ -285,6 +285,7 @@ def test_runner_compare_with_a_scripted_model(scripted):
     assert sides == ["none", "parallel"]
 
 
+@pytest.mark.timing
 def test_stop_cancels_a_running_episode_promptly(scripted):
     backend = scripted(actor=[BALANCE] * 10, rehearser=[result_text(PREDICTED)] * 10, delay=1.0)
     runner.bind(_holder(backend))
