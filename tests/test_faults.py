@@ -91,6 +91,7 @@ def test_a_tool_that_raises_mid_episode_is_an_error_step_after_the_good_ones(scr
     _assert_nothing_lost(events)
 
 
+@pytest.mark.timing
 def test_a_tool_that_hangs_times_out_as_an_error_step(scripted):
     release = threading.Event()
 
@@ -114,6 +115,7 @@ def test_a_tool_that_hangs_times_out_as_an_error_step(scripted):
     _assert_nothing_lost(events)
 
 
+@pytest.mark.timing
 def test_stop_during_a_hanging_tool_ends_the_episode_at_once(scripted):
     release, cancel = threading.Event(), threading.Event()
 
@@ -137,6 +139,7 @@ def test_stop_during_a_hanging_tool_ends_the_episode_at_once(scripted):
     _assert_nothing_lost(events)
 
 
+@pytest.mark.timing
 def test_the_episode_time_limit_bounds_a_hanging_tool(scripted):
     release = threading.Event()
     started = time.monotonic()
@@ -236,6 +239,7 @@ class EndlessBackend(Backend):
         return Generation(text, len(text), 10, 30.0, "length")
 
 
+@pytest.mark.timing
 def test_a_model_that_never_stops_is_ended_by_the_time_limit_and_its_stream_was_shown():
     started = time.monotonic()
     events = list(
@@ -249,6 +253,7 @@ def test_a_model_that_never_stops_is_ended_by_the_time_limit_and_its_stream_was_
     assert streamed and streamed[-1].startswith("<think>and then")
 
 
+@pytest.mark.timing
 def test_a_model_that_ignores_stop_is_abandoned_after_a_grace_period(monkeypatch):
     monkeypatch.setattr(engine, "_HALT_GRACE_S", 0.5)
     cancel = threading.Event()
