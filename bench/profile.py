@@ -36,7 +36,7 @@ KINDS = (
 )
 # Stacks of the workload's threads: generation runs on worker threads whose stacks do
 # not hold the caller's frames, so the markers are the project's own modules.
-WORKLOAD_MARKERS = ("envace_demo/engine.py", "envace_demo/models/", "envace_demo/train/")
+WORKLOAD_MARKERS = ("envace_demo/engine/", "envace_demo/models/", "envace_demo/train/")
 
 
 def summarize(raw: Path) -> tuple[int, Counter]:

@@ -255,7 +255,7 @@ def test_a_model_that_never_stops_is_ended_by_the_time_limit_and_its_stream_was_
 
 @pytest.mark.timing
 def test_a_model_that_ignores_stop_is_abandoned_after_a_grace_period(monkeypatch):
-    monkeypatch.setattr(engine, "_HALT_GRACE_S", 0.5)
+    monkeypatch.setattr(engine.episode, "HALT_GRACE_S", 0.5)
     cancel = threading.Event()
     threading.Timer(0.3, cancel.set).start()
     started = time.monotonic()

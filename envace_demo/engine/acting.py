@@ -1,0 +1,205 @@
+"""The acting step and the turn loop of one trajectory, imagined or committed: the actor's
+turn, then each of its calls validated, rehearsed (where the mode does), held or executed."""
+
+from __future__ import annotations
+
+from typing import Any, Generator
+
+from envace_demo import memory as memory_mod
+from envace_demo.calls import parse_action
+from envace_demo.context import shots
+from envace_demo.engine.answers import ungrounded
+from envace_demo.engine.commit import Committer
+from envace_demo.engine.config import EpisodeConfig
+from envace_demo.engine.limits import CALL_RESERVE, REHEARSAL_TIME, STOP_WORDS, cut_by
+from envace_demo.engine.rehearsal import CallRehearser, score_call
+from envace_demo.events import Event, MemoryReady, TurnUpdated
+from envace_demo.generation import BatchGenerator
+from envace_demo.models.base import Backend, Constraint, Generation, Sampling
+from envace_demo.modes import ModePolicy
+from envace_demo.prompts import Conversation, actor_prompt
+from envace_demo.record import Action, CallStep, Rehearsal, ToolCall, Turn
+from envace_demo.scheduler import Outcome, Request, Run, Stop
+from envace_demo.schemas import Tool, find_tool
+from envace_demo.task import Task
+from envace_demo.validation import check_arguments
+
+
+class TrajectoryRunner:
+    """Runs trajectories of one episode as scheduler runs (``scheduler.Run``): each yields
+    its model requests and its events, and returns its ``Outcome``."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        task: Task,
+        config: EpisodeConfig,
+        policy: ModePolicy,
+        sampling: Sampling,
+        batcher: BatchGenerator,
+        deadline: float,
+        rehearser: CallRehearser,
+        committer: Committer,
+        constrained: bool,
+    ):
+        self.backend, self.task, self.config, self.policy = backend, task, config, policy
+        self.sampling, self.batcher, self.deadline = sampling, batcher, deadline
+        self.rehearser, self.committer, self.constrained = rehearser, committer, constrained
+        self.rehearsals: list[Rehearsal] = []  # the episode's imagined runs: what only they had
+        self.user_turn = 0
+        self.tools: list[Tool] = task.tools_at(0)
+        self.tool_names = {t.name for t in self.tools}
+
+    def at_user_turn(self, k: int) -> None:
+        """The user turn being run, and the tools offered in it (a conversation may add some)."""
+        self.user_turn, self.tools = k, self.task.tools_at(k)
+        self.tool_names = {t.name for t in self.tools}
+
+    def run(
+        self,
+        conversation: Conversation,
+        where: str,
+        rindex: int | None,
+        turns: list[Turn],
+        commit: bool,
+        memory: dict | None = None,
+        real_results: list[tuple[ToolCall, Any]] | None = None,
+    ) -> Run:
+        """One trajectory: up to ``max_steps`` turns that call tools, then an answer."""
+        cfg = self.config
+        # Few-shot entries for the rehearser: the real results of the conversation so far
+        # (a committed run appends to its caller's list, so the next user turn has them).
+        real_results = [] if real_results is None else real_results
+        execute = commit and self.committer.executor is not None
+        held: set[str] = set()  # calls held once in this run (asked again, they run)
+        withdrawn = False  # an answer taken back once for values only rehearsals had
+        turn_index = 0
+        while turn_index < cfg.max_steps:
+            require = cfg.require_first_call and turn_index == 0
+            prompt = actor_prompt(self.backend, conversation, self.tools)
+            gen = yield self._act_request(prompt, where, rindex, require)
+            action = parse_action(gen.text, self.tool_names, require_call=require, cut=gen.finish_reason == "length")
+            turn = new_turn(turns, action, gen, prompt, self.user_turn)
+            if action.error:
+                turn.error = f"{action.error}: {action.error_message}"
+                if gen.finish_reason == "length":
+                    turn.error = f"{cut_by(self.sampling)}: {turn.error}"
+                yield TurnUpdated(where, rindex, turn, None, "acted")
+                return Outcome(None, "parse_error")
+            if not action.calls:
+                if gen.finish_reason == "length":
+                    turn.error = f"{cut_by(self.sampling)}: the answer was not finished"
+                elif execute and not withdrawn and self.policy.rehearse_calls:
+                    # An answer that tells a rehearsed value as real is taken back once; the
+                    # actor answers again from the real results alone.
+                    said = ungrounded(self.task, cfg.known_results, turns, action.content, self.rehearsals)
+                    if said:
+                        withdrawn = True
+                        turn.withdrawn = f"it said {', '.join(said)}, which only rehearsals had"
+                        conversation.memory, conversation.grounded = None, True
+                        yield TurnUpdated(where, rindex, turn, None, "acted")
+                        continue  # not a step: the same state is asked again
+                yield TurnUpdated(where, rindex, turn, None, "acted")
+                return Outcome(action.content, "max_new_tokens" if turn.error else "answer")
+            turn_index += 1
+            for call in action.calls:
+                step = CallStep(call)
+                turn.calls.append(step)
+                yield from self._call(turn, step, conversation, real_results, where, rindex, execute, held)
+                if execute and step.held:
+                    continue
+                if execute:
+                    real_results.append((call, step.real))
+                    yield from self._drop_contradicted_memory(turn, step, conversation, memory)
+                    if step.error:
+                        conversation.turns.append(turn)
+                        return Outcome(None, "environment_error")
+            conversation.turns.append(turn)
+            if commit and not execute:
+                # Nothing to commit against: the calls stand as the answer (BFCL style).
+                return Outcome(None, "no_environment")
+        return Outcome(None, "max_steps")
+
+    def _drop_contradicted_memory(
+        self, turn: Turn, step: CallStep, conversation: Conversation, memory: dict | None
+    ) -> Generator[Event, None, None]:
+        """Once a real response contradicts its rehearsal, the next turns read the real
+        results alone (``EpisodeConfig.memory_fidelity_floor``)."""
+        why = memory_mod.contradiction(step, self.config.memory_fidelity_floor) if conversation.memory else None
+        if not why:
+            return
+        conversation.memory = None
+        if memory is not None:
+            at = len(turn.calls) - 1
+            memory["withdrawn"] = {"turn": turn.index, "position": at, "call": step.call.name, "why": why}
+            yield MemoryReady(memory)
+
+    def _call(
+        self,
+        turn: Turn,
+        step: CallStep,
+        conversation: Conversation,
+        real_results: list[tuple[ToolCall, Any]],
+        where: str,
+        rindex: int | None,
+        execute: bool,
+        held: set[str] | None = None,
+    ) -> Generator[Event | Request, Generation, None]:
+        """Validate one call, then rehearse it (where the mode does), then execute it (in
+        a commit with an environment) unless its rehearsal foresaw a failure: then it is
+        held once (``EpisodeConfig.hold_predicted_failures``); the turn is reported after
+        each phase."""
+        tool = find_tool(self.tools, step.call.name)
+        step.validation_errors = check_arguments(tool, step.call.arguments) if tool else []
+        step.valid = tool is not None and not step.validation_errors
+        at = len(turn.calls) - 1
+        yield TurnUpdated(where, rindex, turn, at, "acted")
+        rehearse = self.policy.rehearse_calls
+        try:
+            if rehearse:
+                context = self.committer.read_context(step, tool) if execute else []
+                # A committed call's rehearsal gives way to the real call when the limit draws near.
+                own = self.deadline - CALL_RESERVE * self.config.episode_seconds if where == "commit" else None
+                yield from self.rehearser.rehearse(
+                    turn, step, tool, self.tools, conversation, real_results, where, rindex, context, own
+                )
+                yield TurnUpdated(where, rindex, turn, at, "rehearsed")
+                if execute and held is not None and self.committer.hold(step, held):
+                    yield TurnUpdated(where, rindex, turn, at, "held")
+                    return
+            if execute:
+                self.committer.execute(step, tool, self.deadline)
+                if rehearse:
+                    score_call(step, tool, shots(self.config.known_results, real_results, context), conversation)
+                yield TurnUpdated(where, rindex, turn, at, "executed")
+                self.batcher.check_limits()  # Stop or the time limit during the call
+        except Stop as stop:
+            # The record says why this call has no rehearsed or real response.
+            missing = "rehearsal" if rehearse and step.rehearsed is None else "real call"
+            if step.error is None and (missing == "rehearsal" or (execute and step.real is None)):
+                step.error = f"{STOP_WORDS.get(stop.reason, stop.reason)} before the {missing}"
+                step.rehearsal_cut = missing == "rehearsal" and stop.reason == REHEARSAL_TIME
+                yield TurnUpdated(where, rindex, turn, at, "acted")
+            raise
+
+    def _act_request(self, prompt: Any, where: str, rindex: int | None, require: bool) -> Request:
+        constraint = self._constraint("actor", tools=tuple(self.tools), require_call=require)
+        return Request(prompt, constraint, "actor", where, rindex)
+
+    def _constraint(self, role: str, **values: Any) -> Constraint | None:
+        """What a ``role`` turn's grammar enforces, where decoding is constrained."""
+        return Constraint(role=role, think_chars=self.config.think_chars, **values) if self.constrained else None
+
+
+def new_turn(turns: list[Turn], action: Action, gen: Generation, prompt: Any, user_turn: int = 0) -> Turn:
+    turn = Turn(
+        index=len(turns),
+        user_turn=user_turn,
+        action=action,
+        act_seconds=round(gen.seconds, 3),
+        act_tokens=gen.new_tokens,
+        prompt_tokens=gen.prompt_tokens,
+        actor_prompt=prompt.shown(),
+    )
+    turns.append(turn)
+    return turn

@@ -1,0 +1,26 @@
+"""The episode's limits: the rehearsals' share of its time, the reserve of a committed
+call, the grace given a backend told to stop, and how a cut is said in the record."""
+
+from __future__ import annotations
+
+from envace_demo.models.base import Sampling
+
+# Why rehearsals end when their share of the episode's time is spent.
+REHEARSAL_TIME = "rehearsal_time"
+# A committed call's rehearsal ends this share of the episode's limit before the limit:
+# the real call, and the answer after it, keep that time.
+CALL_RESERVE = 0.1
+# How an interrupted step names the reason the episode (or the rehearsals) stopped.
+STOP_WORDS = {
+    "time_limit": "the time limit came",
+    "cancelled": "stopped",
+    REHEARSAL_TIME: "the rehearsal time ran out",
+}
+# A backend that ignores its cancel switch is abandoned this long after being told to stop.
+HALT_GRACE_S = 5.0
+
+
+def cut_by(sampling: Sampling) -> str:
+    """Which budget cut a generation short."""
+    think = f", {sampling.think_tokens} of them for reasoning" if sampling.think_tokens else ""
+    return f"cut by the new-token limit (max_new_tokens={sampling.max_new_tokens}{think})"
