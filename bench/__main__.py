@@ -211,13 +211,14 @@ class Bench:
         from envace_demo.ui.inputs import RunRequest
 
         from envace_demo import budget
+        from envace_demo.models.speed import fitted_settings, measure_speed
 
         backend = self.backend()
         defaults = RunRequest(tools="", environment="", message="")  # the Playground's default controls
         # As the app does once the model is loaded: time it, and fit N, steps, tokens and the
         # limit to that speed (the Playground's controls then start at these values).
-        settings, fitted, speed = budget.fitted_settings(backend, Settings.from_env())
-        speed = speed or budget.measure_speed(backend)  # reported with the figures either way
+        settings, fitted, speed = fitted_settings(backend, Settings.from_env())
+        speed = speed or measure_speed(backend)  # reported with the figures either way
         if fitted is not None:
             log(f"rehearsal: {budget.describe(fitted, speed)}")
 

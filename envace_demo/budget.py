@@ -6,7 +6,8 @@ new tokens, N) are chosen from the model's decode speed, measured once after loa
 so that the default run ends within ``target_seconds`` on whatever runs it: a 135M
 model on two CPU cores gets a short budget, the 8B model on a GPU a long one.
 
-Everything here but :func:`measure_speed` is pure arithmetic.
+Everything here is pure arithmetic; :mod:`envace_demo.models.speed` times the model
+(``measure_speed``) and fits the settings to what it measured (``fitted_settings``).
 
 The measured speed must survive a busy machine: it is the median of several short
 timings (a burst of other work spoils one, not the median), it follows what runs then see
@@ -19,10 +20,7 @@ the floors below, nor any faster than the ceilings.
 from __future__ import annotations
 
 import statistics
-import time
 from dataclasses import dataclass, replace
-from typing import Callable
-
 from envace_demo.errors import ConfigError
 
 TARGET_SECONDS = 60.0  # the default run should end within this
@@ -270,62 +268,6 @@ def apply(settings, budget: Budget | None):
     defaults = {f.name: f.default for f in fields(settings)}
     changes = {name: getattr(budget, name) for name in _FITTED if getattr(settings, name) == defaults[name]}
     return settings.replace(**changes) if changes else settings
-
-
-def measure_speed(
-    backend, new_tokens: int = 48, repeats: int = 3, timer: Callable[[], float] = time.perf_counter
-) -> Speed:
-    """Time ``backend`` after a prompt as long as an episode's: the prefill is the median of
-    ``repeats`` timings (generations of one new token, and the wait for the first token of
-    the decode timing), the decode the median gap between the ``new_tokens`` that then
-    stream in (``median_rate``; without streaming, that call's time less the prefill).
-    Decoding slows with the context (each token attends to the whole prompt), hence the
-    long prompt. A short first call warms the backend up; kept prompt caches are dropped
-    before each timing. The result is kept within what the model's size makes plausible
-    (``plausible_for``). About five seconds for the embedded model on two idle cores."""
-    from envace_demo.models.base import Sampling
-
-    filler = " ".join(f"item {i}: a line of a long document." for i in range(PROMPT_TOKENS // 12))
-    ask = "\n\nNow count from one to one hundred in words, separated by commas."
-    long_prompt = backend.prompt([{"role": "user", "content": filler + ask}], thinking=False)
-
-    def timed(prompt, max_new_tokens: int, stamps: list[float] | None = None):
-        forget = getattr(getattr(backend, "row_prefixes", None), "clear", None)
-        if forget is not None:
-            forget()
-        on_token = (lambda row, text: stamps.append(timer())) if stamps is not None else None
-        started = timer()
-        sampling = Sampling(temperature=0.0, max_new_tokens=max_new_tokens, seed=0)
-        gen = backend.generate(prompt, sampling, on_token=on_token)
-        return gen, started, timer() - started
-
-    timed(backend.prompt([{"role": "user", "content": ask}], thinking=False), 1)  # lazy imports, first allocations
-    prefills = []
-    for _ in range(max(repeats - 1, 1)):
-        gen, _, seconds = timed(long_prompt, 1)
-        prefills.append(max(gen.prompt_tokens, 1) / max(seconds, 1e-6))
-    stamps: list[float] = []
-    gen, started, seconds = timed(long_prompt, new_tokens, stamps)
-    if stamps:  # the first token came after the prompt's prefill: one more prefill timing
-        prefills.append(max(gen.prompt_tokens, 1) / max(stamps[0] - started, 1e-6))
-    prefill = statistics.median(prefills)
-    decode = median_rate(stamps)
-    if decode is None:  # no streaming to time: the whole call, less the prompt's prefill
-        decode = max(gen.new_tokens, 1) / max(seconds - gen.prompt_tokens / prefill, 1e-6)
-    speed = Speed(decode=decode, prefill=prefill)
-    bounds = plausible_for(backend)
-    return bounds.bound(speed) if bounds is not None else speed
-
-
-def fitted_settings(backend, settings):
-    """(settings, budget, speed): ``settings`` with the defaults fitted to ``backend``'s
-    measured speed (values set on purpose kept); unchanged, with no budget or speed,
-    when fitting is off (``target_seconds`` 0)."""
-    if not settings.target_seconds:
-        return settings, None, None
-    speed = measure_speed(backend)
-    fitted = fit(speed, settings.target_seconds)
-    return apply(settings, fitted), fitted, speed
 
 
 def describe(budget: Budget, speed: Speed) -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from envace_demo.models.base import Prompt
+from envace_demo.models.ids import trained_on_contract
 from envace_demo.record import ToolCall, Turn, error_code
 from envace_demo.schemas import Tool
 
@@ -254,11 +255,6 @@ def shows_response_schema(model_id: str, setting: bool | None = None) -> bool:
     if setting is not None:
         return setting
     return not trained_on_contract(model_id)
-
-
-def trained_on_contract(model_id: str) -> bool:
-    """Whether ``model_id`` names an EnvACE model (trained on the act/rehearse contract)."""
-    return "envace" in model_id.rsplit("/", 1)[-1].lower()
 
 
 def _reasoning(action) -> str:

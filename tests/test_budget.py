@@ -8,6 +8,7 @@ from envace_demo import budget
 from envace_demo.budget import Speed
 from envace_demo.errors import ConfigError
 from envace_demo.models.base import Backend, Generation, ModelInfo
+from envace_demo.models.speed import measure_speed
 from envace_demo.settings import Settings
 
 SLOW_CPU = Speed(decode=25.0, prefill=1000.0)  # the embedded model on two idle cores
@@ -101,7 +102,7 @@ def test_apply_replaces_defaults_keeps_chosen_values_and_can_be_off():
 
 @pytest.mark.slow
 def test_the_embedded_model_is_timed_and_its_budget_fits_a_two_core_machine(embedded_backend):
-    speed = budget.measure_speed(embedded_backend)
+    speed = measure_speed(embedded_backend)
     assert speed.decode > 1 and speed.prefill > speed.decode  # prefill runs many tokens at once
     fitted = budget.fit(speed)
     assert budget.MIN_STEPS <= fitted.max_steps < budget.MAX_STEPS  # a 135M model on a CPU is no GPU
@@ -164,26 +165,26 @@ def test_a_burst_of_other_work_during_the_timing_does_not_move_the_measured_spee
     # The second prefill timing and three of the decoded tokens ran while something else
     # had the cores, ten times slower.
     quiet = Clocked(decode=25.0, prefill=1000.0)
-    calm = budget.measure_speed(quiet, timer=quiet.timer)
+    calm = measure_speed(quiet, timer=quiet.timer)
     assert calm.decode == pytest.approx(25.0) and calm.prefill == pytest.approx(1000.0, rel=0.05)
     backend = Clocked(decode=25.0, prefill=1000.0, slow_calls={3}, slow_tokens={3, 10, 20})
-    burst = budget.measure_speed(backend, timer=backend.timer)
+    burst = measure_speed(backend, timer=backend.timer)
     assert burst.decode == pytest.approx(calm.decode) and burst.prefill == pytest.approx(calm.prefill)
     # One timing of each kind, as before, would have believed the burst.
     single = Clocked(decode=25.0, prefill=1000.0, slow_calls={2}, stream=False)
-    assert budget.measure_speed(single, repeats=1, timer=single.timer).prefill < calm.prefill / 4
+    assert measure_speed(single, repeats=1, timer=single.timer).prefill < calm.prefill / 4
 
 
 def test_a_backend_that_does_not_stream_is_timed_by_the_whole_call():
     backend = Clocked(decode=25.0, prefill=1000.0, stream=False)
-    speed = budget.measure_speed(backend, timer=backend.timer)
+    speed = measure_speed(backend, timer=backend.timer)
     assert speed.decode == pytest.approx(25.0, rel=0.05) and speed.prefill == pytest.approx(1000.0, rel=0.05)
 
 
 def test_an_implausibly_slow_measurement_is_held_to_what_the_model_size_allows():
     # Timed while another job held the machine throughout: 1 token/s, as once seen.
     crawl = Clocked(decode=1.0, prefill=60.0)
-    speed = budget.measure_speed(crawl, timer=crawl.timer)
+    speed = measure_speed(crawl, timer=crawl.timer)
     bounds = budget.plausible_for(crawl)
     assert speed == Speed(decode=bounds.decode[0], prefill=bounds.prefill[0])
     held, believed = budget.fit(speed), budget.fit(Speed(decode=1.0, prefill=60.0))

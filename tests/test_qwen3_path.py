@@ -237,3 +237,63 @@ def test_an_envace_model_asked_for_constraints_decodes_free_and_says_why(monkeyp
     assert "EnvACE" in backend.info.extra["constraints_off"]
     other = loader.load_backend("Qwen/Qwen3-8B", constrained=True, cache_dir=ROOT / ".cache")
     assert other.supports_constraints and "constraints_off" not in other.info.extra
+
+
+# ---- one prefill for N rows, and a compiled decode, on the Qwen3 architecture ----------------------
+
+SAMPLED = Sampling(temperature=1.0, top_p=0.9, top_k=20, max_new_tokens=10, seed=4)
+
+
+def _rows(backend, endings=("count.", "count.", "sing, please, loudly.")):
+    return [backend.prompt([{"role": "user", "content": f"Say hello to the world and {e}"}], thinking=False)
+            for e in endings]
+
+
+@pytest.mark.parametrize("row_decoder", [True, False], ids=["row-decoder", "batched"])
+def test_rows_sharing_a_prefix_prefill_it_once_with_the_same_tokens(tiny_qwen3, qwen3_tokenizer, row_decoder):
+    backend = _backend(tiny_qwen3, qwen3_tokenizer, None)
+    backend.row_decoder = row_decoder
+    shared = [g.token_ids for g in backend.generate_many(_rows(backend), SAMPLED)]
+    backend.share_prefill = False
+    backend.row_prefixes.clear()
+    assert [g.token_ids for g in backend.generate_many(_rows(backend), SAMPLED)] == shared
+
+
+def _compiled(model, tokenizer, compile_backend):
+    backend = _backend(model, tokenizer, None)
+    backend.compile_decode, backend.compile_backend = True, compile_backend
+    return backend
+
+
+def test_a_compiled_decode_gives_the_eager_tokens_and_compiles_once_per_bucket(tiny_qwen3, qwen3_tokenizer):
+    """torch.compile with a backend that counts the graphs it is given (each one a
+    compilation) and runs them as traced: what inductor would compile, without its cost."""
+    graphs = []
+
+    def counting(graph, example_inputs):
+        graphs.append(graph)
+        return graph.forward
+
+    eager = _backend(tiny_qwen3, qwen3_tokenizer, None)
+    eager.row_decoder = False
+    compiled = _compiled(tiny_qwen3, qwen3_tokenizer, counting)
+    for sampling in (SAMPLED, Sampling(temperature=0, max_new_tokens=10)):
+        rows = _rows(eager)
+        assert [g.token_ids for g in compiled.generate_many(rows, sampling)] == [
+            g.token_ids for g in eager.generate_many(rows, sampling)
+        ]
+    # Other prompts and lengths of the same batch size and bucket: the decoding step compiled
+    # for the first call serves them all.
+    compiled.generate_many(_rows(eager, ("a.", "a much longer ending of this prompt.", "b.")), SAMPLED)
+    assert len(graphs) == 1
+
+
+@pytest.mark.slow
+def test_an_inductor_compiled_decode_gives_the_eager_tokens(tiny_qwen3, qwen3_tokenizer):
+    eager = _backend(tiny_qwen3, qwen3_tokenizer, None)
+    eager.row_decoder = False
+    compiled = _compiled(tiny_qwen3, qwen3_tokenizer, "inductor")
+    rows = _rows(eager)
+    assert [g.token_ids for g in compiled.generate_many(rows, SAMPLED)] == [
+        g.token_ids for g in eager.generate_many(rows, SAMPLED)
+    ]

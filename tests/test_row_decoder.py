@@ -241,7 +241,7 @@ def test_a_call_the_budget_would_cut_is_closed_and_parses(tiny):
 
 
 def test_closers_are_the_closing_characters_and_the_stop_token(tokenizer):
-    from envace_demo.models.row_decoder import closable, closing_ids, in_string, value_open
+    from envace_demo.models.closing import closable, closing_ids, in_string, value_open
 
     inside, outside = closing_ids(tokenizer, [tokenizer.eos_token_id], ())
     eos = tokenizer.eos_token_id

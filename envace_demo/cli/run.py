@@ -10,6 +10,7 @@ from envace_demo import budget
 from envace_demo.cli import flags
 from envace_demo.cli.episodes import _manual_environment, _mcp_environment, _run_task
 from envace_demo.errors import TaskError
+from envace_demo.models.speed import fitted_settings
 from envace_demo.policy import read_user_file
 from envace_demo.schemas import load_tools
 from envace_demo.tasks import Task, env_tasks, find_task
@@ -61,7 +62,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         backend = flags.load_model(settings)
         # As the app does: steps, new tokens, reasoning and the limit fitted to this model here.
-        settings, fitted, speed = budget.fitted_settings(backend, settings)
+        settings, fitted, speed = fitted_settings(backend, settings)
         if fitted is not None:
             print(budget.describe(fitted, speed), file=sys.stderr)
             if args.n is None:  # N too, where not given (as budget.apply)

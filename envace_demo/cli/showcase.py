@@ -36,7 +36,7 @@ RECORDING_SECONDS = 900.0
 def cmd_showcase(args: argparse.Namespace) -> int:
     """Each example environment's first task (the Playground's default request), in
     parallel mode with the defaults fitted to this model on this machine, recorded."""
-    from envace_demo import budget as budget_mod
+    from envace_demo.models.speed import fitted_settings, measure_speed
     from envace_demo import showcase
     from envace_demo.envs.registry import ENVIRONMENTS
 
@@ -46,8 +46,8 @@ def cmd_showcase(args: argparse.Namespace) -> int:
         raise TaskError(f"--env {unknown[0]}: no such example environment; choose from {', '.join(ENVIRONMENTS)}")
     settings = flags.settings_from(args)
     backend = flags.load_model(settings)
-    settings, fitted, speed = budget_mod.fitted_settings(backend, settings)
-    speed = speed or budget_mod.measure_speed(backend)  # recorded on the showcase either way
+    settings, fitted, speed = fitted_settings(backend, settings)
+    speed = speed or measure_speed(backend)  # recorded on the showcase either way
     # Parallel mode, the default sampling and the fitted N, as the Playground's Run has them.
     n = args.n if args.n is not None else (fitted.n if fitted is not None else default_of(EpisodeConfig, "n"))
     episode = flags.EpisodeFlags(mode="parallel", n=n, seed=args.seed)

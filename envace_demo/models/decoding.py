@@ -13,7 +13,8 @@ from contextlib import contextmanager
 from functools import cache
 
 from envace_demo.errors import ModelError
-from envace_demo.models.base import Constraint, Sampling, StreamCallback
+from envace_demo.models.base import Constraint, Generation, Sampling, StreamCallback
+from envace_demo.models.closing import CLOSING_TOKENS, close_scores
 from envace_demo.models.grammar import GrammarCache
 
 # A torch RNG fork is process-wide state: two seeded calls must not interleave.
@@ -78,8 +79,6 @@ def row_grammars_class():
             return scores
 
         def _close(self, input_ids, scores, live: list[int]):
-            from envace_demo.models.row_decoder import CLOSING_TOKENS, close_scores
-
             if self.closing is None:
                 return scores
             closers, budget, width, decode = self.closing
@@ -215,7 +214,13 @@ def seeded(seed: int | None, device) -> Iterator[None]:
         yield
 
 
-def prefix_prefill(model, pad_id: int, encoded: list[list[int]]):
+def shared_length(encoded: list[list[int]]) -> int:
+    """How many leading tokens all rows share and can prefill once: their common prefix,
+    short of each row's last token (a row's decoding starts from one token of its own)."""
+    return max(0, min(common_prefix(encoded), min(len(ids) for ids in encoded) - 1))
+
+
+def prefix_prefill(model, pad_id: int, encoded: list[list[int]], share: bool = True):
     """(cache, ids, attention mask) for a batch of prompts' token ids.
 
     Layout of row r: the common prefix, pads, then the rest of prompt r. The prefix's
@@ -223,11 +228,12 @@ def prefix_prefill(model, pad_id: int, encoded: list[list[int]]):
     Masked pads are skipped by the position ids (``generate`` derives them from the
     mask), so every row sees its own prompt at its own positions. At least one token
     per row is left to ``generate``: it needs one to start from. A single row is
-    left whole to ``generate``."""
+    left whole to ``generate``, and so is every row when ``share`` is False (each row
+    left-padded, its whole prompt prefilled)."""
     import torch
 
     rows = len(encoded)
-    shared = max(0, min(common_prefix(encoded), min(len(ids) for ids in encoded) - 1))
+    shared = shared_length(encoded) if share else 0
     rests = [ids[shared:] for ids in encoded]
     width = shared + max(len(rest) for rest in rests)
     ids = torch.full((rows, width), pad_id, dtype=torch.long)
@@ -245,3 +251,24 @@ def prefix_prefill(model, pad_id: int, encoded: list[list[int]]):
         return None, ids, mask
     cache.batch_repeat_interleave(rows)
     return cache, ids, mask
+
+
+def finished(backend, ids: list[int], prompt_ids: list[int], max_new: int, seconds: float, cancelled: bool) -> Generation:
+    """The Generation of a row of ``backend`` (a TransformersBackend) that sampled ``ids``:
+    its text stops before the first stop token; "length" where none came, "cancelled"
+    where a cancelled row was cut short."""
+    stop = next((i for i, token in enumerate(ids) if token in backend.stop_ids), None)
+    if stop is not None:
+        kept, count, reason = ids[:stop], stop + 1, "stop"
+    else:
+        kept, count = ids, len(ids)
+        reason = "cancelled" if cancelled and count < max_new else "length"
+    return Generation(
+        text=backend.tokenizer.decode(kept, skip_special_tokens=True),
+        new_tokens=count,
+        prompt_tokens=len(prompt_ids),
+        seconds=seconds,
+        finish_reason=reason,
+        prompt_ids=list(prompt_ids),
+        token_ids=ids[:count],
+    )

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from envace_demo.errors import ModelError
 from envace_demo.models.base import Constraint
+from envace_demo.models.ids import trained_on_contract
 
 if TYPE_CHECKING:
     import xgrammar
@@ -339,8 +340,6 @@ def rehearses_failures(backend) -> bool:
     the environment refuses a call (the daily limit, a read-only path, a full hold list),
     and predicting that is what rehearsal is for. The untrained embedded model is held to
     the declared shape: offered the failure, it predicted one for nearly every call."""
-    from envace_demo.prompts import trained_on_contract
-
     return getattr(backend, "adapter", None) is not None or trained_on_contract(backend.info.model_id)
 
 

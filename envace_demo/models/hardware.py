@@ -25,15 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envace_demo.errors import ModelError
+from envace_demo.models.ids import DEFAULT_GPU_MODEL, EMBEDDED, ENVACE_SMALL, QWEN3_SMALL  # noqa: F401 (imported from here too)
 from envace_demo.plan import FLAVORS, ZERO_MARGIN_SECONDS, Plan, plan
 from envace_demo.settings import Settings, default_of
 
-DEFAULT_GPU_MODEL = "Team-ACE/EnvACE-Qwen3-8B"
-# The same training at 1.7B: fits a T4 in 16-bit, and rehearses faster.
-ENVACE_SMALL = "Team-ACE/EnvACE-Qwen3-1.7B"
-EMBEDDED = "embedded"
-# Optional Qwen3-family models: the 8B's template, thinking tags and <tool_call> tokens.
-QWEN3_SMALL = ("Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B")
 # One ZeroGPU call holds a whole episode; the episode stops itself this long before the
 # GPU call's own limit, which covers moving its data and starting the generation.
 GPU_MARGIN_SECONDS = ZERO_MARGIN_SECONDS

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from envace_demo.models.base import Backend
-from envace_demo.models.hardware import DEFAULT_GPU_MODEL, EMBEDDED, QWEN3_SMALL
+from envace_demo.models.ids import DEFAULT_GPU_MODEL, EMBEDDED, QWEN3_SMALL, trained_on_contract
 from envace_demo.settings import Settings
 
 __all__ = ["DEFAULT_GPU_MODEL", "EMBEDDED", "QWEN3_SMALL", "default_model", "load_backend", "load_configured"]
@@ -40,15 +40,16 @@ def load_backend(
     small_model: str = SMALL_MODEL,
     device_map: str = "auto",
     adapter: str | Path | None = None,
+    compile_decode: bool = False,
 ) -> Backend:
     """``model``: None (see :func:`default_model`), ``"embedded"``, a hub id or a
     local folder. ``adapter``: a LoRA adapter folder to serve it with, ``"demo-cpu"`` (the
     shipped one) or ``"none"``; None: no adapter (see :func:`adapter_for`).
+    ``compile_decode``: a compiled decoding step over a static cache (it pays on a GPU).
     ``constrained`` defaults to on for the small SmolLM2 model, embedded or
     ``small_model`` from the hub (unaided it answers in prose instead of calling tools),
     and off for others (the EnvACE model writes the contract's format itself)."""
     from envace_demo.models.transformers_backend import TransformersBackend
-    from envace_demo.prompts import trained_on_contract
 
     model = model or default_model()
     if model in (EMBEDDED, small_model):
@@ -72,6 +73,7 @@ def load_backend(
             constrained=True if constrained is None else constrained,
             model_id=model_id,
             max_calls=EMBEDDED_MAX_CALLS,
+            compile_decode=compile_decode,
         )
         backend.requires_first_call = True
         return _with_adapter(backend, adapter_for(model, adapter))
@@ -86,6 +88,7 @@ def load_backend(
         constrained=False if constrained is None else constrained,
         max_think_chars=REASONING_MODEL_THINK_CHARS,
         device_map=device_map,
+        compile_decode=compile_decode,
     )
     backend.constraint_note = note
     return _with_adapter(backend, adapter_for(model, adapter))

@@ -14,12 +14,7 @@ Two savings that ``model.generate`` leaves on the table for a single row:
   the last few sequences are kept; the next prompt takes the one it shares most with,
   cut back to the shared part, and prefills only the rest.
 
-A constrained value is never cut mid-way by the token budget: in its last ``closing``
-tokens, once a call or a result is open, only tokens that close it are sampled wherever
-the grammar allows one (``closing_ids``): inside a string its closing quote, outside
-``]`` and ``}``; then the closing tag and the stop token. A call that would repeat array
-items until the limit then ends as a shorter, whole call. (Where the grammar still
-requires more, a required key, the model goes on.)
+A constrained value is never cut mid-way by the token budget (:mod:`envace_demo.models.closing`).
 
 Sampling is the backend's: its logits processors (temperature, top-k, top-p) run on the
 grammar-masked scores and torch's RNG draws (the caller seeds it). Training does not use
@@ -33,24 +28,14 @@ from dataclasses import dataclass
 from typing import Callable, Literal
 
 from envace_demo.errors import ModelError
+from envace_demo.models.closing import CLOSING_TOKENS, close_scores, closer_tensors
+from envace_demo.models.decoding import RowStreamer, finished, sampling_processors, seeded, shared_length
 
 
 # On a CPU, up to this many rows decode one after another here rather than batched:
 # a row here costs about half a plain row, and a batch of N plain rows about 1 + 0.26 (N - 1)
 # rows (bench/ANALYSIS.md, parallel_rehearsal_ratio 1.78 at N = 4): one by one wins up to 3.
 CPU_ROWS = 3
-# The last tokens of a constrained row's budget, in which an open value is closed: room for
-# what the value still requires (a declared response's last required keys), a nested
-# value's closers, its closing tag (several tokens where the tokenizer has no special
-# token for it) and the stop token. With 24, one rehearsal of the embedded model in eight
-# closed its value but lost its closing tag to the limit.
-CLOSING_TOKENS = 32
-# Characters that close a JSON value (whitespace is left out: inside a string it would
-# only lengthen it), and the tags an open call or result ends with.
-_CLOSERS = frozenset('"]}')
-OPEN_TAGS = {"<tool_call>": "</tool_call>", "<execution_result>": "</execution_result>"}
-
-
 @dataclass
 class Decoded:
     """New token ids (the stop token last, when one ended the row) and what they cost."""
@@ -124,6 +109,7 @@ def decode_row(
     decode: Callable[[list[int]], str] | None = None,
     closers=None,
     closing: int = CLOSING_TOKENS,
+    start: tuple | None = None,
 ) -> Decoded:
     """Decode one row after ``prompt_ids`` with ``model`` (a transformers causal LM).
 
@@ -133,10 +119,14 @@ def decode_row(
     (the role adapter serving the row, or None); ``tags``: texts the tokenizer has one special token for (with
     ``decode``, ids to text); ``closers``: the ids that close a value (``closing_ids``, a
     tensor; with ``decode``), preferred in the last ``closing`` tokens while a call or a
-    result is open. The caller holds ``torch.inference_mode`` and the seed."""
+    result is open; ``start``: (cache, tokens) of the prompt's first tokens to start from
+    instead of a kept prefix (the rows' shared prefix, ``shared_head``). The caller holds
+    ``torch.inference_mode`` and the seed."""
     import torch
 
-    cache, reused = prefix.take(prompt_ids, weights) if prefix is not None else (None, 0)
+    if start is None:
+        start = prefix.take(prompt_ids, weights) if prefix is not None else (None, 0)
+    cache, reused = start
     pending = prompt_ids[reused:]  # tokens not yet through the model
     out: list[int] = []
     passes = 0
@@ -185,79 +175,6 @@ def decode_row(
     return Decoded(ids=out, finish_reason=reason, forward_passes=passes, reused_tokens=reused)
 
 
-def value_open(text: str) -> bool:
-    """Whether ``text`` (an output so far) ends inside a call or a result: its last opening
-    tag has no closing tag after it."""
-    last = max(OPEN_TAGS, key=text.rfind)
-    at = text.rfind(last)
-    return at >= 0 and OPEN_TAGS[last] not in text[at:]
-
-
-def in_string(text: str) -> bool:
-    """Whether ``text`` ends inside a JSON string of the value its last opening tag began."""
-    last = max(OPEN_TAGS, key=text.rfind)
-    inside = escaped = False
-    for char in text[text.rfind(last) + len(last):]:
-        if escaped:
-            escaped = False
-        elif char == "\\" and inside:
-            escaped = True
-        elif char == '"':
-            inside = not inside
-    return inside
-
-
-def closable(text: str) -> bool:
-    """Whether the budget's last tokens should close rather than go on: a call or a result
-    is open, or one is complete (then the stop token beats a next call the budget would cut)."""
-    return value_open(text) or any(close in text for close in OPEN_TAGS.values())
-
-
-def close_scores(scores, closers, text: str):
-    """``scores`` (one row) with every token but the closers removed where ``text`` (the
-    output so far) should close and the grammar allows a closer; unchanged otherwise (the
-    value needs more first). ``closers``: (in a string, outside one), from ``closing_ids``."""
-    import torch
-
-    if not closable(text):
-        return scores
-    closers = closers[0] if in_string(text) else closers[1]
-    allowed = torch.isfinite(scores[0, closers])
-    if not bool(allowed.any()):
-        return scores
-    kept = torch.full_like(scores, float("-inf"))
-    kept[0, closers] = scores[0, closers]
-    return kept
-
-
-def closing_ids(tokenizer, stop_ids: list[int], tags: tuple[str, ...]) -> tuple[list[int], list[int]]:
-    """The tokens that close a value, (inside a string, outside one): text of ``"``, ``]``
-    and ``}`` only, starting with the quote inside a string (``]`` there would only lengthen
-    it) and without one outside (it would open a new string); both with the closing tags
-    the tokenizer has one token for, and the stop tokens."""
-    closing_tags = {t for t in tags if t in OPEN_TAGS.values()}
-    inside, outside = set(stop_ids), set(stop_ids)
-    for token, index in tokenizer.get_vocab().items():
-        if not (set(token) <= _CLOSERS or token in closing_tags):  # a byte-level token spells them as is
-            continue
-        text = tokenizer.convert_tokens_to_string([token])
-        if text in closing_tags:
-            inside.add(index)
-            outside.add(index)
-        elif text and set(text) <= _CLOSERS:
-            (inside if text.startswith('"') else outside if '"' not in text else set()).add(index)
-    return sorted(inside), sorted(outside)
-
-
-def _tensors(closers, device):
-    """The two closer lists as id tensors on ``device``; None without closers."""
-    import torch
-
-    if not closers or not closers[0]:
-        return None
-    return tuple(torch.tensor(ids, dtype=torch.long, device=device) for ids in closers)
-
-
 def _before_tags(forced: list[int], decode: Callable[[list[int]], str], tags: tuple[str, ...]) -> list[int]:
     """The forced ids that stop short of any of ``tags``: xgrammar spells a forced tag
     such as Qwen3's ``<tool_call>`` out of ordinary tokens, while the model writes (and
@@ -293,38 +210,72 @@ def _pick(scores, processors: list, prompt_ids: list[int], out: list[int]) -> in
 
 def row_by_row(backend, rows: int) -> bool:
     """Whether a TransformersBackend's call of ``rows`` rows takes this path."""
-    return backend.row_decoder and (rows == 1 or (backend.model.device.type == "cpu" and rows <= CPU_ROWS))
+    if not backend.row_decoder or backend.compile_decode:  # the compiled step is model.generate's
+        return False
+    return rows == 1 or (backend.model.device.type == "cpu" and rows <= CPU_ROWS)
 
 
 def decode_rows(backend, encoded: list[list[int]], sampling, constraints: list, on_token=None, cancel=None) -> list:
     """Generations of a TransformersBackend's rows decoded one after another, under its
     lock. On a CPU two rows decoded together cost about 1.5 times one row, a row here
-    about half of one (jump-forward), and rows of one prompt share its prefill through
-    the kept prefixes. Row i's seed is the base class's (``Backend.generate_many``)."""
+    about half of one (jump-forward). The rows' shared prompt prefix is prefilled once
+    (``shared_head``) and each row goes on from it; the last row's cache is kept for the
+    next call. With ``backend.share_prefill`` off, each row prefills its whole prompt.
+    Row i's seed is the base class's (``Backend.generate_many``)."""
     import time
     from dataclasses import replace
 
+    share = backend.share_prefill or len(encoded) == 1
+    head = shared_head(backend, encoded) if share and len(encoded) > 1 else None
     out = []
     for row, (ids, constraint) in enumerate(zip(encoded, constraints)):
         start = time.perf_counter()
         if cancel is not None and cancel.is_set():
-            out.append(backend._finish([], ids, sampling.max_new_tokens, 0.0, True))
+            out.append(finished(backend, [], ids, sampling.max_new_tokens, 0.0, True))
             continue
         seed = None if sampling.seed is None else sampling.seed + 1_000_003 * row
         stream = (lambda _, text, row=row: on_token(row, text)) if on_token is not None else None
-        new = generate_row(backend, ids, replace(sampling, seed=seed), constraint, stream, cancel)
+        begin = None
+        if head is not None:
+            surplus = int(head[0].get_seq_length()) - head[1]  # what the row before added
+            if surplus > 0:
+                head[0].crop(-surplus)
+            begin = head
+        keep = share and (head is None or row == len(encoded) - 1)  # the head grows with each row: kept last
+        new = generate_row(backend, ids, replace(sampling, seed=seed), constraint, stream, cancel, begin, keep)
         cancelled = cancel is not None and cancel.is_set()
-        out.append(backend._finish(new, ids, sampling.max_new_tokens, time.perf_counter() - start, cancelled))
+        out.append(finished(backend, new, ids, sampling.max_new_tokens, time.perf_counter() - start, cancelled))
     return out
 
 
-def generate_row(backend, prompt_ids: list[int], sampling, constraint, on_token=None, cancel=None) -> list[int]:
-    """``decode_row`` with a TransformersBackend's grammar, sampling, seed, streaming and
-    kept prefixes (those of the adapter active, peft's ``active_adapter``). New ids, stop
-    token included."""
+def shared_head(backend, encoded: list[list[int]]) -> tuple | None:
+    """(cache, length) of the prompt prefix all rows share (``decoding.shared_length``),
+    prefilled once, from a kept prefix where there is one; None where they share nothing."""
     import torch
 
-    from envace_demo.models.decoding import RowStreamer, sampling_processors, seeded
+    shared = shared_length(encoded)
+    if shared < 1:
+        return None
+    cache, reused = backend.row_prefixes.take(encoded[0][: shared + 1], _weights_key(backend))
+    if reused < shared:
+        ids = torch.tensor([encoded[0][reused:shared]], dtype=torch.long, device=backend.model.device)
+        with torch.inference_mode():
+            cache = backend.model(ids, cache=cache, use_cache=True, logits_to_keep=1).cache
+    return cache, shared
+
+
+def _weights_key(backend) -> object:
+    """The key of the weights serving now in the kept prefixes (peft's ``active_adapter``)."""
+    return getattr(backend.model, "active_adapter", None)
+
+
+def generate_row(
+    backend, prompt_ids: list[int], sampling, constraint, on_token=None, cancel=None, start=None, keep=True
+) -> list[int]:
+    """``decode_row`` with a TransformersBackend's grammar, sampling, seed, streaming and
+    kept prefixes (those of the adapter active): from ``start`` (``decode_row``) where
+    given, and kept afterwards if ``keep``. New ids, stop token included."""
+    import torch
 
     grammars = backend._grammar_cache() if constraint is not None else None
     matcher = closers = None
@@ -351,13 +302,14 @@ def generate_row(backend, prompt_ids: list[int], sampling, constraint, on_token=
             stop_ids=backend.stop_ids,
             processors=backend.thinking_budget(sampling, [prompt_ids[-4:]]) + sampling_processors(sampling),
             matcher=matcher,
-            prefix=backend.row_prefixes,
-            weights=getattr(backend.model, "active_adapter", None),
+            prefix=backend.row_prefixes if keep else None,
+            weights=_weights_key(backend),
             on_ids=stream if streamer is not None else None,
             cancel=cancel,
             tags=backend.tag_texts,
             decode=backend.tokenizer.decode,
-            closers=_tensors(closers, backend.model.device),
+            closers=closer_tensors(closers, backend.model.device),
+            start=start,
         )
     backend.row_stats = decoded
     return decoded.ids

@@ -23,6 +23,16 @@ def answer_tokens(max_new_tokens: int, think_tokens: int | None, closing_tokens:
     return max_new_tokens - (think_tokens or 0) - closing_tokens
 
 
+def budget_processors(tokenizer, think_tokens: int | None, prompt_tails: list[list[int]]) -> list:
+    """The reasoning budget's processor (a list of one), or none without a budget;
+    ``prompt_tails``: each row's last prompt ids (a template may open the thought there)."""
+    if think_tokens is None:
+        return []
+    closing = tokenizer.encode(EARLY_STOP, add_special_tokens=False)
+    opened = all(tokenizer.decode(ids).rstrip().endswith(THINK_OPEN) for ids in prompt_tails)
+    return [thinking_budget_class()(think_tokens, closing, tokenizer.decode, opened)]
+
+
 @cache
 def thinking_budget_class():
     import torch

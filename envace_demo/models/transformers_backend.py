@@ -10,23 +10,19 @@ A LoRA adapter can be put on and taken off the loaded weights (``apply_adapter``
 from __future__ import annotations
 
 import contextlib
-
 import threading
 import time
 
 from envace_demo.errors import ModelError
 from envace_demo.models.adapters import BaseWeights, LoraAdapters, rehearser_adapter, role_weights
 from envace_demo.models.base import Backend, Constraint, Generation, ModelInfo, Prompt, Sampling, StreamCallback
-from envace_demo.models.decoding import (
-    RowStreamer,
-    cancel_criteria_class,
-    logits_processors,
-    prefix_prefill,
-    seeded,
-)
+from envace_demo.models.batch_decoder import decode_batch
+from envace_demo.models.closing import closing_ids
+from envace_demo.models.decoding import prefix_prefill
 from envace_demo.models.grammar import MAX_CALLS, MAX_THINK_CHARS, GrammarCache
-from envace_demo.models.row_decoder import PrefixCache, decode_rows, row_by_row
 from envace_demo.models.pretrained import CPU_AUTO_DTYPE, OFFLINE_HINT, load_pretrained, stop_token_ids
+from envace_demo.models.row_decoder import PrefixCache, decode_rows, row_by_row
+from envace_demo.models.thinking import budget_processors
 
 __all__ = ["CPU_AUTO_DTYPE", "OFFLINE_HINT", "TransformersBackend"]
 
@@ -36,10 +32,15 @@ class TransformersBackend(LoraAdapters, Backend):
 
     ``constrained``: whether ``generate`` enforces a ``Constraint`` (xgrammar);
     when False, a constraint passed in is ignored (``supports_constraints`` tells).
+    ``compile_decode``: a static cache and a compiled decoding step (:mod:`batch_decoder`);
+    it pays on a GPU, where one step is short, not on a CPU. Rows of one call that share a
+    prompt prefix prefill it once (``share_prefill``; off only to measure what it saves).
     One ``generate`` runs at a time per backend; adapters (:class:`LoraAdapters`) wait for it.
     """
 
     row_decoder = True  # single rows (all rows on a CPU) skip forced tokens, reuse prefixes
+    share_prefill = True
+    compile_backend = "inductor"  # torch.compile's backend for ``compile_decode``
     constraint_note: str | None = None  # why constraints asked for are off (an EnvACE model)
 
     def __init__(
@@ -52,6 +53,7 @@ class TransformersBackend(LoraAdapters, Backend):
         constrained: bool = False,
         max_think_chars: int = MAX_THINK_CHARS,
         max_calls: int = MAX_CALLS,
+        compile_decode: bool = False,
     ):
         self.model = model.eval()
         self.tokenizer = tokenizer
@@ -60,6 +62,7 @@ class TransformersBackend(LoraAdapters, Backend):
         self.supports_constraints = constrained
         self.max_think_chars = max_think_chars
         self.max_calls = max_calls
+        self.compile_decode = compile_decode
         self.stop_ids = stop_token_ids(model, tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop_ids[0]
         self._lock = threading.Lock()
@@ -84,6 +87,7 @@ class TransformersBackend(LoraAdapters, Backend):
         max_think_chars: int = MAX_THINK_CHARS,
         max_calls: int = MAX_CALLS,
         device_map: str = "auto",
+        compile_decode: bool = False,
     ) -> TransformersBackend:
         """Load ``model`` (a hub id or a local folder).
 
@@ -95,6 +99,7 @@ class TransformersBackend(LoraAdapters, Backend):
         ``chat_template``: template text replacing the tokenizer's own.
         ``model_id``: the name shown in ``info`` (default: ``model``).
         ``max_think_chars``, ``max_calls``: bounds of constrained outputs (see grammar).
+        ``compile_decode``: a compiled decoding step over a static cache (GPU).
         """
         lm, tokenizer = load_pretrained(
             model,
@@ -113,6 +118,7 @@ class TransformersBackend(LoraAdapters, Backend):
             constrained=constrained,
             max_think_chars=max_think_chars,
             max_calls=max_calls,
+            compile_decode=compile_decode,
         )
 
     # ------------------------------------------------------------------ Backend
@@ -197,9 +203,6 @@ class TransformersBackend(LoraAdapters, Backend):
         on_token: StreamCallback | None,
         cancel: threading.Event | None,
     ) -> list[Generation]:
-        import torch
-        from transformers import StoppingCriteriaList
-
         if sampling.max_new_tokens < 1:
             raise ModelError(f"generate: max_new_tokens must be at least 1, got {sampling.max_new_tokens}")
         # Rows decode together when they share the weights and the sampling: each role on its
@@ -218,31 +221,7 @@ class TransformersBackend(LoraAdapters, Backend):
                 return [Generation("", 0, len(ids), 0.0, "cancelled", prompt_ids=ids) for ids in encoded]
             if row_by_row(self, len(encoded)):
                 return decode_rows(self, encoded, sampling, constraints, on_token, cancel)  # row_decoder.py
-            criteria = StoppingCriteriaList([cancel_criteria_class()(cancel)] if cancel is not None else [])
-            streamer = RowStreamer(self.tokenizer, len(prompts), self.stop_ids, on_token) if on_token else None
-            with torch.inference_mode(), seeded(sampling.seed, self.model.device):
-                cache, ids, mask = self._prefill(encoded)
-                output = self.model.generate(
-                    ids,
-                    attention_mask=mask,
-                    cache=cache,
-                    generation_config=self._generation_config(sampling),
-                    logits_processor=logits_processors(
-                        self._grammar_cache,
-                        sampling,
-                        constraints,
-                        self._closing(sampling, ids.shape[1], constraints),
-                        self.thinking_budget(sampling, [ids[-4:] for ids in encoded]),
-                    ),
-                    stopping_criteria=criteria,
-                    streamer=streamer,
-                )
-            seconds = time.perf_counter() - start
-            cancelled = cancel is not None and cancel.is_set()
-            return [
-                self._finish(row, encoded[r], sampling.max_new_tokens, seconds, cancelled)
-                for r, row in enumerate(output[:, ids.shape[1] :].tolist())
-            ]
+            return decode_batch(self, encoded, sampling, constraints, on_token, cancel, start)  # batch_decoder.py
 
     def _decode_apart(self, groups: dict[tuple[str | None, Sampling], list[int]], prompts, constraints, on_token,
                       cancel):
@@ -269,57 +248,19 @@ class TransformersBackend(LoraAdapters, Backend):
         return self._base_view
 
     def thinking_budget(self, sampling: Sampling, prompt_tails: list[list[int]]) -> list:
-        """The reasoning budget's processor (a list of one), or none without a budget;
-        ``prompt_tails``: each row's last prompt ids (a template may open the thought there)."""
-        if sampling.think_tokens is None:
-            return []
-        from envace_demo.models.thinking import EARLY_STOP, THINK_OPEN, thinking_budget_class
-
-        closing = self.tokenizer.encode(EARLY_STOP, add_special_tokens=False)
-        opened = all(self.tokenizer.decode(ids).rstrip().endswith(THINK_OPEN) for ids in prompt_tails)
-        return [thinking_budget_class()(sampling.think_tokens, closing, self.tokenizer.decode, opened)]
+        """The reasoning budget's processor (``thinking.budget_processors``); ``prompt_tails``:
+        each row's last prompt ids (a template may open the thought there)."""
+        return budget_processors(self.tokenizer, sampling.think_tokens, prompt_tails)
 
     def _prefill(self, encoded: list[list[int]]):
         """(cache, ids, attention mask) of the batch (a hook: the training policy reuses
         prefixes across calls)."""
-        return prefix_prefill(self.model, self.pad_id, encoded)
-
-    def _generation_config(self, sampling: Sampling):
-        from transformers import GenerationConfig
-
-        # Neutral values: temperature, top-k and top-p are applied by sampling_processors
-        # (unset ones would be filled from the model's generation config). top_k=0 turns
-        # transformers' own top-k off when sampling; greedy gets its default, 50, which
-        # draws no "flag ignored" warning.
-        greedy = sampling.temperature <= 0
-        return GenerationConfig(
-            max_new_tokens=sampling.max_new_tokens,
-            do_sample=not greedy,
-            eos_token_id=self.stop_ids,
-            pad_token_id=self.pad_id,
-            temperature=1.0,
-            top_p=1.0,
-            top_k=50 if greedy else 0,
-        )
-
-    def _closing(self, sampling: Sampling, width: int, constraints: list[Constraint | None]) -> tuple | None:
-        """What a batch's grammars need to close an open value in the budget's last tokens
-        (``decoding.RowGrammars``); None without constraints or closers."""
-        if not any(c is not None for c in constraints) or self._grammar_cache() is None:
-            return None
-        from envace_demo.models.row_decoder import _tensors
-
-        closers = _tensors(self.closing_ids(), self.model.device)
-        if closers is None:
-            return None
-        return closers, sampling.max_new_tokens, width, self.tokenizer.decode
+        return prefix_prefill(self.model, self.pad_id, encoded, share=self.share_prefill)
 
     def closing_ids(self) -> tuple[list[int], list[int]]:
         """The ids that close a constrained value, (in a string, outside one)
-        (``row_decoder.closing_ids``), found once."""
+        (``closing.closing_ids``), found once."""
         if getattr(self, "_closing_ids", None) is None:
-            from envace_demo.models.row_decoder import closing_ids
-
             self._closing_ids = closing_ids(self.tokenizer, self.stop_ids, self.tag_texts)
         return self._closing_ids
 
@@ -329,30 +270,7 @@ class TransformersBackend(LoraAdapters, Backend):
         if not self.supports_constraints:
             return None
         if self._grammars is None:
-            self._grammars = GrammarCache(
-                self.tokenizer,
-                vocab_size=self.model.config.get_text_config().vocab_size,
-                stop_token_ids=self.stop_ids,
-                max_think_chars=self.max_think_chars,
-                max_calls=self.max_calls,
-            )
+            vocab = self.model.config.get_text_config().vocab_size
+            self._grammars = GrammarCache(self.tokenizer, vocab_size=vocab, stop_token_ids=self.stop_ids,
+                                          max_think_chars=self.max_think_chars, max_calls=self.max_calls)
         return self._grammars
-
-    def _finish(
-        self, ids: list[int], prompt_ids: list[int], max_new: int, seconds: float, cancelled: bool
-    ) -> Generation:
-        stop = next((i for i, token in enumerate(ids) if token in self.stop_ids), None)
-        if stop is not None:
-            kept, count, reason = ids[:stop], stop + 1, "stop"
-        else:
-            kept, count = ids, len(ids)
-            reason = "cancelled" if cancelled and count < max_new else "length"
-        return Generation(
-            text=self.tokenizer.decode(kept, skip_special_tokens=True),
-            new_tokens=count,
-            prompt_tokens=len(prompt_ids),
-            seconds=seconds,
-            finish_reason=reason,
-            prompt_ids=list(prompt_ids),
-            token_ids=ids[:count],
-        )

@@ -17,6 +17,7 @@ from typing import Callable
 from envace_demo import budget as budget_mod
 from envace_demo.errors import EnvaceError, ModelError
 from envace_demo.models.base import Backend
+from envace_demo.models.speed import measure_speed
 from envace_demo.plan import Plan
 from envace_demo.settings import Settings
 
@@ -65,7 +66,7 @@ class ModelHolder:
         self.settings = settings
         self._planner = planner
         self._plan: Plan | None = None
-        self._measure = measure if measure is not None or loader is not None else budget_mod.measure_speed
+        self._measure = measure if measure is not None or loader is not None else measure_speed
         self._loader = loader or _default_loader
         self._lock = threading.Lock()
         self._ready = threading.Event()
