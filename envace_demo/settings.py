@@ -66,8 +66,9 @@ class Settings:
         default=PROJECT_ROOT / ".cache",
         metadata={"env": "ENVACE_CACHE_DIR", "help": "where the embedded model is converted once"},
     )
-    # The next four are fallbacks: with target_seconds set, a value left at its default is
-    # replaced by one fitted to the loaded model's measured speed (envace_demo.budget).
+    # The run's budget, written here once: EpisodeConfig's defaults and the app's forms read
+    # these. The next four are fallbacks: with target_seconds set, a value left at its default
+    # is replaced by one fitted to the loaded model's measured speed (envace_demo.budget).
     max_steps: int = field(default=3, metadata={"env": "ENVACE_MAX_STEPS", "help": "actor turns per trajectory"})
     max_new_tokens: int = field(default=192, metadata={"env": "ENVACE_MAX_NEW_TOKENS", "help": "new tokens per generation"})
     episode_seconds: float = field(

@@ -56,3 +56,16 @@ def test_a_changed_setting_is_checked_against_its_choices(change, message):
     with pytest.raises(ConfigError) as err:
         Settings.from_env({}).replace(**change)
     assert message in str(err.value)
+
+
+def test_the_run_budget_defaults_are_written_once_in_settings():
+    from dataclasses import fields
+
+    from envace_demo.engine import EpisodeConfig
+    from envace_demo.settings import default_of
+
+    config = EpisodeConfig()
+    assert config.max_steps == default_of(Settings, "max_steps")
+    assert config.episode_seconds == default_of(Settings, "episode_seconds")
+    assert config.sampling.max_new_tokens == default_of(Settings, "max_new_tokens")
+    assert all(f.metadata.get("help") for f in fields(EpisodeConfig))  # every field says what it does

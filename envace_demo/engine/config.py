@@ -9,57 +9,98 @@ from envace_demo.errors import ConfigError
 from envace_demo.models.base import Backend, Sampling
 from envace_demo.modes import MODES
 from envace_demo.record import ToolCall
+from envace_demo.settings import Settings, default_of
 
 # What the committed actor may read of the rehearsal memory (``EpisodeConfig.memory``).
 MEMORY_VIEWS = ("outcomes", "full", "off")
 
 
+def _settings_sampling() -> Sampling:
+    """The sampling an episode uses unless given one: the settings' new-token budget."""
+    return Sampling(max_new_tokens=default_of(Settings, "max_new_tokens"))
+
+
 @dataclass
 class EpisodeConfig:
-    mode: str = "parallel"
-    n: int = 2
-    sampling: Sampling = field(default_factory=Sampling)
-    max_steps: int = 6
-    episode_seconds: float = 600.0
-    # The share of ``episode_seconds`` the rehearsals may spend before the committed run
-    # (whose reserve is the rest). Modes without a committed run (imagine) use it all.
-    rehearsal_share: float = 0.5
-    # One real call's limit. Above the MCP per-request timeout (30 s), whose own error is clearer.
-    tool_seconds: float = 60.0
-    constrained: bool = True
-    # The first actor turn must call a tool: small models otherwise answer in prose.
-    require_first_call: bool = False
-    # Reasoning bound (characters) under constrained decoding; None: the backend's own.
-    # Fitted to the model's speed (budget.py): 0 on a machine where reasoning costs the minute.
-    think_chars: int | None = None
-    # The declared response schema as one extra line of the rehearser's message; None: on only
-    # for models EnvACE did not train (the trained ones never saw that line).
-    response_schema: bool | None = None
-    # Real (call, result) pairs from this visitor's earlier episodes on the same environment
-    # (reads made before any write, so they hold in the fresh state every episode starts
-    # from): the rehearser's few-shot, before this episode's own real results.
-    known_results: tuple[tuple[ToolCall, Any], ...] = field(default=(), compare=False)
-    # Run on the served model's base weights, its adapter switched off (Compare's base side).
-    base_weights: bool = False
-    # Whether a first rehearsal may predict a domain failure; None: where the model was
-    # trained to rehearse (grammar.rehearses_failures).
-    rehearse_failures: bool | None = None
-    # The committed actor stops reading the rehearsal memory once a real response contradicts
-    # its rehearsal: a failure where success was rehearsed (or the reverse), or a fidelity
-    # below this. A small model copies the memory's values and repeats its calls (a refused
-    # transfer sent again, a copy written with the rehearsed content); None: keep it.
-    memory_fidelity_floor: float | None = 0.75
-    # What the committed actor reads of the rehearsals: "outcomes" (each rehearsed call and
-    # whether it was predicted to succeed or which error: which calls to make, not what to
-    # tell the user), "full" (the predicted values too), or "off".
-    memory: str = "outcomes"
-    # A committed call whose rehearsal predicts a failure is held the first time: not
-    # executed, the actor shown the prediction, so it can take another path (a call asked
-    # again runs for real: the rehearsal may be wrong).
-    hold_predicted_failures: bool = True
-    # Turns an exception's text into what the record may show (public mode hides server paths
-    # and secrets); None shows it as is.
-    redact: Callable[[str], str] | None = field(default=None, repr=False, compare=False)
+    """What one episode runs. The run's budget (steps, new tokens, time limit) defaults to
+    the settings' (``Settings``): the one place those defaults are written. The app passes
+    the budget fitted to the loaded model (``budget.apply``), then what the visitor chose."""
+
+    mode: str = field(default="parallel", metadata={"help": f"what runs: one of {', '.join(MODES)} (envace_demo.modes)"})
+    n: int = field(default=2, metadata={"help": "imagined trajectories per user turn (1 to 64)"})
+    sampling: Sampling = field(
+        default_factory=_settings_sampling,
+        metadata={"help": "sampling of every generation; default: Sampling's, with the settings' max_new_tokens"},
+    )
+    max_steps: int = field(
+        default=default_of(Settings, "max_steps"), metadata={"help": "actor turns per trajectory (Settings.max_steps)"}
+    )
+    episode_seconds: float = field(
+        default=default_of(Settings, "episode_seconds"),
+        metadata={"help": "wall-clock limit of the episode (Settings.episode_seconds)"},
+    )
+    rehearsal_share: float = field(
+        default=0.5,
+        metadata={"help": "share of episode_seconds the rehearsals may spend before the committed run, whose "
+                  "reserve is the rest (0 to 1, exclusive); modes without a committed run (imagine) use it all"},
+    )
+    tool_seconds: float = field(
+        default=60.0,
+        metadata={"help": "one real call's limit; above the MCP per-request timeout (30 s), whose own error is clearer"},
+    )
+    constrained: bool = field(default=True, metadata={"help": "constrained decoding, where the backend supports it"})
+    require_first_call: bool = field(
+        default=False, metadata={"help": "the first actor turn must call a tool: small models otherwise answer in prose"}
+    )
+    think_chars: int | None = field(
+        default=None,
+        metadata={"help": "reasoning bound (characters) under constrained decoding; None: the backend's own. "
+                  "Fitted to the model's speed (budget.py): 0 on a machine where reasoning costs the minute"},
+    )
+    response_schema: bool | None = field(
+        default=None,
+        metadata={"help": "the declared response schema as one extra line of the rehearser's message; None: on "
+                  "only for models EnvACE did not train (the trained ones never saw that line)"},
+    )
+    known_results: tuple[tuple[ToolCall, Any], ...] = field(
+        default=(),
+        compare=False,
+        metadata={"help": "real (call, result) pairs from this visitor's earlier episodes on the same environment "
+                  "(reads made before any write, so they hold in the fresh state every episode starts from): "
+                  "the rehearser's few-shot, before this episode's own real results"},
+    )
+    base_weights: bool = field(
+        default=False,
+        metadata={"help": "run on the served model's base weights, its adapter switched off (Compare's base side)"},
+    )
+    rehearse_failures: bool | None = field(
+        default=None,
+        metadata={"help": "whether a first rehearsal may predict a domain failure; None: where the model was "
+                  "trained to rehearse (grammar.rehearses_failures)"},
+    )
+    memory_fidelity_floor: float | None = field(
+        default=0.75,
+        metadata={"help": "the committed actor stops reading the rehearsal memory once a real response contradicts "
+                  "its rehearsal: a failure where success was rehearsed (or the reverse), or a fidelity below "
+                  "this (0 to 1). A small model copies the memory's values and repeats its calls; None: keep it"},
+    )
+    memory: str = field(
+        default="outcomes",
+        metadata={"help": "what the committed actor reads of the rehearsals: 'outcomes' (each rehearsed call and "
+                  "whether it was predicted to succeed or which error), 'full' (the predicted values too), or 'off'"},
+    )
+    hold_predicted_failures: bool = field(
+        default=True,
+        metadata={"help": "a committed call whose rehearsal predicts a failure is held the first time: not "
+                  "executed, the actor shown the prediction, so it can take another path (asked again, it runs)"},
+    )
+    redact: Callable[[str], str] | None = field(
+        default=None,
+        repr=False,
+        compare=False,
+        metadata={"help": "turns an exception's text into what the record may show (public mode hides server "
+                  "paths and secrets); None shows it as is"},
+    )
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
