@@ -10,14 +10,35 @@ plan's length), printed as JSON beside the plan's figures for the same card (its
 bandwidth, and the bandwidth measured here), with the per-layer overhead the measurement
 implies and the line to add to ``plan.MEASURED_DECODE``.
 
+Then the backend's own batched path (``models.batch_decoder``) in its variants, each N
+rehearsals of one prompt of the plan's length: N = 1 and N = 4, the shared prefix
+prefilled once or every row whole (``share_prefill``), eager or with the compiled
+decoding step over a static cache (``compile_decode``; 16-bit only: bitsandbytes layers
+do not compile). The JSON's keys beside the plan's check (``models``):
+
+- ``variants``: per model (``"16-bit"``, ``"4-bit"``) a list of ``{"rows", "shared_prefill",
+  "compiled", "prefill_seconds", "decode_tokens_per_s" (per row), "step_seconds",
+  "peak_gib" (CUDA)}``; a variant past the time budget is ``{"skipped": "time"}``;
+- ``summary``: ``prefill_whole_over_shared`` (N = 4: prefill seconds with every row whole
+  over the shared prefix's), ``compiled_over_eager`` (decode tokens/s, N = 1 and N = 4);
+- ``measured_decode``: per model the entry of ``plan.MEASURED_DECODE`` (``key``: [gpu,
+  model, quantization]; ``decode_tokens_per_s``: eager, one row, as the app serves by
+  default) and the compiled figure beside it.
+
+It stops starting new measurements after ``--max-seconds`` (default 450: the whole run
+within 8 minutes on an H200, the 8B built and saved in 4-bit included).
+
 ``--tiny``: the same steps on a 2-layer model of the same family on whatever device there
-is (the CPU here), to check the script itself; 4-bit is skipped without CUDA.
+is (the CPU here), to check the script itself; 4-bit is skipped without CUDA, and the
+decoding step is compiled with torch.compile's ``eager`` backend (traced, not code-generated:
+inductor takes minutes on a CPU) unless ``--compile-backend`` says otherwise.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import json
 import sys
 import tempfile
@@ -25,7 +46,7 @@ import time
 from dataclasses import replace
 
 from envace_demo import plan as plan_mod
-from envace_demo.models.pretrained import SHAPES, Shape
+from envace_demo.plan import SHAPES, Shape
 
 MODEL = "Team-ACE/EnvACE-Qwen3-8B"
 # Qwen3-8B's config.json (the EnvACE model is a fine-tune of it: same shape).
@@ -173,6 +194,92 @@ def compare(label: str, model, shape: Shape, quant: str | None, dtype: str, hw, 
     }
 
 
+def variant(model, device: str, rows: int, share: bool, compiled: bool, args, vocab: int) -> dict:
+    """``rows`` rehearsals of one random prompt through the backend's batched path
+    (``prefix_prefill``, then ``model.generate``, over a static cache when ``compiled``):
+    prefill seconds (a generation of one token) and per-row greedy decode tokens/s."""
+    import torch
+    from transformers import GenerationConfig
+
+    from envace_demo.models.batch_decoder import compile_config, static_cache
+    from envace_demo.models.decoding import prefix_prefill
+
+    encoded = [torch.randint(10, vocab - 10, (args.prompt_tokens,)).tolist()] * rows
+    length = args.prompt_tokens + args.tokens  # one static cache size for every timing: one compilation
+
+    def timed(tokens: int) -> float:
+        config = GenerationConfig(
+            max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False, pad_token_id=0, eos_token_id=None,
+            compile_config=compile_config(device, args.compile_backend) if compiled else None,
+        )
+        _sync(device)
+        started = time.perf_counter()
+        with torch.inference_mode():
+            cache, ids, mask = prefix_prefill(model, 0, encoded, share=share)
+            if compiled:
+                cache = static_cache(model, cache, rows, length)
+            model.generate(ids, attention_mask=mask, cache=cache, generation_config=config)
+        _sync(device)
+        return time.perf_counter() - started
+
+    for _ in range(2 if compiled else 1):  # warm-up: kernels, allocations; compilation, CUDA graphs
+        timed(4)
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    prefill = timed(1)
+    decode_s = max(timed(args.tokens) - prefill, 1e-9)
+    out = {
+        "rows": rows,
+        "shared_prefill": share,
+        "compiled": compiled,
+        "prefill_seconds": round(prefill, 4),
+        "decode_tokens_per_s": round((args.tokens - 1) / decode_s, 2),
+        "step_seconds": round(decode_s / (args.tokens - 1), 5),
+    }
+    if device == "cuda":
+        out["peak_gib"] = round(torch.cuda.max_memory_allocated() / plan_mod.GIB, 2)
+    return out
+
+
+# (rows, shared prefill, compiled): N = 1, N = 4 whole and shared, then compiled (16-bit only).
+VARIANTS = ((1, True, False), (4, False, False), (4, True, False), (1, True, True), (4, True, True))
+
+
+def variants(model, device: str, args, vocab: int, compiled: bool, deadline: float) -> list[dict]:
+    out = []
+    for rows, share, compile_ in VARIANTS:
+        if compile_ and not compiled:
+            continue
+        if time.monotonic() > deadline:
+            out.append({"rows": rows, "shared_prefill": share, "compiled": compile_, "skipped": "time"})
+            continue
+        log(f"variant: {rows} rows, shared prefill {share}, compiled {compile_}…")
+        out.append(variant(model, device, rows, share, compile_, args, vocab))
+    return out
+
+
+def summary(found: list[dict]) -> dict:
+    """The ratios the plan and the issue ask about, from one model's variants."""
+    by = {(v["rows"], v["shared_prefill"], v["compiled"]): v for v in found if "skipped" not in v}
+    out = {}
+    if (4, False, False) in by and (4, True, False) in by:
+        out["prefill_whole_over_shared"] = round(
+            by[(4, False, False)]["prefill_seconds"] / by[(4, True, False)]["prefill_seconds"], 3
+        )
+    out["compiled_over_eager"] = {
+        str(rows): round(by[(rows, True, True)]["decode_tokens_per_s"] / by[(rows, True, False)]["decode_tokens_per_s"], 3)
+        for rows in (1, 4)
+        if (rows, True, True) in by and (rows, True, False) in by
+    }
+    return out
+
+
+def measured_decode(hw, quant: str | None, found: list[dict]) -> dict:
+    one = {v["compiled"]: v["decode_tokens_per_s"] for v in found if v.get("rows") == 1 and "skipped" not in v}
+    return {"key": [hw.gpu or hw.flavor, MODEL, quant], "decode_tokens_per_s": one.get(False),
+            "compiled_decode_tokens_per_s": one.get(True)}
+
+
 def _flavor(device_name: str) -> str | None:
     from envace_demo.models.hardware import Machine, flavor_of
     from envace_demo.settings import Settings
@@ -190,7 +297,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens", type=int, default=128, help="new tokens per timed generation")
     parser.add_argument("--prompt-tokens", type=int, default=plan_mod.PROMPT_TOKENS)
     parser.add_argument("--rows", type=int, nargs="+", default=[1, 4], help="batch sizes to time")
+    parser.add_argument("--compile-backend", help="torch.compile backend (default: inductor; eager with --tiny)")
+    parser.add_argument("--max-seconds", type=float, default=450.0, help="no new measurement starts after this")
     args = parser.parse_args(argv)
+    args.compile_backend = args.compile_backend or ("eager" if args.tiny else "inductor")
+    deadline = time.monotonic() + args.max_seconds
 
     import torch
 
@@ -229,16 +340,24 @@ def main(argv: list[str] | None = None) -> int:
             "quant_speed": {str(k): v for k, v in plan_mod.QUANT_SPEED.items()},
         },
         "models": [],
+        "variants": {},
+        "summary": {},
+        "measured_decode": {},
     }
     started = time.monotonic()
     log("building the random model…")
     model = build(config, device, torch_dtype)
     result["build_seconds"] = round(time.monotonic() - started, 1)
     result["models"].append(compare("16-bit", model, shape, None, dtype, hw, measured_hw, args, device))
+    _variants(result, "16-bit", model, device, args, shape, True, deadline, hw, None)
     if args.skip_4bit:
         pass
     elif not cuda:
         result["models"].append({"quantization": "4bit", "skipped": "bitsandbytes 4-bit needs CUDA"})
+    elif importlib.util.find_spec("bitsandbytes") is None:
+        result["models"].append({"quantization": "4bit", "skipped": "bitsandbytes is not installed"})
+    elif time.monotonic() > deadline:
+        result["models"].append({"quantization": "4bit", "skipped": "time"})
     else:
         with tempfile.TemporaryDirectory() as folder:
             log("saving and loading again in 4-bit…")
@@ -247,8 +366,17 @@ def main(argv: list[str] | None = None) -> int:
             gc.collect()
             torch.cuda.empty_cache()
             result["models"].append(compare("4-bit", quantized, shape, "4bit", dtype, hw, measured_hw, args, device))
+            _variants(result, "4-bit", quantized, device, args, shape, False, deadline, hw, "4bit")
     print(json.dumps(result, indent=2))
     return 0
+
+
+def _variants(result: dict, label: str, model, device: str, args, shape: Shape, compiled: bool, deadline: float,
+              hw, quant: str | None) -> None:
+    found = variants(model, device, args, shape.vocab, compiled, deadline)
+    result["variants"][label] = found
+    result["summary"][label] = summary(found)
+    result["measured_decode"][label] = measured_decode(hw, quant, found)
 
 
 if __name__ == "__main__":
