@@ -16,6 +16,7 @@ import time
 from envace_demo.models.base import Constraint, Generation, Sampling, StreamCallback
 from envace_demo.models.closing import closer_tensors
 from envace_demo.models.decoding import RowStreamer, cancel_criteria_class, finished, logits_processors, seeded
+from envace_demo.models.loops import loop_guard
 
 # A static cache holds the prompt and the new tokens, rounded up to a multiple of this:
 # a compiled step is specialized to its cache's length, so lengths come in few sizes.
@@ -53,7 +54,7 @@ def decode_batch(
                 sampling,
                 constraints,
                 closing(backend, sampling, ids.shape[1], constraints),
-                backend.thinking_budget(sampling, [row[-4:] for row in encoded]),
+                backend.thinking_budget(sampling, [row[-4:] for row in encoded]) + loop_guard(backend),
             ),
             stopping_criteria=criteria,
             streamer=streamer,

@@ -30,6 +30,7 @@ from typing import Callable, Literal
 from envace_demo.errors import ModelError
 from envace_demo.models.closing import CLOSING_TOKENS, close_scores, closer_tensors
 from envace_demo.models.decoding import RowStreamer, finished, sampling_processors, seeded, shared_length
+from envace_demo.models.loops import loop_guard
 
 
 # On a CPU, up to this many rows decode one after another here rather than batched:
@@ -300,7 +301,8 @@ def generate_row(
             prompt_ids,
             max_new_tokens=sampling.max_new_tokens,
             stop_ids=backend.stop_ids,
-            processors=backend.thinking_budget(sampling, [prompt_ids[-4:]]) + sampling_processors(sampling),
+            processors=backend.thinking_budget(sampling, [prompt_ids[-4:]]) + loop_guard(backend)
+            + sampling_processors(sampling),
             matcher=matcher,
             prefix=backend.row_prefixes if keep else None,
             weights=_weights_key(backend),
