@@ -22,8 +22,9 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, replace
 from envace_demo.errors import ConfigError
+from envace_demo.settings import Settings, default_of
 
-TARGET_SECONDS = 60.0  # the default run should end within this
+TARGET_SECONDS = default_of(Settings, "target_seconds")  # the default run should end within this
 # The time limit of an episode is this many times its target: a slower turn than the
 # typical one is let finish, a runaway is not. On a machine too slow for even the
 # smallest budget to fit the target, the limit is this many times the estimate instead:

@@ -34,7 +34,7 @@ MODE_PREFERENCE = ("parallel", "none")
 GPU_TARGET_SECONDS = 180.0
 LIMIT_FACTOR = 1.25
 # CPU flavors: budget.fit's target.
-CPU_TARGET_SECONDS = 60.0
+CPU_TARGET_SECONDS = budget_mod.TARGET_SECONDS
 
 
 def plan(

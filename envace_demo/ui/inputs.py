@@ -34,9 +34,8 @@ REHEARSAL_MODES = ("parallel", "sequential")  # what Compare may put beside it
 
 
 # Picker values of the operator's MCP servers are "mcp:<label>" (envs.registry.MCP_PREFIX).
-# A Playground run before the budget is fitted: shorter than the sampler's 512 (a page
-# visitor waits for it), long enough for a call with reasoning.
-APP_MAX_NEW_TOKENS = 384
+# A Playground run before the budget is fitted: the settings' default, as every run's.
+APP_MAX_NEW_TOKENS = default_of(Settings, "max_new_tokens")
 MANUAL = "manual"  # the picker's "you type each real response" (not in public mode)
 SEED_MAX = 2**32 - 1  # what every sampler takes (numpy's bound; torch takes more)
 # User messages one conversation may hold in public mode (the first and its follow-ups):
