@@ -308,9 +308,10 @@ def test_writes_are_unknown_without_a_check_or_a_declaring_environment(scripted)
 # ---- the real embedded model, every mode ---------------------------------------------------------
 
 def _config(mode, n=2):
-    # One committed turn: the point is every mode's mechanics on the real model, not its skill.
+    # One committed turn: the point is every mode's mechanics on the real model, not its skill
+    # (and no time limit that a busy machine would reach first).
     return EpisodeConfig(mode=mode, n=n, sampling=Sampling(seed=0, max_new_tokens=160), max_steps=1,
-                         require_first_call=True)
+                         require_first_call=True, episode_seconds=1800)
 
 
 @pytest.mark.slow
