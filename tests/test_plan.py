@@ -59,6 +59,12 @@ def test_zerogpu_says_so_where_rehearsal_does_not_fit_one_call():
     p = plan("zero-a10g", DEFAULT_GPU_MODEL)
     if p.mode != "parallel":  # as the speed model stands, the 8B's smallest rehearsal needs more
         assert "rehearsal does not fit" in p.advice and "pick" in p.advice
+        # ... and what rehearsal would need: one step eager and with a compiled decode, against the call.
+        import re
+
+        eager, compiled, hold = map(int, re.search(
+            r"takes about (\d+) s eager and (\d+) s with a compiled decode.* against the (\d+) s", p.advice).groups())
+        assert compiled < eager and hold == round(p.episode_seconds)
 
 
 @pytest.mark.parametrize("flavor", ["t4-small", "t4-medium"])

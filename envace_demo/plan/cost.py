@@ -82,17 +82,18 @@ def memory(hw: Hardware, shape, quantization: str | None, dtype: str, rows: int,
 
 def step_seconds(
     hw: Hardware, shape, model: str, quantization: str | None, dtype: str, rows: int, context: int,
-    measured: float | None = None,
+    measured: float | None = None, compiled: bool = False,
 ) -> float:
     """One decoding step of ``rows`` rows at ``context`` tokens each; ``measured``: one row's
-    decoding speed measured on this machine (default: ``MEASURED_DECODE``'s, if any)."""
+    decoding speed measured on this machine (default: ``MEASURED_DECODE``'s, if any);
+    ``compiled``: a compiled step replayed as one graph (no per-layer launch cost)."""
     kv = rows * context * shape.kv_bytes_per_token(2 if hw.cuda else dtype_bytes(dtype))
     measured = measured or MEASURED_DECODE.get((hw.gpu or hw.flavor, model, quantization))
     if measured:
         return 1.0 / measured + kv / (hw.bandwidth_gbs * 1e9 * BANDWIDTH_EFFICIENCY)
     weights = read_bytes_per_step(shape, None, dtype)  # the 16-bit speed, then QUANT_SPEED
     bandwidth = hw.bandwidth_gbs * 1e9 * BANDWIDTH_EFFICIENCY
-    overhead = shape.layers * LAYER_OVERHEAD_S if hw.cuda else 0.0
+    overhead = shape.layers * LAYER_OVERHEAD_S if hw.cuda and not compiled else 0.0
     return ((weights + kv) / bandwidth + overhead) / QUANT_SPEED[quantization]
 
 
@@ -115,16 +116,18 @@ class Run:
 
 
 def episode_estimate(
-    hw: Hardware, shape, model: str, quantization: str | None, dtype: str, run: Run, measured: float | None = None
+    hw: Hardware, shape, model: str, quantization: str | None, dtype: str, run: Run, measured: float | None = None,
+    compiled: bool = False,
 ) -> float:
     """Seconds of a run in which every trajectory calls a tool at each of its steps, each
-    turn thinking ``think`` tokens then answering (a rehearsed call: actor then rehearser)."""
+    turn thinking ``think`` tokens then answering (a rehearsed call: actor then rehearser);
+    ``compiled``: see ``step_seconds``."""
     context = context_tokens(run.steps, run.max_new_tokens)
     average = (PROMPT_TOKENS + context) // 2
 
     def generation(role: str, rows: int) -> float:
         tokens = min(run.max_new_tokens, run.think + ANSWER_TOKENS[role])
-        decode = tokens * step_seconds(hw, shape, model, quantization, dtype, rows, average, measured)
+        decode = tokens * step_seconds(hw, shape, model, quantization, dtype, rows, average, measured, compiled)
         return prefill_seconds(hw, shape, quantization, PROMPT_TOKENS * rows) + decode
 
     def trajectory(rows: int, rehearsed: bool) -> float:

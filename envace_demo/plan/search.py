@@ -137,6 +137,7 @@ def _gpu_plan(
             f"rehearsal does not fit one GPU call here: its smallest run (N=1, {smallest.steps} steps, "
             f"{smallest.think} thinking tokens) takes about {smallest_estimate:.0f} s and a call may hold "
             f"{target:.0f} s, so the default run acts without rehearsal; for rehearsal pick {_faster(hw, model)}"
+            + _compiled_note(hw, shape, model, quant, dtype, target, measured)
         )
     elif estimate > target:
         notes.append(f"a default run takes about {estimate:.0f} s here (more than the {target:.0f} s aimed at)")
@@ -225,3 +226,22 @@ def _cpu_embedded_plan(hw: Hardware, model: str, shape, dtype: str) -> Plan:
         concurrency=1,
         notes=["constrained decoding: reasoning is bounded in characters by the grammar, not in tokens"],
     )
+
+
+# What a visitor should see rehearse: the actor's thought and the rehearser's, at least.
+SHOWN_THINK = 256
+
+
+def _compiled_note(hw, shape, model, quant, dtype, target: float, measured) -> str:
+    """What rehearsal would need here: one step of parallel rehearsal with ``SHOWN_THINK``
+    thinking tokens, eager and with a compiled decode (the backend's ``compile_decode``;
+    on ZeroGPU it needs spaces' ahead-of-time compilation, not done yet), against the call."""
+    if not hw.cuda or not shape.reasoning or measured:
+        return ""
+    run = Run("parallel", 1, 1, SHOWN_THINK)
+    eager = episode_estimate(hw, shape, model, quant, dtype, run, measured)
+    compiled = episode_estimate(hw, shape, model, quant, dtype, run, measured, compiled=True)
+    verdict = "fits" if compiled <= target else f"misses by {compiled - target:.0f} s"
+    return (f"; one step of parallel rehearsal with {SHOWN_THINK} thinking tokens takes about {eager:.0f} s "
+            f"eager and {compiled:.0f} s with a compiled decode (one graph a step, no per-layer launches), "
+            f"which {verdict} against the {target:.0f} s a call may hold")
