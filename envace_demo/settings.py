@@ -62,6 +62,14 @@ class Settings:
         default=None,
         metadata={"env": "ENVACE_CONSTRAINED", "help": "constrained decoding; default on for the embedded model, off otherwise"},
     )
+    compile_decode: bool = field(
+        default=False,
+        metadata={
+            "env": "ENVACE_COMPILE_DECODE",
+            "help": "a compiled decoding step over a static cache (transformers' compile config; same tokens "
+            "as eager): pays on a GPU, where it removes the per-layer launch cost; the first call compiles",
+        },
+    )
     cache_dir: Path = field(
         default=PROJECT_ROOT / ".cache",
         metadata={"env": "ENVACE_CACHE_DIR", "help": "where the embedded model is converted once"},

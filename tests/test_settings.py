@@ -69,3 +69,13 @@ def test_the_run_budget_defaults_are_written_once_in_settings():
     assert config.episode_seconds == default_of(Settings, "episode_seconds")
     assert config.sampling.max_new_tokens == default_of(Settings, "max_new_tokens")
     assert all(f.metadata.get("help") for f in fields(EpisodeConfig))  # every field says what it does
+
+
+def test_compile_decode_is_a_setting_and_a_flag():
+    from envace_demo.cli import build_parser
+    from envace_demo.cli.flags import settings_from
+
+    assert Settings.from_env({}).compile_decode is False
+    assert Settings.from_env({"ENVACE_COMPILE_DECODE": "1"}).compile_decode is True
+    args = build_parser().parse_args(["run", "--env", "bank", "--compile-decode"])
+    assert settings_from(args).compile_decode is True

@@ -63,12 +63,13 @@ def _setting_note(f: Field) -> str:
 _REMOTE = ["backend", "base_url", "api_key", "openai_extras", "quantization"]
 # run, eval and showcase: a local model or a chat-completions server.
 ModelFlags = optional_flags(
-    "ModelFlags", Settings, ["model", "adapter", *_REMOTE, "dtype", "device", "constrained"], _setting_note, group="model"
+    "ModelFlags", Settings, ["model", "adapter", *_REMOTE, "dtype", "device", "constrained", "compile_decode"],
+    _setting_note, group="model",
 )
 # train: a local model only, whose weights it trains.
 LocalModelFlags = optional_flags(
-    "LocalModelFlags", Settings, ["model", "adapter", "dtype", "device", "constrained", "threads"], _setting_note,
-    group="model"
+    "LocalModelFlags", Settings, ["model", "adapter", "dtype", "device", "constrained", "compile_decode", "threads"],
+    _setting_note, group="model",
 )
 # The episode's budget, shown with the environment variables that set it too.
 BudgetFlags = optional_flags(

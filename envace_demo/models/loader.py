@@ -178,4 +178,5 @@ def load_configured(settings: Settings) -> Backend:
         small_model=settings.small_model,
         device_map="cuda" if settings.zero_gpu else "auto",
         adapter=settings.adapter,
+        compile_decode=settings.compile_decode,
     )
