@@ -5,7 +5,7 @@ example environments, on two CPU cores.
 
 Stages, each writing its curves into ``DIR``:
   1. tasks: generated requests over each environment's own entities with their checks
-     (``generate.py``), apart from the example tasks held out; ``DIR/tasks.jsonl``;
+     (``generate/``), apart from the example tasks held out; ``DIR/tasks.jsonl``;
   2. warm start: supervised LoRA on real transitions in the exact prompts
      (``warmstart.py``, ``sft.py``); ``DIR/sft_metrics.jsonl``, one row per step with the
      role's loss;

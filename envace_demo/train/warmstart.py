@@ -1,7 +1,7 @@
 """Warm-start rows from real transitions: the two roles' prompts exactly as the engine
 builds them, with what a correct policy writes as the target.
 
-Rehearser rows: for each call of a scripted task (``generate.py``), run against the real
+Rehearser rows: for each call of a scripted task (``generate/``), run against the real
 environment, the prompt ``rehearser_messages`` builds (the real few-shot and history
 the engine would show at that point) and the target
 ``<think>\\n…\\n</think>\\n\\n<execution_result>\\n{real JSON}\\n</execution_result>`` (or with the

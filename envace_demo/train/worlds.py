@@ -23,7 +23,7 @@ What varies:
 What stays: ids and names the requests use, which paths are read-only, titles, authors,
 years and genres, the three patrons the requests name and their holds (a hold's refusal
 for a full patron depends on them, and no context read shows a patron). The scripts of
-``generate.py`` read every outcome from the world they run in.
+``generate/`` read every outcome from the world they run in.
 
 Seeds: ``TRAIN_WORLDS`` for training rows, ``EVAL_WORLDS`` for measuring on worlds never
 trained on (``bench/worlds.py``); the two never meet (``training_worlds`` refuses an
