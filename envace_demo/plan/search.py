@@ -127,11 +127,8 @@ def _gpu_plan(
     if not fits:
         advice = _advice_memory(hw, model, quant, mem)
     elif estimate > episode or episode > MAX_EPISODE_SECONDS:
-        advice = (
-            f"too slow here: a run takes about {estimate:.0f} s at "
-            f"{1 / step_seconds(hw, shape, model, quant, dtype, 1, PROMPT_TOKENS, measured):.1f} "
-            f"tokens/s; pick {_faster(hw, model)}"
-        )
+        speed = 1 / step_seconds(hw, shape, model, quant, dtype, 1, PROMPT_TOKENS, measured)
+        advice = f"too slow here: a run takes about {estimate:.0f} s at {speed:.1f} tokens/s; pick {_faster(hw, model)}"
     elif run.mode != "parallel":
         advice = (
             f"rehearsal does not fit one GPU call here: its smallest run (N=1, {smallest.steps} steps, "
