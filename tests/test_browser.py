@@ -159,6 +159,7 @@ def test_stop_cancels_a_running_episode_promptly(page):
     assert page.locator("#outcome .ev-outcome").get_attribute("data-kind") == "error"
 
 
+@pytest.mark.heavy
 def test_fine_tune_draws_per_role_curves_live_then_applies_the_adapter(page, tmp_path):
     """A two-step run, groups of two, on the user's own tasks (the bank's tools in the
     editor, an uploaded JSONL of two training drills and one held out): curves appear

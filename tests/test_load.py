@@ -87,6 +87,7 @@ def test_percentile_is_nearest_rank():
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_short_load_run_has_no_error_and_no_leak():
     """CI's form of ``python -m bench.load --sessions 16 --seconds 120``."""
     done = subprocess.run(

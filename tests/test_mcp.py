@@ -322,6 +322,7 @@ def test_settings_read_servers_separated_by_semicolons():
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_cli_run_commits_real_calls_through_mcp():
     out = subprocess.run(
         [sys.executable, "-m", "envace_demo", "run", "--mcp", "python examples/mcp_server.py",

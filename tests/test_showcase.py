@@ -62,6 +62,7 @@ def test_the_command_line_offers_the_showcase_command():
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_the_command_records_a_showcase_with_the_embedded_model(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("ENVACE_MAX_STEPS", "1")  # set on purpose: the fitted budget keeps it (mechanics only)
     assert main(["showcase", "--out", str(tmp_path), "--env", "bank", "--n", "1", "--model", "embedded"]) == 0

@@ -117,6 +117,7 @@ def test_http_serves_the_same_on_127_0_0_1(tmp_path):
     assert f"http://127.0.0.1:{port}/mcp" in (tmp_path / "server.log").read_text()
 
 
+@pytest.mark.heavy
 def test_the_projects_own_agent_runs_an_episode_against_the_simulated_server():
     # A stdio server gets a clean environment (the SDK passes only PATH, HOME and the like):
     # one CPU thread is asked for on its command line, as a user sharing the CPU would.

@@ -29,7 +29,7 @@ import pytest
 from conftest import ROOT
 from helpers import front_matter, space_install_args
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 REPO = "HuggingFaceTB/SmolLM2-135M-Instruct"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

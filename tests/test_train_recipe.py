@@ -88,6 +88,7 @@ def test_recipe_flags_and_refusals():
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_recipe_smoke_on_the_embedded_model(tmp_path, cache_dir):
     from envace_demo.models.loader import load_backend
 
