@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import built_app
 
 pytest.importorskip("bfcl_eval", reason="bfcl-eval is installed by `make setup` (--no-deps)")
 
@@ -18,7 +19,6 @@ from envace_demo.bfcl_multi.oracle import OracleBackend  # noqa: E402
 from envace_demo.errors import ConfigError  # noqa: E402
 from envace_demo.settings import Settings  # noqa: E402
 from envace_demo.ui import bfcl_entries  # noqa: E402
-from envace_demo.ui.holder import ModelHolder  # noqa: E402
 from envace_demo.ui.inputs import PUBLIC_USER_TURNS, RunRequest, environment_choices  # noqa: E402
 from envace_demo.ui.options import UIOptions  # noqa: E402
 from envace_demo.ui.session import Session  # noqa: E402
@@ -30,15 +30,7 @@ KNOBS = ("none", 1, 0.6, 0.95, 20, 256, 0, False, 6)
 
 
 def _app(settings: Settings):
-    from envace_demo.ui import build_app
-
-    oracle = OracleBackend([bfcl_entries.entry_task(e) for e in bfcl_entries.offered(False, None)])
-    holder = ModelHolder(settings, loader=lambda s: oracle)
-    holder.start()
-    holder.wait(timeout=60)
-    demo = build_app(settings, holder=holder)
-    handlers = {f.fn.__name__: f for f in demo.fns.values() if hasattr(f.fn, "__name__")}
-    return demo, handlers
+    return built_app(settings, OracleBackend([bfcl_entries.entry_task(e) for e in bfcl_entries.offered(False, None)]))
 
 
 @pytest.fixture(scope="module")

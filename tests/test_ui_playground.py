@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import call_text, result_text
+from helpers import built_app
 from envace_demo.models.base import Backend, Generation, ModelInfo, Sampling
 from envace_demo.prompts import CURRENT_TOOL
 from envace_demo.settings import Settings
@@ -57,14 +58,7 @@ class Teller(Backend):
 
 
 def _app(settings: Settings):
-    from envace_demo.ui import build_app
-
-    holder = ModelHolder(settings, loader=lambda s: Teller())
-    holder.start()
-    holder.wait(timeout=60)
-    demo = build_app(settings, holder=holder)
-    handlers = {f.fn.__name__: f for f in demo.fns.values() if hasattr(f.fn, "__name__")}
-    return demo, handlers
+    return built_app(settings, Teller())
 
 
 @pytest.fixture(scope="module")

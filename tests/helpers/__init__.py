@@ -18,7 +18,7 @@ every name is importable from ``helpers`` itself.
   pick-a-letter tasks it is trained on.
 """
 
-from helpers.app import LaunchedApp, free_port, serve
+from helpers.app import LaunchedApp, built_app, free_port, serve
 from helpers.chat import STANDARD, ChatServer, call_deltas, text_deltas
 from helpers.gradio_http import QueuedCall, call_handler, event_index, handler_index
 from helpers.paths import ROOT, SHARED_BFCL, VENDORED_BFCL
@@ -81,6 +81,7 @@ __all__ = [
     "record_calls",
     "result_text",
     "serve",
+    "built_app",
     "space_install_args",
     "task",
     "teach_format",

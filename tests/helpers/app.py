@@ -21,6 +21,19 @@ class LaunchedApp(AppProcess):
         self.wait_served(timeout=240)
 
 
+def built_app(settings, backend):
+    """The real app built in this process, ``backend`` as its model (loaded): (demo, its
+    handlers by function name), for tests that call the handlers directly."""
+    from envace_demo.ui import build_app
+    from envace_demo.ui.holder import ModelHolder
+
+    holder = ModelHolder(settings, loader=lambda s: backend)
+    holder.start()
+    holder.wait(timeout=60)
+    demo = build_app(settings, holder=holder)
+    return demo, {f.fn.__name__: f for f in demo.fns.values() if hasattr(f.fn, "__name__")}
+
+
 @contextmanager
 def serve(settings, backend, **launch):
     """The real app in this process on a loopback port, ``backend`` as its model; yields its URL.
