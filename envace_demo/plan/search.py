@@ -35,6 +35,8 @@ GPU_TARGET_SECONDS = 180.0
 LIMIT_FACTOR = 1.25
 # CPU flavors: budget.fit's target.
 CPU_TARGET_SECONDS = budget_mod.TARGET_SECONDS
+# What a visitor should see rehearse (the advice where rehearsal does not fit a ZeroGPU call).
+SHOWN_THINK = 256
 
 
 def plan(
@@ -224,9 +226,6 @@ def _cpu_embedded_plan(hw: Hardware, model: str, shape, dtype: str) -> Plan:
         notes=["constrained decoding: reasoning is bounded in characters by the grammar, not in tokens"],
     )
 
-
-# What a visitor should see rehearse: the actor's thought and the rehearser's, at least.
-SHOWN_THINK = 256
 
 
 def _compiled_note(hw, shape, model, quant, dtype, target: float, measured) -> str:

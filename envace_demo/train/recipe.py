@@ -24,6 +24,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from envace_demo.record import error_code, is_error
 from envace_demo.train.config import TrainConfig
 from envace_demo.train.generate import GENERATED_ENVS, ScriptedTask, training_tasks
 
@@ -215,12 +216,7 @@ def probe_rehearser(backend, rows, count: int) -> dict:
 
 def _outcomes(scripted: ScriptedTask) -> list[str]:
     """Each context call's outcome: "success" or its error code."""
-    out = []
-    for step in scripted.steps:
-        if step.context:
-            err = step.result.get("error") if isinstance(step.result, dict) else None
-            out.append(err["code"] if isinstance(err, dict) else "success")
-    return out
+    return [outcome_of(step.result) for step in scripted.steps if step.context]
 
 
 def world_tasks(recipe: DemoRecipe, world: int, seeded: dict[str, list[str]] | None = None) -> list[ScriptedTask]:
@@ -252,8 +248,7 @@ def world_tasks(recipe: DemoRecipe, world: int, seeded: dict[str, list[str]] | N
 
 def outcome_of(result) -> str:
     """"success", or a refusal's error code."""
-    err = result.get("error") if isinstance(result, dict) else None
-    return err["code"] if isinstance(err, dict) and "code" in err else "success"
+    return error_code(result) if is_error(result) else "success"
 
 
 def even_outcomes(rows: list, cap: int, seed: int = 0) -> list:

@@ -71,9 +71,8 @@ def _deposits(add: Add, say: Say) -> None:
 
 
 def _withdrawals(add: Add, say: Say) -> None:
-    """Withdrawals, over the balance or not, frozen or not."""
-    # Withdrawals: over the balance or not, on a frozen account or not, as the world has it
-    # (the seeded world: ACC-1005 holds 15.50, ACC-1003 310.25, ACC-1004 is frozen).
+    """Withdrawals, over the balance or not, on a frozen account or not, as the world has it
+    (the seeded world: ACC-1005 holds 15.50, ACC-1003 310.25, ACC-1004 is frozen)."""
     for a, amount in (("ACC-1001", 100.0), ("ACC-1002", 500.0), ("ACC-1003", 50.0), ("ACC-1003", 900.0),
                       ("ACC-1005", 20.0), ("ACC-1004", 30.0), ("ACC-1003", 450.0), ("ACC-1001", 1300.0),
                       ("ACC-1005", 15.0), ("ACC-1002", 75.0), ("ACC-1004", 500.0), ("ACC-1005", 60.0),
