@@ -55,22 +55,23 @@ class BatchGenerator:
         self.shown = shown
         self.halt = threading.Event()  # tells the backend to stop generating (one per call)
         self.cutoff: Cutoff | None = None  # the running phase's end, where it has one
-        self._seed_offset = 0
+        self._seed_offsets: dict[tuple[str, str], int] = {}
 
     def __call__(self, requests: list[Request]) -> Generator[Event, None, list[Generation]]:
         self.check_limits()
         own = min((r.deadline for r in requests if r.deadline is not None), default=None)
         if own is not None and time.monotonic() > own:
             return [_cut(0.0) for _ in requests]
-        sampling = self._next_sampling()
+        sampling = self._next_sampling(requests)
+        asked, index = self._distinct(requests)
         updates: queue.Queue = queue.Queue()
         halt = self.halt = threading.Event()  # a call halted by a cutoff leaves the next one free to run
         started = time.monotonic()
         call = supervise(
             lambda: self.backend.generate_many(
-                [r.prompt for r in requests],
+                [r.prompt for r in asked],
                 sampling,
-                [r.constraint for r in requests],
+                [r.constraint for r in asked],
                 on_token=lambda row, text: updates.put((row, text)),
                 cancel=halt,
             ),
@@ -80,7 +81,7 @@ class BatchGenerator:
             grace_s=self.grace_s,
             name="envace-generate",
         )
-        done: Supervised = yield from _streamed(call, updates, requests)
+        done: Supervised = yield from _streamed(call, updates, requests, index)
         if done.error is not None:
             raise Stop(f"model_error: {self.shown(str(done.error))}") from done.error
         self.check_limits()
@@ -90,9 +91,29 @@ class BatchGenerator:
                 return [_cut(time.monotonic() - started) for _ in requests]
             raise Stop("cancelled" if self.cancel.is_set() else "time_limit")
         gens: list[Generation] = done.value
-        if len(gens) != len(requests):
-            raise Stop(f"model_error: the backend returned {len(gens)} generations for {len(requests)} requests")
-        return gens
+        if len(gens) != len(asked):
+            raise Stop(f"model_error: the backend returned {len(gens)} generations for {len(asked)} requests")
+        return [replace(gens[k]) for k in index]
+
+    def _distinct(self, requests: list[Request]) -> tuple[list[Request], list[int]]:
+        """The requests to send, and for each request the position of its generation among
+        them: a greedy rehearser asked the same question twice (two imagined runs that made
+        the same call from the same state) would answer the same twice, so it is asked once."""
+        if self.sampling.for_role("rehearser").temperature != 0:
+            return requests, list(range(len(requests)))
+        asked: list[Request] = []
+        seen: dict[tuple, int] = {}
+        index = []
+        for r in requests:
+            key = (r.prompt.shown(), repr(r.constraint)) if r.role == "rehearser" else None
+            if key is None or key not in seen:
+                if key is not None:
+                    seen[key] = len(asked)
+                index.append(len(asked))
+                asked.append(r)
+            else:
+                index.append(seen[key])
+        return asked, index
 
     def check_limits(self) -> None:
         """Stop when the episode is cancelled or out of time, or the running phase is."""
@@ -104,20 +125,43 @@ class BatchGenerator:
         if self.cutoff is not None and now > self.cutoff.at:
             raise Stop(self.cutoff.reason)
 
-    def _next_sampling(self) -> Sampling:
+    def _next_sampling(self, requests: list[Request]) -> Sampling:
+        """Distinct yet reproducible seeds for each generation, in one stream per phase and
+        role: the committed actor's k-th generation has the seed it has in an episode
+        without rehearsal, whatever the rehearsals drew before it, so a committed run that
+        reads nothing from them acts as that episode does, token for token."""
         s = self.sampling
         if s.seed is None:
             return s
-        self._seed_offset += 1  # distinct yet reproducible seeds for each generation
-        return replace(s, seed=s.seed + self._seed_offset - 1)
+        if requests and requests[0].aligned is not None:  # row 0: the committed actor's k-th seed, not drawn
+            return replace(s, seed=s.seed + self._seed_offsets.get(COMMITTED_ACTOR, 0) + requests[0].aligned)
+        phase = "commit" if all(r.where == "commit" for r in requests) else "rehearsal"
+        stream = (phase, requests[0].role if requests else "actor")
+        offset = self._seed_offsets.get(stream, 0)
+        self._seed_offsets[stream] = offset + 1
+        return replace(s, seed=s.seed + SEED_STREAMS.get(stream, 0) + offset)
+
+    def skip_committed_seed(self) -> None:
+        """The committed actor took an aligned imagined action as its own: its seed is spent."""
+        self._seed_offsets[COMMITTED_ACTOR] = self._seed_offsets.get(COMMITTED_ACTOR, 0) + 1
+
+
+# Where each stream's seeds start, past the base seed; the committed actor's at the base, as
+# in an episode without rehearsal. Far apart: no two streams meet within an episode.
+COMMITTED_ACTOR = ("commit", "actor")
+SEED_STREAMS = {COMMITTED_ACTOR: 0, ("commit", "rehearser"): 10_007, ("rehearsal", "actor"): 20_011,
+                ("rehearsal", "rehearser"): 30_011}
 
 
 def _cut(seconds: float) -> Generation:
     return Generation("", 0, 0, seconds, CUT)  # type: ignore[arg-type]
 
 
-def _streamed(call: Generator, updates: queue.Queue, requests: list[Request]) -> Generator[Event, None, Any]:
-    """Pass on a supervised generation's latest text of each row at every poll."""
+def _streamed(
+    call: Generator, updates: queue.Queue, requests: list[Request], index: list[int]
+) -> Generator[Event, None, Any]:
+    """Pass on a supervised generation's latest text of each row at every poll, to every
+    request that row answers (``index``: request -> row)."""
     while True:
         try:
             next(call)
@@ -128,6 +172,5 @@ def _streamed(call: Generator, updates: queue.Queue, requests: list[Request]) ->
             row, text = updates.get_nowait()
             latest[row] = text
         for row, text in latest.items():
-            if row < len(requests):
-                r = requests[row]
+            for r in (r for r, k in zip(requests, index) if k == row):
                 yield Generating(r.role, r.where, r.rindex, text)  # type: ignore[arg-type]

@@ -40,6 +40,16 @@ def summarize(rehearsals: list[Rehearsal]) -> dict:
     return {"attempts": attempts, "text": render(attempts)}
 
 
+def foresaw(memory: dict | None) -> bool:
+    """Whether a rehearsal foresaw something the committed run can act on: a call predicted
+    to fail, or one whose arguments were invalid."""
+    return any(
+        c.get("predicted_error") or c.get("invalid_arguments")
+        for a in (memory or {}).get("attempts", [])
+        for c in a.get("calls", [])
+    )
+
+
 def contradiction(step: CallStep, floor: float | None) -> str | None:
     """Why ``step``'s real response contradicts its rehearsal, or None: a failure where a
     success was rehearsed or the reverse, or a fidelity below ``floor`` (None: never)."""

@@ -44,6 +44,9 @@ class Request:
     # Past this (monotonic), the generation is cut and returned as such (finish_reason
     # "cut"); the episode goes on. None: only the episode's and the phase's limits apply.
     deadline: float | None = None
+    # The lead imagined run's k-th action: drawn with the seed the committed actor's k-th
+    # action will have (``generation.BatchGenerator``), so the committed run may take it.
+    aligned: int | None = None
 
 
 Run = Generator[Any, "Generation | None", Outcome]

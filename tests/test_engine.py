@@ -49,7 +49,7 @@ def test_parallel_mode_rehearses_then_commits_each_call_rehearsed_and_real(scrip
         actor=[BALANCE, BALANCE, ANSWER, ANSWER, BALANCE, ANSWER],  # 2 imagined, then the commit
         rehearser=[result_text(predicted)] * 3,
     )
-    events = list(Episode(backend, _task(), EpisodeConfig(mode="parallel", n=2), create("bank")).run())
+    events = list(Episode(backend, _task(), EpisodeConfig(mode="parallel", n=2, memory_shown="always"), create("bank")).run())
     assert isinstance(events[0], EpisodeStarted) and isinstance(events[-1], EpisodeFinished)
     assert sum(isinstance(e, RehearsalFinished) for e in events) == 2
     memory_events = [e for e in events if isinstance(e, MemoryReady)]
@@ -209,7 +209,7 @@ def test_a_run_whose_rehearsals_exceed_their_share_still_commits():
                            pace=lambda text, committing: 0.0 if committing else 0.25)
     # The memory stays (floor off): the scripted committed actor answers when it reads it.
     config = EpisodeConfig(mode="parallel", n=2, max_steps=50, episode_seconds=4.0, rehearsal_share=0.5,
-                           memory_fidelity_floor=None)
+                           memory_fidelity_floor=None, memory_shown="always", imagined_until="answer")
     events = list(Episode(backend, _task(), config, create("bank")).run())
     traj = events[-1].trajectory
     assert [r.ended for r in traj.rehearsals] == ["rehearsal_time"] * 2 and all(r.cut for r in traj.rehearsals)
@@ -242,7 +242,8 @@ def test_a_committed_call_whose_rehearsal_runs_long_is_still_made_for_real():
     # The rehearsal phase answers at once; the committed call's rehearsal would take 60 s.
     backend = PacedBackend(actor=[ANSWER, BALANCE, ANSWER], rehearser=[PREDICTED],
                            pace=lambda text, committing: 60.0 if committing and CURRENT_TOOL in text else 0.0)
-    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1, episode_seconds=3.0), create("bank"))
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1, episode_seconds=3.0, rehearse_committed="all",
+                                                       memory_shown="always"), create("bank"))
     (step,) = traj.turns[0].calls
     assert step.rehearsal_cut and step.rehearsed is None and step.fidelity == 0.0  # a miss, counted
     assert step.real["balance"] == 310.25 and step.error is None
@@ -385,7 +386,7 @@ def test_a_failure_met_again_in_an_unchanged_world_is_said_by_the_engine(scripte
         rehearser=[result_text(paid), result_text({"balance": 15.5}), result_text(paid)],  # three asks, not four
     )
     task = Task("w", "Withdraw $400 from ACC-1005.", create("bank").tools())
-    config = EpisodeConfig(mode="parallel", n=1, max_steps=6, hold_predicted_failures=False)
+    config = EpisodeConfig(mode="parallel", n=1, max_steps=6, hold_predicted_failures=False, rehearse_committed="all")
     traj = run_episode(backend, task, config, create("bank"))
     first, again, balance, after_success = call_steps(traj.turns)
     assert first.real["error"]["code"] == "INSUFFICIENT_FUNDS" and first.rehearsal_text is not None
@@ -442,7 +443,8 @@ def test_a_step_cut_by_a_stop_says_what_it_lacks(scripted):
     # The committed turn reasons differently: its call is rehearsed anew (not taken from the rehearsal).
     again = call_text("get_account", {"account_id": "ACC-1003"}, thinking="once more")
     backend = scripted(actor=[BALANCE, ANSWER, again], rehearser=[result_text(predicted), stop_now])
-    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), create("bank"), cancel=cancel)
+    config = EpisodeConfig(mode="parallel", n=1, rehearse_committed="all", memory_shown="always")
+    traj = run_episode(backend, _task(), config, create("bank"), cancel=cancel)
     assert traj.ended == "cancelled"
     ((step,),) = [t.calls for t in traj.turns]
     assert step.rehearsed is None and step.real is None
@@ -514,9 +516,10 @@ def test_a_committed_call_in_a_rehearsed_prompt_takes_the_rehearsal_s_prediction
     """The same call in the same rehearser prompt, byte for byte: the committed step shows
     what the rehearsal predicted for it, and the model is not asked again."""
     predicted = {"account_id": "ACC-1003", "owner": "Mei Lin", "balance": 300.0}
-    backend = scripted(actor=[BALANCE, ANSWER, BALANCE, ANSWER], rehearser=[result_text(predicted)])
+    # The committed actor's first action is the rehearsal's too (the same prompt and seed).
+    backend = scripted(actor=[BALANCE, ANSWER, ANSWER], rehearser=[result_text(predicted)])
     traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), create("bank"))
-    assert traj.ended == "answer"
+    assert traj.ended == "answer" and traj.turns[0].action_from == 0
     ((step,),) = [t.calls for t in traj.turns if t.calls]
     assert step.rehearsal_from == 0 and step.rehearsed == predicted and step.rehearse_tokens == 0
     assert step.rehearsal_text == traj.rehearsals[0].turns[0].calls[0].rehearsal_text
@@ -589,7 +592,8 @@ def test_a_real_refusal_of_a_rehearsed_success_withdraws_the_memory(scripted, fl
         rehearser=[result_text(TRANSFER_DONE), result_text(TRANSFER_DONE), result_text(dict(TRANSFER_DONE, amount=1000.0))],
     )
     task = find_task("bank", "transfer-over-daily-limit")
-    config = EpisodeConfig(mode="parallel", n=1, max_steps=3, memory_fidelity_floor=floor)
+    config = EpisodeConfig(mode="parallel", n=1, max_steps=3, memory_fidelity_floor=floor, memory_shown="always",
+                           imagined_until="answer")
     events = list(Episode(backend, task, config, create("bank")).run())
     traj = events[-1].trajectory
     first, second = (t for t in traj.turns if t.calls)
@@ -622,7 +626,8 @@ def test_the_cli_says_where_the_memory_was_withdrawn(scripted):
     )
     out = io.StringIO()
     task = find_task("bank", "transfer-over-daily-limit")
-    _run_task(backend, task, EpisodeConfig(mode="parallel", n=1, max_steps=2), out=out, environment=create("bank"))
+    _run_task(backend, task, EpisodeConfig(mode="parallel", n=1, max_steps=2, memory_shown="always",
+                                                      imagined_until="answer"), out=out, environment=create("bank"))
     text = out.getvalue()
     assert text.count("--- rehearsal memory ---") == 1
     assert "[commit] rehearsal memory withdrawn: a success was rehearsed; the real call failed (DAILY_LIMIT_EXCEEDED)" in text

@@ -6,7 +6,7 @@ from conftest import call_text, result_text
 from envace_demo.engine import EpisodeConfig, run_episode
 from envace_demo.envs.registry import create
 from envace_demo.grounding import ungrounded, values
-from envace_demo.prompts import HELD_MESSAGE
+from envace_demo.prompts import CURRENT_TOOL, HELD_MESSAGE
 from envace_demo.record import call_steps
 from envace_demo.tasks import Task
 
@@ -84,7 +84,7 @@ def test_an_answer_with_a_value_only_a_rehearsal_had_is_taken_back(scripted):
         rehearser=[result_text(predicted), result_text(predicted)],
     )
     traj = run_episode(backend, _task("What is the balance of ACC-1005?"),
-                       EpisodeConfig(mode="parallel", n=1, memory="full"), create("bank"))
+                       EpisodeConfig(mode="parallel", n=1, memory="full", memory_shown="always"), create("bank"))
     taken_back, final = traj.turns[1], traj.turns[2]
     assert taken_back.withdrawn and "1250" in taken_back.withdrawn
     # Asked again, the actor read the real results alone: no memory in its prompt.
@@ -134,7 +134,7 @@ def test_a_conversation_carries_the_state_and_rehearses_each_user_turn(scripted)
     )
     task = Task("c", "Deposit $100 into ACC-1003.", create("bank").tools(), follow_ups=["What is its balance now?"])
     env = create("bank")
-    events = list(Episode(backend, task, EpisodeConfig(mode="parallel", n=1), env).run())
+    events = list(Episode(backend, task, EpisodeConfig(mode="parallel", n=1, rehearse_committed="all"), env).run())
     traj = events[-1].trajectory
     assert [e.index for e in events if isinstance(e, UserTurnStarted)] == [1]
     assert [t.user_turn for t in traj.turns] == [0, 0, 1, 1]
@@ -168,3 +168,146 @@ def test_a_follow_up_goes_on_from_the_conversation_so_far(scripted):
     assert [t.user_turn for t in traj.turns] == [0, 0, 1, 1]
     assert traj.turns[3].calls == [] and traj.turns[2].calls[0].real["balance"] == 410.25
     assert "Deposited." in traj.turns[2].actor_prompt
+
+
+DEPOSIT = call_text("deposit", {"account_id": "ACC-1003", "amount": 100})
+DEPOSITED = {"transaction_id": "TX-5008", "account_id": "ACC-1003", "amount": 100, "new_balance": 410.25}
+SAID = "<think></think>\nDeposited; the balance is 410.25 USD."
+
+
+def test_a_rehearsal_that_foresaw_nothing_changes_nothing(scripted):
+    """Rehearsals that predict success for every call leave the committed run as a run
+    without rehearsal would be: the same prompts, the same calls, the same answer."""
+    task = _task("Deposit $100 into ACC-1003.")
+    none = run_episode(scripted(actor=[DEPOSIT, SAID]), task, EpisodeConfig(mode="none"), create("bank"))
+    # The imagined run ends once its deposit is rehearsed: the commit needs no more of it.
+    backend = scripted(actor=[DEPOSIT, SAID], rehearser=[result_text(DEPOSITED)])
+    traj = run_episode(backend, task, EpisodeConfig(mode="parallel", n=1), create("bank"))
+    assert traj.memory["shown"] is False and traj.rehearsals[0].ended == "first_write"
+    assert [t.actor_prompt for t in traj.turns] == [t.actor_prompt for t in none.turns]
+    # Its first action is the imagined run's: the same prompt, and the seed it would have drawn.
+    assert [t.action_from for t in traj.turns] == [0, None] and traj.turns[0].act_seconds == 0.0
+    assert traj.turns[0].action.text == DEPOSIT and backend.actor == []
+    assert "Rehearsal memory" not in traj.turns[0].actor_prompt
+    assert traj.final_answer == none.final_answer and traj.success == none.success
+    # The committed deposit took the imagined run's prediction: the same rehearser prompt
+    # (the account read first, for real, in both), so the model was asked once.
+    (imagined,) = call_steps(traj.rehearsals[0].turns)
+    (step,) = call_steps(traj.turns)
+    assert imagined.context and imagined.context == step.context
+    assert step.rehearsal_from == 0 and step.rehearsed == DEPOSITED and step.real["new_balance"] == 410.25
+
+
+def test_the_memory_is_shown_once_a_rehearsal_foresaw_a_failure(scripted):
+    backend = scripted(
+        actor=[WITHDRAW, "<think></think>\nThe account holds too little."],
+        rehearser=[result_text(REFUSED)],
+    )
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), create("bank"))
+    assert traj.memory["shown"] is True
+    assert "predicted error INSUFFICIENT_FUNDS" in traj.turns[0].actor_prompt
+    assert call_steps(traj.turns) == []  # the committed run answered from the foresight alone
+
+
+def test_an_imagined_run_reads_the_real_state_only_until_it_imagines_a_write(scripted):
+    backend = scripted(
+        actor=[DEPOSIT, call_text("withdraw", {"account_id": "ACC-1003", "amount": 5}), "<think></think>\nDone.",
+               "<think></think>\nNo."],
+        rehearser=[result_text(DEPOSITED), result_text({"error": {"code": "X", "message": "m"}})],
+    )
+    env = create("bank")
+    before = env.state()
+    traj = run_episode(backend, _task("Deposit $100 into ACC-1003, then withdraw $5."),
+                       EpisodeConfig(mode="parallel", n=1, imagined_until="answer"), env)
+    deposit, withdraw = call_steps(traj.rehearsals[0].turns)
+    assert deposit.context and deposit.context[0]["result"]["balance"] == 310.25
+    # After the imagined deposit the real account no longer shows the imagined world.
+    assert withdraw.context == []
+    assert env.state() == before  # nothing imagined was written, and the commit wrote nothing
+
+
+def test_a_committed_read_is_not_asked_of_the_rehearser_unless_an_imagined_run_answered_it(scripted):
+    backend = scripted(
+        actor=["<think></think>\nNo call.", BALANCE, "<think></think>\nIt holds 15.50 USD."],
+        rehearser=[],
+    )
+    traj = run_episode(backend, _task("What is the balance of ACC-1005?"), EpisodeConfig(mode="parallel", n=1),
+                       create("bank"))
+    (step,) = call_steps(traj.turns)
+    assert step.rehearsed is None and step.rehearser_prompt is None and step.fidelity is None
+    assert step.real["balance"] == 15.5 and traj.success is not False
+    asked = run_episode(
+        scripted(actor=["<think></think>\nNo call.", BALANCE, "<think></think>\nIt holds 15.50 USD."],
+                 rehearser=[result_text({"account_id": "ACC-1005", "balance": 15.5})]),
+        _task("What is the balance of ACC-1005?"), EpisodeConfig(mode="parallel", n=1, rehearse_committed="all"),
+        create("bank"),
+    )
+    assert call_steps(asked.turns)[0].rehearsed == {"account_id": "ACC-1005", "balance": 15.5}
+
+
+def test_the_committed_actor_draws_the_seeds_of_an_episode_without_rehearsal(scripted):
+    """Seeds come in one stream per phase and role: whatever the rehearsals drew, the
+    committed actor's k-th generation has the seed it has without rehearsal."""
+    from envace_demo.models.base import Sampling
+
+    def seeds_of(mode, actor, rehearser=()):
+        backend = scripted(actor=actor, rehearser=rehearser)
+        drawn = []
+        generate = backend.generate
+
+        def recording(prompt, sampling, *args, **kwargs):
+            if CURRENT_TOOL not in prompt.text and "Rehearsal memory" not in prompt.text:
+                drawn.append(sampling.seed)
+            return generate(prompt, sampling, *args, **kwargs)
+
+        backend.generate = recording
+        config = EpisodeConfig(mode=mode, n=2, sampling=Sampling(seed=11))
+        run_episode(backend, _task("Deposit $100 into ACC-1003."), config, create("bank"))
+        return drawn
+
+    none = seeds_of("none", [DEPOSIT, SAID])
+    # Two imagined runs in lockstep: their first actions (row 0 with the committed actor's
+    # first seed, row 1 another), their answers; the commit takes row 0's action, then answers.
+    parallel = seeds_of("parallel", [DEPOSIT, DEPOSIT, SAID], [result_text(DEPOSITED)] * 2)
+    assert none == [11, 12]
+    # Row 0 of the imagined first actions drew the committed actor's first seed, row 1 its own;
+    # the commit took row 0's action and answered with the second seed, as without rehearsal.
+    assert len(parallel) == 3 and parallel[0] == 11 and parallel[1] not in none and parallel[2] == 12
+
+
+def test_a_greedy_rehearser_is_asked_a_question_once_when_two_imagined_runs_ask_it(scripted):
+    from envace_demo.models.base import Sampling
+
+    backend = scripted(actor=[DEPOSIT, DEPOSIT, SAID], rehearser=[result_text(DEPOSITED)])
+    config = EpisodeConfig(mode="parallel", n=2, sampling=Sampling(seed=3, rehearse_temperature=0.0))
+    traj = run_episode(backend, _task("Deposit $100 into ACC-1003."), config, create("bank"))
+    first, second = (call_steps(r.turns)[0] for r in traj.rehearsals)
+    assert first.rehearsed == second.rehearsed == DEPOSITED and first.rehearser_prompt == second.rehearser_prompt
+    assert sum(CURRENT_TOOL in p for p in backend.prompts) == 1  # one question, asked once
+    assert call_steps(traj.turns)[0].real["new_balance"] == 410.25
+
+
+def test_the_committed_run_takes_each_imagined_action_whose_prompt_came_true(scripted):
+    """An imagined read rehearsed exactly as it really answers leaves the next prompt as it
+    will be for real: the committed run takes that action too (the seed is the one it
+    would have drawn), and asks the actor only for what the imagined run did not reach."""
+    read = create("bank").execute("get_account", {"account_id": "ACC-1003"})
+    backend = scripted(actor=[call_text("get_account", {"account_id": "ACC-1003"}), DEPOSIT, SAID],
+                       rehearser=[result_text(read), result_text(DEPOSITED)])
+    traj = run_episode(backend, _task("Deposit $100 into ACC-1003."), EpisodeConfig(mode="parallel", n=1),
+                       create("bank"))
+    assert [t.action_from for t in traj.turns] == [0, 0, None]
+    assert [c.call.name for c in call_steps(traj.turns)] == ["get_account", "deposit"]
+    assert backend.actor == [] and backend.rehearser == []
+    assert traj.final_answer == "Deposited; the balance is 410.25 USD." and traj.success is not False
+
+
+def test_an_imagined_run_that_repeats_a_read_in_an_unchanged_world_ends_there(scripted):
+    read = create("bank").execute("get_account", {"account_id": "ACC-1005"})
+    backend = scripted(actor=[BALANCE, BALANCE, "<think></think>\nIt holds 15.50 USD."],
+                       rehearser=[result_text(read)])
+    traj = run_episode(backend, _task("What is the balance of ACC-1005?"), EpisodeConfig(mode="parallel", n=1),
+                       create("bank"))
+    (rehearsal,) = traj.rehearsals
+    assert rehearsal.ended == "repeated_read" and len(call_steps(rehearsal.turns)) == 1
+    assert backend.rehearser == [] and traj.final_answer == "It holds 15.50 USD."

@@ -271,6 +271,13 @@ def test_actor_grammar_allows_a_final_answer_unless_a_call_is_required(grammars)
     assert accepts(grammars, ACTOR_FREE, call("set_alarm", {"hour": 7}))
 
 
+def test_an_imagined_answer_stops_after_its_first_words_and_its_calls_do_not(grammars):
+    short = Constraint(role="actor", tools=tuple(TOOLS), answer_chars=1)
+    assert accepts(grammars, short, "<think>\n</think>\n\nT")
+    assert not accepts(grammars, short, "<think>\n</think>\n\nTh")
+    assert accepts(grammars, short, call("send_message", {"contact": "Ann", "text": "y" * 120}))
+
+
 @pytest.mark.parametrize(
     "value",
     [

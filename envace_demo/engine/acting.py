@@ -3,6 +3,7 @@ turn, then each of its calls validated, rehearsed (where the mode does), held or
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Generator
 
 from envace_demo import memory as memory_mod
@@ -11,7 +12,15 @@ from envace_demo.context import shots
 from envace_demo.engine.answers import ungrounded
 from envace_demo.engine.commit import Committer
 from envace_demo.engine.config import EpisodeConfig
-from envace_demo.engine.limits import CALL_RESERVE, REHEARSAL_TIME, STOP_WORDS, cut_by
+from envace_demo.engine.limits import (
+    CALL_RESERVE,
+    FIRST_WRITE,
+    IMAGINED_ANSWER_CHARS,
+    REHEARSAL_TIME,
+    REPEATED_READ,
+    STOP_WORDS,
+    cut_by,
+)
 from envace_demo.engine.rehearsal import CallRehearser, score_call
 from envace_demo.events import Event, MemoryReady, TurnUpdated
 from envace_demo.generation import BatchGenerator
@@ -46,6 +55,12 @@ class TrajectoryRunner:
         self.sampling, self.batcher, self.deadline = sampling, batcher, deadline
         self.rehearser, self.committer, self.constrained = rehearser, committer, constrained
         self.rehearsals: list[Rehearsal] = []  # the episode's imagined runs: what only they had
+        # The lead imagined run's actions (the lowest index of the user turn's rehearsals),
+        # its k-th drawn with the seed the committed actor's k-th will have: actor prompt ->
+        # (generation, rehearsal index, k). A committed actor asked the same prompt at its
+        # k-th turn takes it: the same question and seed, so the same answer.
+        self.imagined_actions: dict[str, tuple[Generation, int, int]] = {}
+        self.lead: int | None = None
         self.user_turn = 0
         self.tools: list[Tool] = task.tools_at(0)
         self.tool_names = {t.name for t in self.tools}
@@ -53,6 +68,7 @@ class TrajectoryRunner:
     def at_user_turn(self, k: int) -> None:
         """The user turn being run, and the tools offered in it (a conversation may add some)."""
         self.user_turn, self.tools = k, self.task.tools_at(k)
+        self.imagined_actions.clear()
         self.tool_names = {t.name for t in self.tools}
 
     def run(
@@ -73,13 +89,25 @@ class TrajectoryRunner:
         execute = commit and self.committer.executor is not None
         held: set[str] = set()  # calls held once in this run (asked again, they run)
         withdrawn = False  # an answer taken back once for values only rehearsals had
+        # An imagined run reads the real state for its rehearser only while its world is
+        # still the real one: until it imagines its first write.
+        reads = {"real": where == "rehearsal" and self.policy.commit}  # "imagine" touches nothing real
         turn_index = 0
         while turn_index < cfg.max_steps:
             require = cfg.require_first_call and turn_index == 0
             prompt = actor_prompt(self.backend, conversation, self.tools)
-            gen = yield self._act_request(prompt, where, rindex, require)
+            lead = where == "rehearsal" and rindex == self.lead and not withdrawn
+            taken = self._imagined_action(prompt.shown(), turn_index) if where == "commit" and not withdrawn else None
+            if taken is not None:  # the same question, the same seed: the imagined answer is this one's
+                gen = replace(taken[0], seconds=0.0)
+                self.batcher.skip_committed_seed()
+            else:
+                gen = yield self._act_request(prompt, where, rindex, require, aligned=turn_index if lead else None)
             action = parse_action(gen.text, self.tool_names, require_call=require, cut=gen.finish_reason == "length")
             turn = new_turn(turns, action, gen, prompt, self.user_turn)
+            turn.action_from = taken[1] if taken is not None else None
+            if lead and action.calls and not action.error and gen.finish_reason == "stop":
+                self.imagined_actions[prompt.shown()] = (gen, rindex, turn_index)
             if action.error:
                 turn.error = f"{action.error}: {action.error_message}"
                 if gen.finish_reason == "length":
@@ -100,12 +128,17 @@ class TrajectoryRunner:
                         yield TurnUpdated(where, rindex, turn, None, "acted")
                         continue  # not a step: the same state is asked again
                 yield TurnUpdated(where, rindex, turn, None, "acted")
+                if where == "rehearsal" and self._short_answers() and not turn.error:
+                    return Outcome(None, "answer")  # its first character only: the committed run answers
                 return Outcome(action.content, "max_new_tokens" if turn.error else "answer")
             turn_index += 1
+            if where == "rehearsal" and self._repeats_reads(conversation.turns, action.calls):
+                yield TurnUpdated(where, rindex, turn, None, "acted")
+                return Outcome(None, REPEATED_READ)
             for call in action.calls:
                 step = CallStep(call)
                 turn.calls.append(step)
-                yield from self._call(turn, step, conversation, real_results, where, rindex, execute, held)
+                yield from self._call(turn, step, conversation, real_results, where, rindex, execute, held, reads)
                 if execute and step.held:
                     continue
                 if execute:
@@ -115,6 +148,8 @@ class TrajectoryRunner:
                         conversation.turns.append(turn)
                         return Outcome(None, "environment_error")
             conversation.turns.append(turn)
+            if where == "rehearsal" and self._ends_at(turn):
+                return Outcome(None, FIRST_WRITE)
             if commit and not execute:
                 # Nothing to commit against: the calls stand as the answer (BFCL style).
                 return Outcome(None, "no_environment")
@@ -144,24 +179,33 @@ class TrajectoryRunner:
         rindex: int | None,
         execute: bool,
         held: set[str] | None = None,
+        reads: dict[str, bool] | None = None,
     ) -> Generator[Event | Request, Generation, None]:
         """Validate one call, then rehearse it (where the mode does), then execute it (in
         a commit with an environment) unless its rehearsal foresaw a failure: then it is
         held once (``EpisodeConfig.hold_predicted_failures``); the turn is reported after
-        each phase."""
+        each phase. ``reads["real"]``: an imagined run may still read the real state."""
         tool = find_tool(self.tools, step.call.name)
         step.validation_errors = check_arguments(tool, step.call.arguments) if tool else []
         step.valid = tool is not None and not step.validation_errors
         at = len(turn.calls) - 1
         yield TurnUpdated(where, rindex, turn, at, "acted")
         rehearse = self.policy.rehearse_calls
+        context: list = []
         try:
             if rehearse:
-                context = self.committer.read_context(step, tool) if execute else []
+                imagined_reads = reads is not None and reads.get("real", False)
+                context = self.committer.read_context(step, tool) if execute or imagined_reads else []
+                if imagined_reads and self.committer.writes(tool) is not False:
+                    reads["real"] = False  # from here on the imagined world has changed
                 # A committed call's rehearsal gives way to the real call when the limit draws near.
                 own = self.deadline - CALL_RESERVE * self.config.episode_seconds if where == "commit" else None
+                # A committed read is asked of the rehearser only where a rehearsal already
+                # answered it (no cost): its real result is safe to fetch, and it is what
+                # the answer must tell. A write is always rehearsed before it runs.
+                ask = not (execute and self.config.rehearse_committed == "writes" and self.committer.writes(tool) is False)
                 yield from self.rehearser.rehearse(
-                    turn, step, tool, self.tools, conversation, real_results, where, rindex, context, own
+                    turn, step, tool, self.tools, conversation, real_results, where, rindex, context, own, ask
                 )
                 yield TurnUpdated(where, rindex, turn, at, "rehearsed")
                 if execute and held is not None and self.committer.hold(step, held):
@@ -169,7 +213,7 @@ class TrajectoryRunner:
                     return
             if execute:
                 self.committer.execute(step, tool, self.deadline)
-                if rehearse:
+                if rehearse and (step.rehearsed is not None or step.rehearsal_cut):  # a read not asked: no score
                     score_call(step, tool, shots(self.config.known_results, real_results, context), conversation)
                 yield TurnUpdated(where, rindex, turn, at, "executed")
                 self.batcher.check_limits()  # Stop or the time limit during the call
@@ -182,9 +226,46 @@ class TrajectoryRunner:
                 yield TurnUpdated(where, rindex, turn, at, "acted")
             raise
 
-    def _act_request(self, prompt: Any, where: str, rindex: int | None, require: bool) -> Request:
-        constraint = self._constraint("actor", tools=tuple(self.tools), require_call=require)
-        return Request(prompt, constraint, "actor", where, rindex)
+    def _imagined_action(self, prompt: str, k: int) -> tuple[Generation, int, int] | None:
+        """The lead imagined run's action for this committed actor prompt at turn ``k``."""
+        taken = self.imagined_actions.get(prompt)
+        if taken is None or taken[2] != k:
+            return None
+        del self.imagined_actions[prompt]
+        return taken
+
+    def _act_request(
+        self, prompt: Any, where: str, rindex: int | None, require: bool, aligned: int | None = None
+    ) -> Request:
+        # The committed actor reads which calls an imagined run made and what they were
+        # predicted to do, never its answer (unless the memory view is "full"): an imagined
+        # answer stops after its first words.
+        short = where == "rehearsal" and self._short_answers()
+        constraint = self._constraint(
+            "actor", tools=tuple(self.tools), require_call=require, answer_chars=IMAGINED_ANSWER_CHARS if short else None
+        )
+        return Request(prompt, constraint, "actor", where, rindex, aligned=aligned)
+
+    def _ends_at(self, turn: Turn) -> bool:
+        """Whether an imagined run ends after ``turn``: it rehearsed a write, whose predicted
+        outcome is what the committed run needs to know; past it the world is imagined
+        (``EpisodeConfig.imagined_until``; a run with nothing to commit goes on)."""
+        if self.config.imagined_until != "first_write" or not self.policy.commit:
+            return False
+        return any(self.committer.writes(find_tool(self.tools, c.call.name)) is not False for c in turn.calls)
+
+    def _repeats_reads(self, before: list[Turn], calls: list[ToolCall]) -> bool:
+        """Whether an imagined turn only repeats reads it already made, with no write since:
+        in a world that has not changed they would answer the same, so the run ends there
+        (in a mode that commits, where it is a rehearsal's cost; ``imagine`` goes on)."""
+        if not self.policy.commit or self.config.imagined_until != "first_write":
+            return False
+        made = [c.call for t in before for c in t.calls]
+        return all(self.committer.writes(find_tool(self.tools, c.name)) is False and c in made for c in calls)
+
+    def _short_answers(self) -> bool:
+        """Whether an imagined answer is cut to its first character (under a grammar)."""
+        return self.constrained and self.config.memory != "full"
 
     def _constraint(self, role: str, **values: Any) -> Constraint | None:
         """What a ``role`` turn's grammar enforces, where decoding is constrained."""

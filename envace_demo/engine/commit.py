@@ -54,6 +54,12 @@ class Committer:
         step.context = [{"call": c.to_dict(), "result": r} for c, r in pairs]
         return pairs
 
+    def writes(self, tool: Tool | None) -> bool | None:
+        """Whether ``tool`` changes state, as the environment declares; None: unknown."""
+        if self.environment is None or tool is None:
+            return None
+        return self.environment.writes(tool.original_name)
+
     def hold(self, step: CallStep, held: set[str]) -> bool:
         """Whether ``step`` is held: its rehearsal predicted a failure, and the same call was
         not held before in this run."""

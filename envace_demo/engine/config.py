@@ -13,6 +13,9 @@ from envace_demo.settings import Settings, default_of
 
 # What the committed actor may read of the rehearsal memory (``EpisodeConfig.memory``).
 MEMORY_VIEWS = ("outcomes", "full", "off")
+MEMORY_SHOWN = ("foresight", "always")
+REHEARSE_COMMITTED = ("writes", "all")
+IMAGINED_UNTIL = ("first_write", "answer")
 
 
 def _settings_sampling() -> Sampling:
@@ -89,6 +92,24 @@ class EpisodeConfig:
         metadata={"help": "what the committed actor reads of the rehearsals: 'outcomes' (each rehearsed call and "
                   "whether it was predicted to succeed or which error), 'full' (the predicted values too), or 'off'"},
     )
+    memory_shown: str = field(
+        default="foresight",
+        metadata={"help": "when the committed actor reads the memory: 'foresight' (only when a rehearsal foresaw "
+                  "a failure or an invalid call: a rehearsal that foresaw nothing changes nothing, and the committed "
+                  "run acts as one without rehearsal would), or 'always'"},
+    )
+    imagined_until: str = field(
+        default="first_write",
+        metadata={"help": "how far an imagined run goes in a mode that commits: 'first_write' (it ends once it "
+                  "has rehearsed a call that changes state, or whose environment does not say: that outcome is what "
+                  "the committed run needs; past it the world is imagined), or 'answer'"},
+    )
+    rehearse_committed: str = field(
+        default="writes",
+        metadata={"help": "which committed calls the rehearser is asked about before they run: 'writes' (calls of "
+                  "tools that change state, or whose environment does not say; a read takes a prediction an "
+                  "imagined run made for it, if any, and runs: its real result is safe to fetch), or 'all'"},
+    )
     hold_predicted_failures: bool = field(
         default=True,
         metadata={"help": "a committed call whose rehearsal predicts a failure is held the first time: not "
@@ -113,6 +134,14 @@ class EpisodeConfig:
             raise ConfigError(f"rehearsal_share must be between 0 and 1 (exclusive), not {self.rehearsal_share}")
         if self.memory not in MEMORY_VIEWS:
             raise ConfigError(f"memory must be one of {', '.join(MEMORY_VIEWS)}, not {self.memory!r}")
+        if self.memory_shown not in MEMORY_SHOWN:
+            raise ConfigError(f"memory_shown must be one of {', '.join(MEMORY_SHOWN)}, not {self.memory_shown!r}")
+        if self.imagined_until not in IMAGINED_UNTIL:
+            raise ConfigError(f"imagined_until must be one of {', '.join(IMAGINED_UNTIL)}, not {self.imagined_until!r}")
+        if self.rehearse_committed not in REHEARSE_COMMITTED:
+            raise ConfigError(
+                f"rehearse_committed must be one of {', '.join(REHEARSE_COMMITTED)}, not {self.rehearse_committed!r}"
+            )
         if self.memory_fidelity_floor is not None and not 0 <= self.memory_fidelity_floor <= 1:
             raise ConfigError(f"memory_fidelity_floor must be between 0 and 1, not {self.memory_fidelity_floor}")
 

@@ -147,9 +147,11 @@ class Episode:
             if self.policy.rehearsals:
                 yield from self._rehearse_all(traj, start, earlier)
             memory = traj.memory if self.policy.rehearsals else None
+            if memory is not None:  # read by the committed actor? (EpisodeConfig.memory_shown)
+                memory["shown"] = self.config.memory_shown == "always" or memory_mod.foresaw(memory)
             conversation = Conversation(
-                user, memory=memory_text(memory, self.config.memory), executed=self.executor is not None,
-                earlier=list(earlier),
+                user, memory=memory_text(memory, self.config.memory) if memory and memory["shown"] else None,
+                executed=self.executor is not None, earlier=list(earlier),
             )
             first = len(traj.turns)
             run = self._trajectories.run(conversation, "commit", None, traj.turns, commit=True, memory=memory,
@@ -194,6 +196,7 @@ class Episode:
         user = self.task.user_turns[user_turn]
         base = len(traj.rehearsals)
         rehearsals = [Rehearsal(index=base + k, user_turn=user_turn) for k in range(self.policy.rehearsals)]
+        self._trajectories.lead = base  # its actions are drawn with the committed actor's seeds
 
         def ended(index: int, outcome: Outcome) -> Iterator[Event]:
             rehearsal = rehearsals[index - base]

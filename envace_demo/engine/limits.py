@@ -7,9 +7,16 @@ from envace_demo.models.base import Sampling
 
 # Why rehearsals end when their share of the episode's time is spent.
 REHEARSAL_TIME = "rehearsal_time"
+# An imagined run that ended once its first write was rehearsed (``EpisodeConfig.imagined_until``).
+FIRST_WRITE = "first_write"
+# An imagined run that ended on a turn repeating reads it had made, with no write since.
+REPEATED_READ = "repeated_read"
 # A committed call's rehearsal ends this share of the episode's limit before the limit:
 # the real call, and the answer after it, keep that time.
 CALL_RESERVE = 0.1
+# The characters an imagined run's answer may hold: enough to see that it answered (the
+# committed actor reads which calls the rehearsals made, never their answers).
+IMAGINED_ANSWER_CHARS = 1
 # How an interrupted step names the reason the episode (or the rehearsals) stopped.
 STOP_WORDS = {
     "time_limit": "the time limit came",

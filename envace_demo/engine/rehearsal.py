@@ -50,8 +50,10 @@ class CallRehearser:
         rindex: int | None,
         context: list[tuple[ToolCall, Any]] = (),
         deadline: float | None = None,
+        ask: bool = True,
     ) -> Generator[Request, Generation, None]:
-        """``step.rehearsed``; ``deadline``: where the rehearsal gives way (a committed call's)."""
+        """``step.rehearsed``; ``deadline``: where the rehearsal gives way (a committed call's);
+        without ``ask`` only a prediction an imagined run already made is taken."""
         decided = validation_error(step.call, tool, step.validation_errors)
         if decided is None:
             decided = repeated_failure(step.call, real_results)
@@ -72,6 +74,9 @@ class CallRehearser:
         if where == "commit" and step.rehearser_prompt in self._predicted:
             step.rehearsal_text, step.rehearsal_from = self._predicted[step.rehearser_prompt]
             step.rehearsed = parsed_rehearsal(step.rehearsal_text)
+            return
+        if not ask:
+            step.rehearser_prompt = None
             return
         # What the call fixes is pinned; a failure seen for real may be said again (grammar.py).
         constraint = rehearsal_constraint(

@@ -84,6 +84,9 @@ class Constraint:
     # Characters a free string of a rehearsed result may hold; None: the grammar's default
     # (grammar.MAX_RESULT_STRING; a trained rehearser gets more, grammar.result_string).
     result_string: int | None = None
+    # Characters a free answer may hold; None: unbounded. An imagined run's answer is never
+    # shown to the committed actor (only which calls to make), so it is cut to its first words.
+    answer_chars: int | None = None
 
 
 @dataclass(frozen=True)

@@ -410,7 +410,9 @@ def structural_tag(
             "grammar": f'root ::= "<think>\\n"{reasoning} "</think>\\n\\n"',
         },
     }
-    answer = {"type": "grammar", "grammar": "root ::= [^<]+"}  # non-empty, no tags
+    # Non-empty, no tags; bounded where the constraint says (an imagined run's answer).
+    bound = "+" if constraint.answer_chars is None else f"{{1,{constraint.answer_chars}}}"
+    answer = {"type": "grammar", "grammar": f"root ::= [^<]{bound}"}
     if constraint.role == "actor" and not constraint.tools:
         if constraint.require_call:
             raise ModelError("actor constraint: a call is required but Constraint.tools is empty")
@@ -458,6 +460,7 @@ def constraint_key(
             max_calls,
             constraint.think_chars,
             constraint.result_string,
+            constraint.answer_chars,
         ],
         ensure_ascii=False,
     )

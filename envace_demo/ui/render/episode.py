@@ -103,11 +103,17 @@ def _imagined_step(i: int, turn: Turn, s: CallStep | None, rid: str) -> list[dic
     return out
 
 
+def taken_note(index: int) -> str:
+    return (f"the first action of rehearsal {index + 1}: the same prompt and seed (the rehearsals foresaw no "
+            "failure, so the committed actor read nothing from them)")
+
+
 def reused_note(index: int) -> str:
     return f"predicted in rehearsal {index + 1}: the same call in the same rehearser prompt"
 
 
 CUT_NOTE = "cut short: the rehearsal time ran out before this call was rehearsed"
+READ_NOTE = "not rehearsed: a read, safe to make for real (only writes are rehearsed before they run)"
 COMMIT_CUT_NOTE = "not rehearsed: its rehearsal ran long, and the time left was kept for the real call"
 
 
@@ -142,6 +148,12 @@ def memory_html(memory: dict | None) -> str:
             f'<div class="ev-note"><span class="ev-badge ev-warn">withdrawn</span> after the committed '
             f"<code>{esc(mark['call'])}</code> of turn {mark['turn'] + 1}: {esc(mark['why'])}. The actor read "
             "the real results alone from then on.</div>"
+        )
+    if memory.get("shown") is False:
+        rows.append(
+            '<div class="ev-note">Not shown to the committed actor: no rehearsal foresaw a failure or an invalid '
+            "call, so the committed run acts as one without rehearsal would (its writes are still rehearsed "
+            "before they run).</div>"
         )
     return (
         '<div class="ev-card ev-memory"><div class="ev-card-title">Rehearsal memory</div>'
@@ -227,6 +239,8 @@ def _step_html(i: int, turn: Turn, s: CallStep | None, traj: Trajectory, condens
     act += pre(to_json({"name": s.call.name, "arguments": s.call.arguments}, limit), "ev-call")
     if s.validation_errors:
         act += "".join(f'<div class="ev-err">{esc(e)}</div>' for e in s.validation_errors)
+    if turn.action_from is not None and s is turn.calls[0]:
+        act += f'<div class="ev-note">{esc(taken_note(turn.action_from))}</div>'
     rehearsed = (
         pre(to_json(s.rehearsed, limit), "ev-json ev-is-error" if is_error(s.rehearsed) else "ev-json")
         if s.rehearsed is not None
@@ -283,6 +297,8 @@ def _no_rehearsal(s: CallStep, traj: Trajectory) -> str:
         return "not rehearsed (mode none)"
     if s.rehearsal_cut:
         return COMMIT_CUT_NOTE
+    if s.real is not None and s.write is False:
+        return READ_NOTE
     return "…"
 
 

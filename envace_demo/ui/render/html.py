@@ -33,11 +33,15 @@ def yes_no(value: bool | None) -> str:
 
 
 _BROKEN = ("time_limit", "cancelled", "environment_error", "model_error")
-_NEUTRAL = ("answer", "no_environment")
+_NEUTRAL = ("answer", "no_environment", "first_write", "repeated_read")
 
 
 # Codes whose plain word says more than the code.
-_ENDED_WORDS = {"rehearsal_time": "cut: the rehearsal time ran out"}
+_ENDED_WORDS = {
+    "rehearsal_time": "cut: the rehearsal time ran out",
+    "first_write": "its first write rehearsed (the committed run needs no more of it)",
+    "repeated_read": "it repeated a read in an unchanged world (it would answer the same)",
+}
 
 
 def ended_text(ended: str | None) -> str:
