@@ -5,6 +5,8 @@ with the default Playground settings: once with parallel rehearsal (the Playgrou
 default mode) and once without. From the records:
 
 - ``cpu_episode_p50_s`` / ``cpu_episode_p95_s``: wall-clock seconds of the parallel episodes.
+- ``parallel_none_episode_ratio``: the median parallel episode's seconds over the median
+  episode's without rehearsal, same tasks and seeds, one run.
 - ``rehearsal_valid_rate``: of the responses the model rehearsed, the share that is one
   ``<execution_result>`` holding a value of the tool's declared response shape. Errors the
   engine wrote itself are counted apart: ``decided_by_validation`` (a call that failed
@@ -143,9 +145,12 @@ def aggregate(parallel: list[EpisodeStats], none: list[EpisodeStats]) -> tuple[d
     fidelities = [f for s in parallel for f in s.fidelities]
     model_fidelities = [f for s in parallel for f in s.model_fidelities]
     p50, p95 = percentile(seconds, 50), percentile(seconds, 95)
+    none_p50 = percentile([s.seconds for s in none], 50)
     figures = {
         "cpu_episode_p50_s": None if p50 is None else round(p50, 1),
         "cpu_episode_p95_s": None if p95 is None else round(p95, 1),
+        # What rehearsal costs: the median parallel episode over the median one without.
+        "parallel_none_episode_ratio": round(p50 / none_p50, 2) if p50 is not None and none_p50 else None,
         "rehearsal_valid_rate": _rate(sum(s.rehearsed_valid for s in parallel + none), rehearsed),
         "mean_fidelity": _mean(fidelities),
         "placeholder_copies": sum(len(s.placeholder_copies) for s in parallel + none),

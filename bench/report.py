@@ -40,6 +40,7 @@ GOALS: dict[str, Goal] = {
     # World rehearsal with the embedded model over the example environments (bench/rehearsal.py).
     "cpu_episode_p50_s": _at_most(60),
     "cpu_episode_p95_s": _at_most(120),
+    "parallel_none_episode_ratio": _at_most(2.5),
     "rehearsal_valid_rate": _at_least(0.95),
     "mean_fidelity": _at_least(0.5),
     "placeholder_copies": _at_most(0),

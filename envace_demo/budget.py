@@ -182,9 +182,10 @@ def estimate_seconds(
     elif mode != "none":
         raise ConfigError(f"estimate: unknown mode {mode!r}")
     if mode != "imagine":  # the committed run: each real call rehearsed first, unless mode none
-        total += _trajectory_seconds(
-            speed, max_steps, max_new_tokens, 1, rehearsed=mode != "none", reasoning=reasoning
-        )
+        # After rehearsals it takes the lead imagined run's first step (action and prediction:
+        # the same prompt and seed, while no rehearsal foresaw a failure) and does the rest.
+        steps = max_steps - 1 if mode in ("parallel", "sequential") else max_steps
+        total += _trajectory_seconds(speed, steps, max_new_tokens, 1, rehearsed=mode != "none", reasoning=reasoning)
     return total
 
 

@@ -55,7 +55,8 @@ def test_report_has_every_key_its_goal_and_whether_it_is_met(tmp_path):
 def test_all_goals_met_needs_every_goal_figure():
     met = {"parallel_rehearsal_ratio": 1.0, "decode_roofline_fraction": 0.9, "constrained_speed_ratio": 0.95,
            "page_served_s": 3.0, "model_ready_s": 9.0, "grpo_step_s": 2.0,
-           "cpu_episode_p50_s": 40.0, "cpu_episode_p95_s": 90.0, "rehearsal_valid_rate": 0.97,
+           "cpu_episode_p50_s": 40.0, "cpu_episode_p95_s": 90.0, "parallel_none_episode_ratio": 2.0,
+           "rehearsal_valid_rate": 0.97,
            "mean_fidelity": 0.6, "placeholder_copies": 0, "heldout_success_parallel": 0.67,
            "heldout_model_fidelity": 0.8, "heldout_read_only_writes": 0, "default_run_median_s": 45.0,
            "default_run_max_s": 70.0, "worlds_outcome": 0.92, "worlds_knowable": 0.85}
@@ -369,6 +370,7 @@ def test_aggregate_gives_every_rehearsal_key():
     assert figures == {
         "cpu_episode_p50_s": 20.0,
         "cpu_episode_p95_s": 29.0,
+        "parallel_none_episode_ratio": round(20.0 / 6.0, 2),  # the medians' ratio
         "rehearsal_valid_rate": round(5 / 6, 4),
         "mean_fidelity": 0.5,
         "placeholder_copies": 1,

@@ -135,5 +135,8 @@ def episode_estimate(
         return run.steps * turn
 
     if run.mode == "parallel":
-        return trajectory(run.n, True) + trajectory(1, True)
+        # The committed run takes the lead imagined run's first step, action and prediction
+        # (the same prompt and seed: engine/acting.py, while no rehearsal foresaw a failure),
+        # and acts and rehearses its later steps itself.
+        return trajectory(run.n, True) + (run.steps - 1) * (generation("actor", 1) + generation("rehearser", 1))
     return trajectory(1, False)
