@@ -153,6 +153,13 @@ def test_prefix_cache_keeps_the_most_recent_entries():
     cache, shared = store.take([1, 9, 7, 7])
     assert shared == 2 and cache.n == 2  # cut back to what the prompts share
     assert store.take([5, 6])[1] == 1  # the last prompt token is left to run
+    # Each set of weights keeps its own: the actor's calls never drop the rehearser's head.
+    store = PrefixCache(entries=1)
+    store.keep([7, 7, 7], FakeCache(3), key="rehearser")
+    store.keep([1, 2], FakeCache(2), key="actor")
+    store.keep([4, 3], FakeCache(2), key="actor")
+    assert store.take([1, 2, 5], key="actor") == (None, 0)  # the older actor entry went
+    assert store.take([7, 7, 8], key="rehearser")[1] == 2
 
 
 def test_on_a_cpu_rows_of_a_batch_decode_one_by_one_with_their_own_seeds(tiny, monkeypatch):

@@ -48,7 +48,8 @@ class Decoded:
 
 
 class PrefixCache:
-    """KV caches of the last ``entries`` decoded sequences (prompt and output).
+    """KV caches of the last ``entries`` decoded sequences (prompt and output) of each set
+    of weights.
 
     An episode alternates actor and rehearser calls: two entries keep the actor's growing
     conversation and the rehearser's fixed head apart. Where each role has weights of its
@@ -79,8 +80,12 @@ class PrefixCache:
         return cache, best_shared
 
     def keep(self, ids: list[int], cache, key: object = None) -> None:
+        """Keep ``ids``' cache under ``key``: at most ``entries`` a set of weights, so that
+        an episode without rehearsal (the actor's alone) does not drop the rehearser's head."""
         self._kept.append((key, list(ids), cache))
-        del self._kept[: -self.entries]
+        mine = [i for i, (k, _, _) in enumerate(self._kept) if k == key]
+        for i in reversed(mine[: -self.entries]):
+            del self._kept[i]
 
     def clear(self) -> None:
         self._kept.clear()
