@@ -311,3 +311,26 @@ def test_an_imagined_run_that_repeats_a_read_in_an_unchanged_world_ends_there(sc
     (rehearsal,) = traj.rehearsals
     assert rehearsal.ended == "repeated_read" and len(call_steps(rehearsal.turns)) == 1
     assert backend.rehearser == [] and traj.final_answer == "It holds 15.50 USD."
+
+
+def test_an_imagined_answer_is_cut_to_a_character_only_where_a_committed_run_follows(scripted):
+    """Under a grammar, the imagined runs of a mode that commits answer in one character
+    (the committed actor never reads their answers); ``imagine`` mode shows its answer as
+    the result, and the committed run answers in full."""
+    def answer_bounds(mode):
+        backend = scripted(actor=["<think></think>\nIt holds 15.50 USD."] * 3)
+        backend.supports_constraints = True
+        bounds = []
+        generate = backend.generate
+
+        def recording(prompt, sampling, constraint=None, *args, **kwargs):
+            if constraint is not None and constraint.role == "actor":
+                bounds.append(constraint.answer_chars)
+            return generate(prompt, sampling, constraint, *args, **kwargs)
+
+        backend.generate = recording
+        run_episode(backend, _task("What is the balance of ACC-1005?"), EpisodeConfig(mode=mode, n=1), create("bank"))
+        return bounds
+
+    assert answer_bounds("parallel") == [1, None]  # the imagined run's, then the committed run's
+    assert answer_bounds("imagine") == [None]

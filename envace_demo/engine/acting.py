@@ -264,8 +264,9 @@ class TrajectoryRunner:
         return all(self.committer.writes(find_tool(self.tools, c.name)) is False and c in made for c in calls)
 
     def _short_answers(self) -> bool:
-        """Whether an imagined answer is cut to its first character (under a grammar)."""
-        return self.constrained and self.config.memory != "full"
+        """Whether an imagined answer is cut to its first character (under a grammar): in a
+        mode that commits, whose actor never reads it (``imagine`` shows it as the result)."""
+        return self.constrained and self.policy.commit and self.config.memory != "full"
 
     def _constraint(self, role: str, **values: Any) -> Constraint | None:
         """What a ``role`` turn's grammar enforces, where decoding is constrained."""
