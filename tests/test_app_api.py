@@ -94,9 +94,13 @@ def test_run_mode_parallel_rehearses_then_commits(client):
     assert imagined["real"] is None and imagined["rehearsed"] is not None
     assert "Current tool to simulate:" in imagined["rehearser_prompt"]
     turn = record["turns"][0]
-    assert "Rehearsal memory" in turn["actor_prompt"]  # the memory reached the committed actor
+    # The rehearsal foresaw no failure: the committed actor reads no memory, takes the
+    # imagined action (the same prompt and seed) and the imagined prediction.
+    assert record["memory"]["shown"] is False and "Rehearsal memory" not in turn["actor_prompt"]
+    assert turn["action_from"] == 0
     step = _acted(turn)
     assert step["rehearsed"] is not None and step["real"] is not None  # both columns
+    assert step["rehearsal_from"] == 0
 
 
 def test_run_mode_sequential_runs_n_attempts(client):
@@ -105,7 +109,8 @@ def test_run_mode_sequential_runs_n_attempts(client):
     assert [r["index"] for r in record["rehearsals"]] == [0, 1]
     assert "Attempt 1:" not in record["rehearsals"][0]["turns"][0]["actor_prompt"]
     assert "Attempt 1:" in record["rehearsals"][1]["turns"][0]["actor_prompt"]  # attempt 2 saw attempt 1
-    assert "Attempt 2:" in record["turns"][0]["actor_prompt"]  # the commit saw both
+    # Neither foresaw a failure: the commit reads no memory (it would have seen both).
+    assert record["memory"]["shown"] is False and "Attempt 2:" not in record["turns"][0]["actor_prompt"]
 
 
 def test_run_mode_imagine_executes_nothing(client):

@@ -78,7 +78,8 @@ def test_a_tool_that_raises_mid_episode_is_an_error_step_after_the_good_ones(scr
             raise ConnectionResetError("core banking link reset")
         return real(name, args)
 
-    backend = scripted(actor=[BALANCE, ANSWER, BALANCE, DEPOSIT], rehearser=[PREDICTED] * 3)
+    # The committed run takes the imagined run's first action (the same prompt and seed).
+    backend = scripted(actor=[BALANCE, ANSWER, DEPOSIT], rehearser=[PREDICTED] * 3)
     events = _events(backend, EpisodeConfig(mode="parallel", n=1), _env_with(second_call_raises))
     traj = events[-1].trajectory
     assert traj.ended == "environment_error"

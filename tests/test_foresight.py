@@ -334,3 +334,13 @@ def test_an_imagined_answer_is_cut_to_a_character_only_where_a_committed_run_fol
 
     assert answer_bounds("parallel") == [1, None]  # the imagined run's, then the committed run's
     assert answer_bounds("imagine") == [None]
+
+
+def test_a_setting_outside_its_choices_is_refused_by_name():
+    import pytest
+
+    from envace_demo.errors import ConfigError
+
+    for name in ("memory", "memory_shown", "imagined_until", "rehearse_committed"):
+        with pytest.raises(ConfigError, match=f"{name} must be one of .*, not 'sometimes'"):
+            EpisodeConfig(**{name: "sometimes"})

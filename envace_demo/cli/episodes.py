@@ -39,7 +39,8 @@ def _print_step(where: str, event: TurnUpdated, out) -> None:
         return
     step = turn.calls[event.call]
     valid = "valid" if step.valid else "INVALID: " + "; ".join(step.validation_errors)
-    print(f"{prefix} call {step.call.name} {_short(step.call.arguments)} ({valid})", file=out)
+    taken = f"; rehearsal {turn.action_from + 1}'s action, same prompt and seed" if turn.action_from is not None else ""
+    print(f"{prefix} call {step.call.name} {_short(step.call.arguments)} ({valid}{taken})", file=out)
     for read in step.context:
         print(f"{prefix}   read first: {read['call']['name']} {_short(read['call']['arguments'])} -> {_short(read['result'])}",
               file=out)

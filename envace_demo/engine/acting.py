@@ -96,17 +96,12 @@ class TrajectoryRunner:
         while turn_index < cfg.max_steps:
             require = cfg.require_first_call and turn_index == 0
             prompt = actor_prompt(self.backend, conversation, self.tools)
-            lead = where == "rehearsal" and rindex == self.lead and not withdrawn
-            taken = self._imagined_action(prompt.shown(), turn_index) if where == "commit" and not withdrawn else None
-            if taken is not None:  # the same question, the same seed: the imagined answer is this one's
-                gen = replace(taken[0], seconds=0.0)
-                self.batcher.skip_committed_seed()
-            else:
-                gen = yield self._act_request(prompt, where, rindex, require, aligned=turn_index if lead else None)
+            gen, taken = yield from self._act(prompt, where, rindex, require, turn_index, withdrawn)
             action = parse_action(gen.text, self.tool_names, require_call=require, cut=gen.finish_reason == "length")
             turn = new_turn(turns, action, gen, prompt, self.user_turn)
-            turn.action_from = taken[1] if taken is not None else None
-            if lead and action.calls and not action.error and gen.finish_reason == "stop":
+            turn.action_from = taken
+            if where == "rehearsal" and rindex == self.lead and not withdrawn and action.calls and not action.error \
+                    and gen.finish_reason == "stop":
                 self.imagined_actions[prompt.shown()] = (gen, rindex, turn_index)
             if action.error:
                 turn.error = f"{action.error}: {action.error_message}"
@@ -225,6 +220,20 @@ class TrajectoryRunner:
                 step.rehearsal_cut = missing == "rehearsal" and stop.reason == REHEARSAL_TIME
                 yield TurnUpdated(where, rindex, turn, at, "acted")
             raise
+
+    def _act(
+        self, prompt: Any, where: str, rindex: int | None, require: bool, k: int, withdrawn: bool
+    ) -> Generator[Request, Generation, tuple[Generation, int | None]]:
+        """The actor's ``k``-th generation, and the rehearsal it was taken from: a committed
+        actor asked what the lead imagined run was asked at its ``k``-th turn, with the same
+        seed, takes its answer; the lead run draws the seeds the committed actor will."""
+        taken = self._imagined_action(prompt.shown(), k) if where == "commit" and not withdrawn else None
+        if taken is not None:
+            self.batcher.skip_committed_seed()
+            return replace(taken[0], seconds=0.0), taken[1]
+        lead = where == "rehearsal" and rindex == self.lead and not withdrawn
+        gen = yield self._act_request(prompt, where, rindex, require, aligned=k if lead else None)
+        return gen, None
 
     def _imagined_action(self, prompt: str, k: int) -> tuple[Generation, int, int] | None:
         """The lead imagined run's action for this committed actor prompt at turn ``k``."""

@@ -132,16 +132,10 @@ class EpisodeConfig:
             raise ConfigError(f"tool_seconds must be positive, not {self.tool_seconds}")
         if not 0 < self.rehearsal_share < 1:
             raise ConfigError(f"rehearsal_share must be between 0 and 1 (exclusive), not {self.rehearsal_share}")
-        if self.memory not in MEMORY_VIEWS:
-            raise ConfigError(f"memory must be one of {', '.join(MEMORY_VIEWS)}, not {self.memory!r}")
-        if self.memory_shown not in MEMORY_SHOWN:
-            raise ConfigError(f"memory_shown must be one of {', '.join(MEMORY_SHOWN)}, not {self.memory_shown!r}")
-        if self.imagined_until not in IMAGINED_UNTIL:
-            raise ConfigError(f"imagined_until must be one of {', '.join(IMAGINED_UNTIL)}, not {self.imagined_until!r}")
-        if self.rehearse_committed not in REHEARSE_COMMITTED:
-            raise ConfigError(
-                f"rehearse_committed must be one of {', '.join(REHEARSE_COMMITTED)}, not {self.rehearse_committed!r}"
-            )
+        for name, choices in (("memory", MEMORY_VIEWS), ("memory_shown", MEMORY_SHOWN),
+                              ("imagined_until", IMAGINED_UNTIL), ("rehearse_committed", REHEARSE_COMMITTED)):
+            if getattr(self, name) not in choices:
+                raise ConfigError(f"{name} must be one of {', '.join(choices)}, not {getattr(self, name)!r}")
         if self.memory_fidelity_floor is not None and not 0 <= self.memory_fidelity_floor <= 1:
             raise ConfigError(f"memory_fidelity_floor must be between 0 and 1, not {self.memory_fidelity_floor}")
 
