@@ -215,7 +215,9 @@ def test_an_episode_rehearses_and_commits_through_the_backend(chat_server):
     call_id = final[-2]["tool_calls"][0]["id"]
     assert final[-1]["role"] == "tool" and final[-1]["tool_call_id"] == call_id
     assert final[-2]["content"].startswith("<think>\nI should look it up.\n</think>")
-    assert json.loads(turn.actor_prompt)["messages"][0]["role"] == "system"  # the memory, as sent
+    # The rehearsal foresaw no failure: the committed actor read no memory and took its action.
+    assert traj.memory["shown"] is False and turn.action_from == 0
+    assert json.loads(turn.actor_prompt)["messages"][0]["role"] == "user"
 
 
 def _bank_agent(body):

@@ -191,7 +191,7 @@ def test_training_worlds_never_draw_on_the_evaluation_worlds(monkeypatch, script
 def test_a_rehearser_row_for_a_write_holds_its_context_reads_last(scripted):
     """A committed write's row shows the real reads of its state (the directory it writes
     into, after the earlier calls) last in the few-shot, as the engine places them; the
-    rehearsal's row (no real result yet) shows none; a varied world's rows are the
+    rehearsal's row (no real result yet) shows the reads alone; a varied world's rows are the
     committed writes' alone."""
     from envace_demo.prompts import NO_PREVIOUS_CALLS, PREVIOUS_CALLS
     from envace_demo.train.warmstart import task_rows
@@ -205,7 +205,8 @@ def test_a_rehearser_row_for_a_write_holds_its_context_reads_last(scripted):
     section = committed.prompt.split(PREVIOUS_CALLS, 1)[1].split("Current conversation history", 1)[0]
     assert section.rstrip('\\n"').rstrip().endswith(json.dumps(write.context[0][1]).replace('"', '\\"'))
     assert "Tool name:\\nlist_directory" in section
-    assert imagined.few_shot == [] and NO_PREVIOUS_CALLS in imagined.prompt
+    # The rehearsal's row: no real result yet, but the reads it made before its first write.
+    assert imagined.few_shot == list(write.context) and NO_PREVIOUS_CALLS not in imagined.prompt
     for s in generated_tasks("bank", 100)[:30]:
         mine = task_rows(scripted(), s, roles=("rehearser",), rehearse="context")
         assert len(mine) == sum(bool(step.context) for step in s.steps)

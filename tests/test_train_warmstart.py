@@ -34,8 +34,11 @@ def _replay(scripted_cls, rows, mode: str, n: int, env: str, task):
         actor=(turns * (n + 1)) if mode == "parallel" else turns,
         rehearser=(rehearse_first + rehearser[calls:]) if mode == "parallel" else [],
     )
+    # The memory shown and every call rehearsed, imagined runs to their answer: the rows'
+    # prompts with the memory and those of each committed rehearsal are all met.
     config = EpisodeConfig(mode=mode, n=n, sampling=Sampling(max_new_tokens=64), max_steps=4,
-                           constrained=False, require_first_call=False)
+                           constrained=False, require_first_call=False, memory_shown="always",
+                           imagined_until="answer", rehearse_committed="all")
     traj = None
     for event in Episode(backend, task, config, environment=create(env)).run():
         if isinstance(event, EpisodeFinished):
@@ -64,9 +67,13 @@ def test_targets_hold_the_real_response_and_the_scripted_turns(scripted):
     s = _pick("files", "gen-files-copy-0")
     rows = task_rows(scripted(), s, with_memory=False)
     rehearser = [r for r in rows if r.role == "rehearser"]
-    # The second call: once as in a rehearsal, once as in the commit (the first real result known).
+    # The second call (the write): once as in a rehearsal, which read the target directory for
+    # real before its first write, once as in the commit (the first real result known too).
     assert len(rehearser) == 3
-    assert NO_PREVIOUS_CALLS in rehearser[1].prompt and NO_PREVIOUS_CALLS not in rehearser[2].prompt
+    imagined, committed = rehearser[1], rehearser[2]
+    assert [c.name for c, _ in imagined.few_shot] == ["list_directory"] and not imagined.committed
+    assert [c.name for c, _ in committed.few_shot] == ["read_file", "list_directory"] and committed.committed
+    assert NO_PREVIOUS_CALLS not in imagined.prompt and NO_PREVIOUS_CALLS not in committed.prompt
     for row, step in zip(rehearser, [s.steps[0], s.steps[1], s.steps[1]]):
         result, problem = parse_execution_result(row.completion)
         assert problem is None and result == step.result

@@ -49,7 +49,8 @@ PROMPT = "What is the current balance of account ACC-1003?"
 
 def _parallel_events(scripted) -> list:
     backend = scripted(
-        actor=[BALANCE, BALANCE, ANSWER, ANSWER, BALANCE, ANSWER],  # 2 imagined, then the commit
+        # 2 imagined, then the commit: it takes the lead imagined action (the same prompt and seed)
+        actor=[BALANCE, BALANCE, ANSWER, ANSWER, ANSWER],
         rehearser=[result_text(PREDICTED)] * 3,
     )
     task = find_task("bank", "check-balance")

@@ -162,12 +162,15 @@ def task_rows(
             conversation = Conversation(task.prompt, turns[:k], memory=memory, executed=True)
             prompt = actor_prompt(backend, conversation, tools)
             rows.append(SftRow("actor", task.name, prompt.shown(), turn.action.text, prompt))
+    wrote = _writes_before(scripted)
     for k, turn in enumerate(turns[:-1] if "rehearser" in roles else []):
         step = turn.calls[0]
         reads = list(scripted.steps[k].context) if context else []
         earlier = [(t.calls[0].call, t.calls[0].real) for t in turns[:k]]
-        # (earlier real results, context, executed): as in a rehearsal, then as committed.
-        phases = [([], [], False)] if (earlier or reads) else []
+        # (earlier real results, context, executed): as in a rehearsal (which reads the real
+        # state until it imagines its first write), then as committed.
+        imagined = [] if wrote[k] else reads
+        phases = [([], imagined, False)] if (earlier or imagined != reads) else []
         phases.append((earlier, reads, True))
         if rehearse == "context":
             phases = phases[-1:] if scripted.steps[k].context else []
@@ -184,6 +187,19 @@ def task_rows(
                        step.call, step.real, few, executed)
             )
     return rows
+
+
+def _writes_before(scripted: ScriptedTask) -> list[bool]:
+    """For each step, whether a step before it wrote (its environment says which tools write;
+    one that does not say counts as writing, as in the engine)."""
+    from envace_demo.envs.registry import create
+
+    env = create(scripted.task.env) if scripted.task.env else None
+    out, wrote = [], False
+    for step in scripted.steps:
+        out.append(wrote)
+        wrote = wrote or env is None or env.writes(step.call.name) is not False
+    return out
 
 
 def warm_rows(
