@@ -115,7 +115,7 @@ class Turn:
     # An answer taken back: it carried values only rehearsals had (``grounding.py``); the
     # actor answered again from the real results alone.
     withdrawn: str | None = None
-    # The committed run's first action taken from rehearsal k's: the same prompt (the
+    # A committed turn whose action is rehearsal k's at the same turn: the same prompt (the
     # committed actor read nothing from the rehearsals) and the seed it would have drawn,
     # so asking again would only have repeated it (``engine/acting.py``).
     action_from: int | None = None

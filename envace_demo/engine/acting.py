@@ -89,19 +89,16 @@ class TrajectoryRunner:
         execute = commit and self.committer.executor is not None
         held: set[str] = set()  # calls held once in this run (asked again, they run)
         withdrawn = False  # an answer taken back once for values only rehearsals had
-        # An imagined run reads the real state for its rehearser only while its world is
-        # still the real one: until it imagines its first write.
-        reads = {"real": where == "rehearsal" and self.policy.commit}  # "imagine" touches nothing real
         turn_index = 0
         while turn_index < cfg.max_steps:
             require = cfg.require_first_call and turn_index == 0
             prompt = actor_prompt(self.backend, conversation, self.tools)
-            gen, taken = yield from self._act(prompt, where, rindex, require, turn_index, withdrawn)
+            lead = where == "rehearsal" and rindex == self.lead and not withdrawn
+            gen, taken = yield from self._act(prompt, where, rindex, require, turn_index, withdrawn, lead)
             action = parse_action(gen.text, self.tool_names, require_call=require, cut=gen.finish_reason == "length")
             turn = new_turn(turns, action, gen, prompt, self.user_turn)
             turn.action_from = taken
-            if where == "rehearsal" and rindex == self.lead and not withdrawn and action.calls and not action.error \
-                    and gen.finish_reason == "stop":
+            if lead and action.calls and not action.error and gen.finish_reason == "stop":
                 self.imagined_actions[prompt.shown()] = (gen, rindex, turn_index)
             if action.error:
                 turn.error = f"{action.error}: {action.error_message}"
@@ -133,7 +130,7 @@ class TrajectoryRunner:
             for call in action.calls:
                 step = CallStep(call)
                 turn.calls.append(step)
-                yield from self._call(turn, step, conversation, real_results, where, rindex, execute, held, reads)
+                yield from self._call(turn, step, conversation, real_results, where, rindex, execute, held)
                 if execute and step.held:
                     continue
                 if execute:
@@ -174,12 +171,11 @@ class TrajectoryRunner:
         rindex: int | None,
         execute: bool,
         held: set[str] | None = None,
-        reads: dict[str, bool] | None = None,
     ) -> Generator[Event | Request, Generation, None]:
         """Validate one call, then rehearse it (where the mode does), then execute it (in
         a commit with an environment) unless its rehearsal foresaw a failure: then it is
         held once (``EpisodeConfig.hold_predicted_failures``); the turn is reported after
-        each phase. ``reads["real"]``: an imagined run may still read the real state."""
+        each phase."""
         tool = find_tool(self.tools, step.call.name)
         step.validation_errors = check_arguments(tool, step.call.arguments) if tool else []
         step.valid = tool is not None and not step.validation_errors
@@ -189,16 +185,16 @@ class TrajectoryRunner:
         context: list = []
         try:
             if rehearse:
-                imagined_reads = reads is not None and reads.get("real", False)
-                context = self.committer.read_context(step, tool) if execute or imagined_reads else []
-                if imagined_reads and self.committer.writes(tool) is not False:
-                    reads["real"] = False  # from here on the imagined world has changed
+                # An imagined run reads the real state for its rehearser while its world is
+                # still the real one: until it imagines its first write ("imagine" reads nothing).
+                real_world = where == "rehearsal" and self.policy.commit and not self._wrote(conversation, turn)
+                context = self.committer.read_context(step, tool) if execute or real_world else []
                 # A committed call's rehearsal gives way to the real call when the limit draws near.
                 own = self.deadline - CALL_RESERVE * self.config.episode_seconds if where == "commit" else None
                 # A committed read is asked of the rehearser only where a rehearsal already
                 # answered it (no cost): its real result is safe to fetch, and it is what
                 # the answer must tell. A write is always rehearsed before it runs.
-                ask = not (execute and self.config.rehearse_committed == "writes" and self.committer.writes(tool) is False)
+                ask = not (execute and self.config.rehearse_committed == "writes" and self._writes(step.call.name) is False)
                 yield from self.rehearser.rehearse(
                     turn, step, tool, self.tools, conversation, real_results, where, rindex, context, own, ask
                 )
@@ -222,16 +218,15 @@ class TrajectoryRunner:
             raise
 
     def _act(
-        self, prompt: Any, where: str, rindex: int | None, require: bool, k: int, withdrawn: bool
+        self, prompt: Any, where: str, rindex: int | None, require: bool, k: int, withdrawn: bool, lead: bool
     ) -> Generator[Request, Generation, tuple[Generation, int | None]]:
         """The actor's ``k``-th generation, and the rehearsal it was taken from: a committed
         actor asked what the lead imagined run was asked at its ``k``-th turn, with the same
-        seed, takes its answer; the lead run draws the seeds the committed actor will."""
+        seed, takes its answer; the ``lead`` run draws the seeds the committed actor will."""
         taken = self._imagined_action(prompt.shown(), k) if where == "commit" and not withdrawn else None
         if taken is not None:
             self.batcher.skip_committed_seed()
             return replace(taken[0], seconds=0.0), taken[1]
-        lead = where == "rehearsal" and rindex == self.lead and not withdrawn
         gen = yield self._act_request(prompt, where, rindex, require, aligned=k if lead else None)
         return gen, None
 
@@ -261,7 +256,7 @@ class TrajectoryRunner:
         (``EpisodeConfig.imagined_until``; a run with nothing to commit goes on)."""
         if self.config.imagined_until != "first_write" or not self.policy.commit:
             return False
-        return any(self.committer.writes(find_tool(self.tools, c.call.name)) is not False for c in turn.calls)
+        return any(self._writes(c.call.name) is not False for c in turn.calls)
 
     def _repeats_reads(self, before: list[Turn], calls: list[ToolCall]) -> bool:
         """Whether an imagined turn only repeats reads it already made, with no write since:
@@ -270,7 +265,16 @@ class TrajectoryRunner:
         if not self.policy.commit or self.config.imagined_until != "first_write":
             return False
         made = [c.call for t in before for c in t.calls]
-        return all(self.committer.writes(find_tool(self.tools, c.name)) is False and c in made for c in calls)
+        return all(self._writes(c.name) is False and c in made for c in calls)
+
+    def _writes(self, name: str) -> bool | None:
+        """Whether the offered tool ``name`` changes state, as the environment says (None: unknown)."""
+        return self.committer.writes(find_tool(self.tools, name))
+
+    def _wrote(self, conversation: Conversation, turn: Turn) -> bool:
+        """Whether this run made (or imagined) a write before the last call of ``turn``."""
+        before = [c for t in conversation.turns for c in t.calls] + turn.calls[:-1]
+        return any(self._writes(c.call.name) is not False for c in before)
 
     def _short_answers(self) -> bool:
         """Whether an imagined answer is cut to its first character (under a grammar): in a
