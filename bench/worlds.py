@@ -127,16 +127,18 @@ def rehearse(backend, rows, tools_of) -> tuple[list, list[dict], float]:
     from envace_demo.calls import parse_execution_result
     from envace_demo.fidelity import score
     from envace_demo.models.base import Sampling
+    from envace_demo.models.adapters import rehearser_think_chars
     from envace_demo.models.grammar import rehearsal_constraint, rehearses_failures
 
     scores, wrong = [], []
+    think_chars = rehearser_think_chars(backend)  # the bound the engine gives this rehearser
     start = time.perf_counter()
     for row in rows:
         tool = tools_of(row)
         constraint = None
         if backend.supports_constraints:
             constraint = rehearsal_constraint(tool.response, row.call.name, row.call.arguments, row.few_shot,
-                                              rehearses_failures(backend))
+                                              rehearses_failures(backend), think_chars)
         gen = backend.generate(row.request, Sampling(temperature=0.0, max_new_tokens=MAX_NEW_TOKENS), constraint)
         rehearsed, problem = parse_execution_result(gen.text)
         s = score(None if problem else rehearsed, row.real, _context(row, tool))

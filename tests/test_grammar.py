@@ -317,6 +317,10 @@ def test_rehearser_reasoning_is_bounded_tighter_than_the_actors(grammars):
     assert accepts(grammars, REHEARSER_WEATHER, think + done)
     assert not accepts(grammars, REHEARSER_WEATHER, longer + done)
     assert accepts(grammars, ACTOR, longer + call("set_alarm", {"hour": 7}))  # the actor keeps its bound
+    # A rehearser trained to state the deciding facts first asks for a bound of its own.
+    facts = Constraint(role="rehearser", response_schema=WEATHER.response, think_chars=MAX_REHEARSER_THINK_CHARS + 60)
+    assert accepts(grammars, facts, longer + done)
+    assert not accepts(grammars, facts, "<think>\n" + "a" * (MAX_REHEARSER_THINK_CHARS + 61) + "</think>\n\n" + done)
 
 
 def test_rehearser_grammar_follows_a_declared_response(grammars):

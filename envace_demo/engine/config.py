@@ -60,6 +60,12 @@ class EpisodeConfig:
         metadata={"help": "reasoning bound (characters) under constrained decoding; None: the backend's own. "
                   "Fitted to the model's speed (budget.py): 0 on a machine where reasoning costs the minute"},
     )
+    rehearser_think_chars: int | None = field(
+        default=None,
+        metadata={"help": "the rehearser's reasoning bound (characters) under constrained decoding; None: "
+                  "think_chars. A rehearser adapter trained to state the deciding facts first asks for its own "
+                  "(for_backend reads it: models.adapters.rehearser_think_chars)"},
+    )
     response_schema: bool | None = field(
         default=None,
         metadata={"help": "the declared response schema as one extra line of the rehearser's message; None: on "
@@ -136,6 +142,9 @@ class EpisodeConfig:
                               ("imagined_until", IMAGINED_UNTIL), ("rehearse_committed", REHEARSE_COMMITTED)):
             if getattr(self, name) not in choices:
                 raise ConfigError(f"{name} must be one of {', '.join(choices)}, not {getattr(self, name)!r}")
+        for name in ("think_chars", "rehearser_think_chars"):
+            if getattr(self, name) is not None and getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be 0 or more, not {getattr(self, name)}")
         if self.memory_fidelity_floor is not None and not 0 <= self.memory_fidelity_floor <= 1:
             raise ConfigError(f"memory_fidelity_floor must be between 0 and 1, not {self.memory_fidelity_floor}")
 
@@ -143,6 +152,11 @@ class EpisodeConfig:
     def for_backend(cls, backend: Backend, *, constrained: bool = True, require_first_call: bool | None = None,
                     **values: Any) -> "EpisodeConfig":
         """A config that asks of ``backend`` only what it can do: constrained decoding where it
-        supports it; a required first call where it needs one, unless said otherwise."""
+        supports it; a required first call where it needs one, unless said otherwise; the
+        rehearser's reasoning bound its adapter was trained with, unless given."""
         first = backend.requires_first_call if require_first_call is None else require_first_call
+        if values.get("rehearser_think_chars") is None:
+            from envace_demo.models.adapters import rehearser_think_chars
+
+            values["rehearser_think_chars"] = rehearser_think_chars(backend)
         return cls(constrained=constrained and backend.supports_constraints, require_first_call=first, **values)

@@ -46,6 +46,33 @@ def rehearse_temperature(backend) -> float | None:
     return OWN_REHEARSER_TEMPERATURE if backend.info.extra.get("rehearser_adapter") else None
 
 
+# Written by a recipe whose rehearser states the deciding facts before its result
+# (``train.facts``): the reasoning bound it needs under a grammar.
+REASONING_FILE = "reasoning.json"
+
+
+def rehearser_think_chars(backend) -> int | None:
+    """The reasoning bound ``backend``'s rehearser adapter was trained with (its
+    ``reasoning.json``), or None (the run's own bound)."""
+    import json
+
+    folder = backend.info.extra.get("rehearser_adapter") or backend.info.extra.get("adapter")
+    path = Path(folder) / REASONING_FILE if folder else None
+    if path is None or not path.is_file():
+        return None
+    try:
+        return int(json.loads(path.read_text(encoding="utf-8"))["think_chars"])
+    except (ValueError, KeyError, TypeError) as err:
+        raise ConfigError(f"{path}: expected {{\"think_chars\": <characters>}} ({err})") from err
+
+
+def write_reasoning(adapter_dir: Path, think_chars: int) -> None:
+    """Mark ``adapter_dir`` as a rehearser that reasons within ``think_chars`` characters."""
+    import json
+
+    (Path(adapter_dir) / REASONING_FILE).write_text(json.dumps({"think_chars": think_chars}) + "\n", encoding="utf-8")
+
+
 def shared_weights(model) -> None:
     """Drop ``model``'s rehearser adapter (training goes on from the actor's adapter, one
     for both roles: the rollouts' log-probs are those of the weights being trained)."""

@@ -396,9 +396,9 @@ def structural_tag(
         return {"type": "grammar", "grammar": escapable_strings(str(grammar))}
 
     think_chars = max_think_chars
-    if constraint.role == "rehearser":
+    if constraint.role == "rehearser" and constraint.think_chars is None:
         think_chars = min(max_think_chars, MAX_REHEARSER_THINK_CHARS)
-    if constraint.think_chars is not None:
+    if constraint.think_chars is not None:  # a rehearser trained to state facts asks for more
         think_chars = min(think_chars, constraint.think_chars)
     # A plain EBNF repetition compiles in milliseconds; xgrammar's "tag" format with a
     # bounded any_text, or a "\n" before "</think>", took seconds (ambiguous ends).

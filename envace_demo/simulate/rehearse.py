@@ -165,8 +165,11 @@ def ask_model(
     constraint = None
     if settings.constrained and backend.supports_constraints:
         # What the call fixes is pinned; a failure seen for real may be said again (grammar.py).
+        from envace_demo.models.adapters import rehearser_think_chars
+
+        own = rehearser_think_chars(backend)  # a rehearser trained to state facts first
         constraint = rehearsal_constraint(tool.response, call.name, call.arguments, examples,
-                                          rehearses_failures(backend), settings.think_chars)
+                                          rehearses_failures(backend), settings.think_chars if own is None else own)
     answer = Answer(call, None, "failed")
     seed = settings.sampling.seed
     for attempt in range(settings.attempts):

@@ -84,6 +84,10 @@ class DemoRecipe:
     world_rows_per_outcome: int | None = None
     # The weight of a rehearser target's outcome tokens in the loss (``sft.token_weights``).
     outcome_weight: float = 1.0
+    # A rehearser target reasons from the deciding facts its context shows, then says the
+    # outcome (``train.facts``); served with a reasoning bound for the rehearser
+    # (``EpisodeConfig.rehearser_think_chars``).
+    rehearser_facts: bool = False
     # A varied world's actor rows with a memory show the rehearsal of the world before it:
     # a rehearsal that guessed other values, beside the real results the answer must follow.
     memory_elsewhere: bool = True
@@ -271,17 +275,18 @@ def recipe_rows(backend, recipe: DemoRecipe, scripted: list[ScriptedTask]):
     from envace_demo.train.warmstart import warm_rows
     from envace_demo.train.worlds import rehearser_worlds, training_worlds
 
+    facts = recipe.rehearser_facts
     rows = warm_rows(backend, scripted, memory_every=recipe.memory_every, thoughts=recipe.thoughts,
-                     roles=recipe.roles, rehearse=recipe.seeded_rows)
+                     roles=recipe.roles, rehearse=recipe.seeded_rows, facts=facts)
     for phrasing in range(1, recipe.rehearser_phrasings if "rehearser" in recipe.roles else 1):
         rows += warm_rows(backend, recipe_tasks(recipe, phrasing=phrasing), thoughts=recipe.thoughts,
-                          roles=("rehearser",), rehearse=recipe.seeded_rows)
+                          roles=("rehearser",), rehearse=recipe.seeded_rows, facts=facts)
     seeded = {t.task.name: _outcomes(t) for t in scripted}
     varied = []
     for world in rehearser_worlds(recipe.rehearser_worlds if "rehearser" in recipe.roles else 0):
         mine = world_tasks(replace(recipe, world_tasks=None) if recipe.world_rows_per_outcome else recipe, world, seeded)
         varied += warm_rows(backend, mine, memory_every=0, thoughts=recipe.thoughts, roles=("rehearser",),
-                            rehearse="context")
+                            rehearse="context", facts=facts)
     rows += even_outcomes(varied, recipe.world_rows_per_outcome, recipe.seed) if recipe.world_rows_per_outcome else varied
     before = scripted
     for world in training_worlds(range(1, recipe.actor_variants + 1) if "actor" in recipe.roles else ()):
@@ -357,6 +362,11 @@ def run_recipe(backend, recipe: DemoRecipe, out_dir: Path, say, stop=None) -> di
         summary["adapter"] = str(result_dir)
     if summary["adapter"]:
         _name_base(Path(summary["adapter"]))
+        if recipe.rehearser_facts and "rehearser" in recipe.roles:
+            from envace_demo.models.adapters import write_reasoning
+            from envace_demo.train.facts import MAX_FACTS_CHARS
+
+            write_reasoning(Path(summary["adapter"]), MAX_FACTS_CHARS)
     (out_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2), encoding="utf-8")
     say(f"adapter: {summary['adapter']}; {summary['seconds'] / 60:.1f} min")
     return summary

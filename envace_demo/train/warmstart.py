@@ -42,6 +42,7 @@ from envace_demo.prompts import (
 )
 from envace_demo.record import CallStep, Rehearsal, ToolCall, Turn
 from envace_demo.schemas import find_tool
+from envace_demo.train.facts import deciding_facts
 from envace_demo.train.generate import ScriptedTask
 
 REHEARSER_THOUGHT = "The call is well formed, {name} is a candidate tool and its arguments fit the schema."
@@ -71,9 +72,11 @@ def think(thought: str | None) -> str:
 EMPTY_THOUGHT = "<think>\n</think>\n\n"
 
 
-def rehearser_target(call: ToolCall, result: Any, thoughts: bool = True) -> str:
+def rehearser_target(call: ToolCall, result: Any, thoughts: bool = True, facts: str | None = None) -> str:
+    """The rehearser's target: its reasoning (``facts`` where given: ``train.facts``), then
+    the real result."""
     body = json.dumps(result, ensure_ascii=False)
-    thought = REHEARSER_THOUGHT.format(name=call.name) if thoughts else None
+    thought = facts or (REHEARSER_THOUGHT.format(name=call.name) if thoughts else None)
     return f"{think(thought)}<execution_result>\n{body}\n</execution_result>"
 
 
@@ -134,6 +137,7 @@ def task_rows(
     memory_from: ScriptedTask | None = None,
     context: bool = True,
     rehearse: str = "all",
+    facts: bool = False,
 ) -> list[SftRow]:
     """The ``roles``' rows of one scripted task; ``thoughts``: targets reason in a
     sentence (else the empty reasoning block). ``memory_from``: the same task in another
@@ -142,8 +146,9 @@ def task_rows(
     ``context``: a committed call's context reads last in its few-shot. ``rehearse``:
     the rehearser rows given, ``"all"``, or ``"context"``: only the committed rows of calls
     with context reads (in a varied world a read's values are the world's and nothing in
-    the prompt shows them; a write's outcome is in its context). A ``rehearser_only``
-    task has no actor rows."""
+    the prompt shows them; a write's outcome is in its context). ``facts``: a rehearser
+    target reasons from the deciding facts its few-shot shows (``train.facts``), where it
+    shows some. A ``rehearser_only`` task has no actor rows."""
     if scripted.rehearser_only:
         roles = tuple(r for r in roles if r != "actor")
     task = scripted.task
@@ -182,9 +187,10 @@ def task_rows(
                 find_tool(tools, step.call.name), response_schema=show_schema,
             )
             prompt = rehearser_prompt(backend, messages)
+            reasons = deciding_facts(task.env, step.call, few, step.real) if facts else None
             rows.append(
-                SftRow("rehearser", task.name, prompt.shown(), rehearser_target(step.call, step.real, thoughts), prompt,
-                       step.call, step.real, few, executed)
+                SftRow("rehearser", task.name, prompt.shown(), rehearser_target(step.call, step.real, thoughts, reasons),
+                       prompt, step.call, step.real, few, executed)
             )
     return rows
 

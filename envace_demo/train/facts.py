@@ -1,0 +1,122 @@
+"""The rehearser's reasoning as a training target: the facts of the state a call's outcome
+depends on, copied from the real reads in its context, then the outcome they decide.
+
+A 135M-parameter rehearser trained to answer a write straight away learnt which outcome is
+usual, not which one the state shown decides: the reads in its context did not move its
+odds of an error (bench/RESULTS.md). Writing the deciding facts first turns that into
+copying (a balance, a status, whether a name is in a listing) next to the call's own
+arguments, then one short step from those facts to the outcome, the kind of reasoning the
+prompt contract asks the rehearser for (``<think>`` before ``<execution_result>``).
+
+Only facts that the row's prompt shows are written: each comes from a read in the
+few-shot (``shown``) or from the call's arguments. No read shown, no facts (``None``: the
+empty reasoning block).
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from typing import Any, Callable
+
+from envace_demo.record import ToolCall, error_code, is_error
+
+# Longest reasoning the rows hold (characters); the engine's bound for a rehearser that
+# states facts (``REHEARSER_THINK_CHARS``) leaves room above it.
+MAX_FACTS_CHARS = 220
+
+
+def _value(value: Any) -> str:
+    """A value as the JSON in the context writes it, so the facts copy it verbatim."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _reads(shown: list[tuple[ToolCall, Any]], tool: str, key: str) -> dict[str, Any]:
+    """``tool``'s results in ``shown``, by the argument ``key`` they were read with."""
+    out = {}
+    for call, result in shown:
+        if call.name == tool and isinstance(call.arguments.get(key), str):
+            out[call.arguments[key].strip().upper() if key != "path" else call.arguments[key]] = result
+    return out
+
+
+def _bank(call: ToolCall, shown: list[tuple[ToolCall, Any]]) -> list[str]:
+    accounts = _reads(shown, "get_account", "account_id")
+    args = call.arguments
+    keys = ("from_account_id", "to_account_id") if call.name == "transfer" else ("account_id",)
+    facts = []
+    for n, key in enumerate(keys):
+        raw = args.get(key)
+        account = accounts.get(raw.strip().upper()) if isinstance(raw, str) else None
+        if account is None:
+            continue
+        if is_error(account):
+            facts.append(f"{raw}: {error_code(account)}")
+            continue
+        fact = f"{account['account_id']}: {account['status']}, balance {_value(account['balance'])}"
+        if call.name == "transfer" and n == 0:
+            left = round(account["daily_transfer_limit"] - account["transferred_today"], 2)
+            fact += f", {_value(left)} left today"
+        facts.append(fact)
+    if facts and "amount" in args:
+        facts.append(f"amount {_value(args['amount'])}")
+    return facts
+
+
+def _files(call: ToolCall, shown: list[tuple[ToolCall, Any]]) -> list[str]:
+    listings = _reads(shown, "list_directory", "path")
+    facts = []
+    for key in ("path", "source", "destination"):
+        path = call.arguments.get(key)
+        if not isinstance(path, str) or not path.startswith("/"):
+            continue
+        parent = posixpath.dirname(path.rstrip("/") or "/")
+        listing = listings.get(parent)
+        if path.startswith("/system/"):
+            facts.append(f"{path}: read-only")
+        elif listing is None:
+            continue
+        elif is_error(listing):
+            facts.append(f"{parent}: {error_code(listing)}")
+        else:
+            name = posixpath.basename(path.rstrip("/"))
+            kinds = [e.get("type") for e in listing.get("entries", []) if e.get("name") == name]
+            facts.append(f"{path}: {kinds[0]} exists" if kinds else f"{path}: not in {parent}")
+    if facts and call.name == "write_file":
+        facts.append(f"overwrite {_value(bool(call.arguments.get('overwrite', False)))}")
+    return facts
+
+
+def _library(call: ToolCall, shown: list[tuple[ToolCall, Any]]) -> list[str]:
+    books = _reads(shown, "get_book", "book_id")
+    raw = call.arguments.get("book_id")
+    book = books.get(raw.strip().upper()) if isinstance(raw, str) else None
+    if book is None:
+        return []
+    if is_error(book):
+        return [f"{raw}: {error_code(book)}"]
+    facts = [f"{book['book_id']}: {book['available']} of {book['copies']} copies in, {book['holds']} holds"]
+    if isinstance(call.arguments.get("patron_id"), str):
+        facts.append(f"patron {call.arguments['patron_id']}")
+    return facts
+
+
+_FACTS: dict[str, Callable[[ToolCall, list[tuple[ToolCall, Any]]], list[str]]] = {
+    "bank": _bank, "files": _files, "library": _library,
+}
+
+
+def outcome_words(result: Any) -> str:
+    """The outcome as the reasoning ends with it: ``success`` or the error code."""
+    return error_code(result) if is_error(result) else "success"
+
+
+def deciding_facts(env: str | None, call: ToolCall, shown: list[tuple[ToolCall, Any]], result: Any) -> str | None:
+    """The reasoning of a rehearser that read ``shown`` before predicting ``call`` (whose
+    real response is ``result``): its deciding facts, then the outcome; ``None`` where the
+    environment names no facts for the call or none of its reads is shown."""
+    facts = _FACTS.get(env or "", lambda *_: [])(call, shown)
+    if not facts:
+        return None
+    text = "; ".join(facts) + f". Outcome: {outcome_words(result)}."
+    return text if len(text) <= MAX_FACTS_CHARS else None

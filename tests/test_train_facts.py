@@ -1,0 +1,102 @@
+"""The rehearser's reasoning targets: the deciding facts its context shows, then the outcome,
+read from real environments (their reads and their real responses)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from envace_demo.context import read_context
+from envace_demo.envs.registry import create
+from envace_demo.record import ToolCall
+from envace_demo.train.facts import MAX_FACTS_CHARS, deciding_facts
+from envace_demo.train.generate import generated_tasks
+from envace_demo.train.warmstart import EMPTY_THOUGHT, task_rows
+
+
+def _facts(env_name: str, name: str, arguments: dict, state=None) -> tuple[str | None, object]:
+    """The facts of a call made for real in a fresh ``env_name`` (changed by ``state``)."""
+    env = create(env_name)
+    if state:
+        state(env._state)
+    shown = read_context(env.context_reads(name, arguments), env.execute)
+    result = env.execute(name, arguments)
+    return deciding_facts(env_name, ToolCall(name, arguments), shown, result), result
+
+
+def test_a_withdrawal_over_the_balance_states_the_balance_the_amount_and_the_refusal():
+    def low(state):
+        state["accounts"]["ACC-1005"]["balance"] = 15.5
+
+    facts, result = _facts("bank", "withdraw", {"account_id": "ACC-1005", "amount": 40.0}, low)
+    assert result["error"]["code"] == "INSUFFICIENT_FUNDS"
+    assert facts == "ACC-1005: active, balance 15.5; amount 40.0. Outcome: INSUFFICIENT_FUNDS."
+    facts, result = _facts("bank", "withdraw", {"account_id": "ACC-1005", "amount": 10.0}, low)
+    assert "error" not in result and facts.endswith("amount 10.0. Outcome: success.")
+
+
+def test_a_transfer_states_both_accounts_and_what_is_left_of_the_days_limit():
+    def spent(state):
+        state["accounts"]["ACC-1002"].update(daily_transfer_limit=1000.0, transferred_today=800.0, balance=5000.0)
+
+    facts, result = _facts(
+        "bank", "transfer", {"from_account_id": "ACC-1002", "to_account_id": "ACC-1001", "amount": 500.0}, spent
+    )
+    assert result["error"]["code"] == "DAILY_LIMIT_EXCEEDED"
+    assert facts.startswith("ACC-1002: active, balance 5000.0, 200.0 left today; ACC-1001: ")
+    assert facts.endswith("amount 500.0. Outcome: DAILY_LIMIT_EXCEEDED.")
+
+
+def test_a_write_states_whether_its_file_or_directory_is_there_and_the_overwrite_flag():
+    facts, result = _facts("files", "write_file", {"path": "/notes/todo.txt", "content": "x"})
+    assert result["error"]["code"] == "ALREADY_EXISTS"
+    assert facts == "/notes/todo.txt: file exists; overwrite false. Outcome: ALREADY_EXISTS."
+    facts, result = _facts("files", "write_file", {"path": "/projects/app/README.md", "content": "# App"})
+    assert facts == "/projects/app: NOT_FOUND; overwrite false. Outcome: NOT_FOUND."
+    facts, _ = _facts("files", "write_file", {"path": "/notes/new.txt", "content": "x"})
+    assert facts == "/notes/new.txt: not in /notes; overwrite false. Outcome: success."
+
+
+def test_facts_come_only_from_the_reads_shown():
+    env = create("bank")
+    call = ToolCall("withdraw", {"account_id": "ACC-1005", "amount": 40.0})
+    other = read_context([("get_account", {"account_id": "ACC-1001"})], env.execute)
+    assert deciding_facts("bank", call, [], {"error": {"code": "INSUFFICIENT_FUNDS", "message": "m"}}) is None
+    assert deciding_facts("bank", call, other, {"new_balance": 1.0}) is None  # another account's read
+    assert deciding_facts(None, call, other, {}) is None  # a user's own tools: no facts named
+
+
+def test_rows_with_facts_reason_where_their_context_shows_some_and_stay_short(scripted):
+    backend = scripted()
+    rows = []
+    for env in ("bank", "files", "library"):
+        writes = [s for s in generated_tasks(env) if any(step.context for step in s.steps)]
+        assert writes, env
+        for s in writes[:6] + generated_tasks(env)[:3]:
+            rows += task_rows(backend, s, with_memory=False, roles=("rehearser",), thoughts=False, facts=True)
+    reasoned = [r for r in rows if not r.completion.startswith(EMPTY_THOUGHT)]
+    assert {r.call.name for r in reasoned} >= {"deposit", "write_file", "place_hold"}
+    for row in reasoned:
+        thought = row.completion.split("</think>")[0].removeprefix("<think>\n").rstrip("\n")
+        assert len(thought) <= MAX_FACTS_CHARS
+        code = row.real["error"]["code"] if isinstance(row.real, dict) and "error" in row.real else "success"
+        assert thought.endswith(f"Outcome: {code}.")
+    # Reads answer from no context: their reasoning stays empty.
+    assert all(r.completion.startswith(EMPTY_THOUGHT) for r in rows if r.call.name in ("get_account", "read_file"))
+
+
+def test_a_rehearser_adapter_marked_as_reasoning_gets_its_bound_in_every_episode(scripted, tmp_path):
+    from envace_demo.engine import EpisodeConfig
+    from envace_demo.models.adapters import rehearser_think_chars, write_reasoning
+
+    class Adapted(scripted):
+        @property
+        def info(self):
+            return replace(super().info, extra={"rehearser_adapter": str(tmp_path)})
+
+    backend = Adapted()
+    assert rehearser_think_chars(backend) is None  # no mark: the run's own bound
+    assert EpisodeConfig.for_backend(backend).rehearser_think_chars is None
+    write_reasoning(tmp_path, MAX_FACTS_CHARS)
+    assert rehearser_think_chars(backend) == MAX_FACTS_CHARS
+    assert EpisodeConfig.for_backend(backend, think_chars=0).rehearser_think_chars == MAX_FACTS_CHARS
+    assert EpisodeConfig.for_backend(backend, rehearser_think_chars=0).rehearser_think_chars == 0
