@@ -148,6 +148,11 @@ class EpisodeConfig:
         if self.memory_fidelity_floor is not None and not 0 <= self.memory_fidelity_floor <= 1:
             raise ConfigError(f"memory_fidelity_floor must be between 0 and 1, not {self.memory_fidelity_floor}")
 
+    @property
+    def rehearser_bound(self) -> int | None:
+        """The rehearser's reasoning bound: its own where set, else ``think_chars``."""
+        return self.think_chars if self.rehearser_think_chars is None else self.rehearser_think_chars
+
     @classmethod
     def for_backend(cls, backend: Backend, *, constrained: bool = True, require_first_call: bool | None = None,
                     **values: Any) -> "EpisodeConfig":

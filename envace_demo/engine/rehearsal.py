@@ -81,7 +81,7 @@ class CallRehearser:
         # What the call fixes is pinned; a failure seen for real may be said again (grammar.py).
         constraint = rehearsal_constraint(
             tool.response if tool else None, step.call.name, step.call.arguments, real_results, self.failures,
-            cfg.think_chars if cfg.rehearser_think_chars is None else cfg.rehearser_think_chars,
+            cfg.rehearser_bound,
         ) if self.constrained else None
         gen = yield Request(prompt, constraint, "rehearser", where, rindex, deadline=deadline)
         step.rehearse_seconds = round(gen.seconds, 3)

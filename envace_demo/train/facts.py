@@ -19,10 +19,11 @@ import json
 import posixpath
 from typing import Any, Callable
 
+from envace_demo.fidelity import outcome
 from envace_demo.record import ToolCall, error_code, is_error
 
-# Longest reasoning the rows hold (characters); the engine's bound for a rehearser that
-# states facts (``REHEARSER_THINK_CHARS``) leaves room above it.
+# Longest reasoning the rows hold (characters): the bound an adapter trained on them is
+# served with (``models.adapters.write_reasoning``).
 MAX_FACTS_CHARS = 220
 
 
@@ -106,11 +107,6 @@ _FACTS: dict[str, Callable[[ToolCall, list[tuple[ToolCall, Any]]], list[str]]] =
 }
 
 
-def outcome_words(result: Any) -> str:
-    """The outcome as the reasoning ends with it: ``success`` or the error code."""
-    return error_code(result) if is_error(result) else "success"
-
-
 def deciding_facts(env: str | None, call: ToolCall, shown: list[tuple[ToolCall, Any]], result: Any) -> str | None:
     """The reasoning of a rehearser that read ``shown`` before predicting ``call`` (whose
     real response is ``result``): its deciding facts, then the outcome; ``None`` where the
@@ -118,5 +114,5 @@ def deciding_facts(env: str | None, call: ToolCall, shown: list[tuple[ToolCall, 
     facts = _FACTS.get(env or "", lambda *_: [])(call, shown)
     if not facts:
         return None
-    text = "; ".join(facts) + f". Outcome: {outcome_words(result)}."
+    text = "; ".join(facts) + f". Outcome: {outcome(result)}."
     return text if len(text) <= MAX_FACTS_CHARS else None
