@@ -8,6 +8,7 @@ import json
 import pytest
 
 from envace_demo.envs.registry import create
+from envace_demo.record import ToolCall
 from envace_demo.tasks import evaluate
 from envace_demo.train.generate import (
     GENERATED_ENVS,
@@ -224,13 +225,35 @@ def test_a_phrasing_rewords_requests_in_the_seeded_world():
     assert sum(a.task.prompt != b.task.prompt for a, b in zip(seeded, reworded)) >= 5
 
 
-def test_requests_into_a_directory_a_world_may_lack_train_the_rehearser_alone(scripted):
-    """A write into a directory some worlds lack gives rehearser rows only: the actor is not
+def test_a_move_into_a_directory_a_world_may_lack_trains_the_rehearser_alone(scripted):
+    """A move into a directory some worlds lack gives rehearser rows only: the actor is not
     taught to answer a missing directory by giving up."""
     from envace_demo.train.warmstart import task_rows
 
     marked = [s for s in generated_tasks("files") if s.rehearser_only]
-    assert {s.task.name for s in marked} >= {"gen-files-create-6", "gen-files-move-3"}
+    assert {s.task.name for s in marked} >= {"gen-files-move-3"}
+    assert all(s.task.name.startswith("gen-files-move-") for s in marked)
     for s in marked[:3]:
         rows = task_rows(scripted(), s)
         assert rows and {r.role for r in rows} == {"rehearser"}
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_a_write_into_a_missing_directory_creates_it_and_the_failed_write_is_a_mistake(world):
+    """The user asked for the file: where its directory is missing the script creates the
+    directory and writes again, and the failed write is marked (never an actor target)."""
+    recovered = 0
+    for s in generated_tasks("files", world):
+        for k, step in enumerate(s.steps):
+            code = _outcome(step.result)
+            if step.call.name == "write_file" and code in ("NOT_FOUND", "ALREADY_EXISTS") and k + 1 < len(s.steps):
+                assert step.mistake, s.task.name
+                after = s.steps[k + 1].call
+                if code == "NOT_FOUND":
+                    assert after == ToolCall("create_directory", {"path": step.call.arguments["path"].rsplit("/", 1)[0]})
+                else:
+                    assert after.arguments == {**step.call.arguments, "overwrite": True}
+                recovered += 1
+            elif step.mistake:
+                raise AssertionError(f"{s.task.name}: a call marked mistaken that did not fail or was not recovered")
+    assert recovered >= 5

@@ -103,3 +103,52 @@ def test_a_memory_from_another_world_shows_its_values_and_the_targets_follow_the
     assert all(guessed in r.prompt.split("Rehearsal memory", 1)[1].split('"role": "user"', 1)[0] for r in remembered)
     write = parse_action(remembered[1].completion, {t.name for t in here.task.tools}).calls[0]
     assert write.name == "write_file" and write.arguments["content"] == read_here
+
+
+def test_a_mistaken_call_is_never_an_actor_target_and_a_foreseen_one_is_skipped(scripted):
+    """A replacement asked without the word overwrite: the plain write fails for real and
+    the actor learns the retry; shown a rehearsal that foresaw the failure, it learns to
+    write with overwrite first. The engine's committed actor meets that very prompt."""
+    s = _pick("files", "gen-files-replace-1")
+    assert [(st.call.name, st.mistake) for st in s.steps] == [("write_file", True), ("write_file", False)]
+    rows = task_rows(scripted(), s, with_memory=True)
+    names = {t.name for t in s.task.tools}
+    actor = [r for r in rows if r.role == "actor"]
+    plain, remembered = actor[:2], actor[2:]
+    assert len(plain) == 2 and len(remembered) == 2
+    for row in actor:  # the mistaken call is never a target
+        calls = parse_action(row.completion, names).calls
+        assert not calls or calls[0].arguments.get("overwrite") is True
+    assert "ALREADY_EXISTS" in plain[0].prompt and "Rehearsal memory" not in plain[0].prompt
+    assert "predicted error ALREADY_EXISTS" in remembered[0].prompt
+    assert '"tool_calls"' not in remembered[0].prompt  # the path that works, from the first turn
+    # The rehearser still learns the failure.
+    assert any("ALREADY_EXISTS" in r.completion for r in rows if r.role == "rehearser")
+
+    # Parallel rehearsal, as served: the imagined run makes the plain write and foresees its
+    # failure; the committed actor, shown that, writes with overwrite and succeeds.
+    backend = scripted(
+        actor=[call_text_of(s.steps[0].call), remembered[0].completion, remembered[1].completion],
+        rehearser=[rows_of(rows, s.steps[0].result), rows_of(rows, s.steps[1].result)],
+    )
+    config = EpisodeConfig(mode="parallel", n=1, sampling=Sampling(max_new_tokens=64), max_steps=4,
+                           constrained=False, require_first_call=False)
+    traj = None
+    for event in Episode(backend, s.task, config, environment=create("files")).run():
+        if isinstance(event, EpisodeFinished):
+            traj = event.trajectory
+    assert traj.success, (traj.ended, traj.check_reasons)
+    committed = [c for t in traj.turns for c in t.calls]
+    assert [c.call.arguments.get("overwrite") for c in committed] == [True]
+    assert remembered[0].prompt in backend.prompts
+
+
+def call_text_of(call) -> str:
+    from envace_demo.calls import format_call
+
+    return "<think>\n\n</think>\n\n" + format_call(call)
+
+
+def rows_of(rows, result) -> str:
+    """The rehearser row's target that predicts ``result``."""
+    return next(r.completion for r in rows if r.role == "rehearser" and r.real == result)

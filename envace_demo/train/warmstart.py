@@ -27,7 +27,7 @@ the rows are the demo's prompts byte for byte.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from envace_demo import memory as memory_mod
@@ -156,15 +156,27 @@ def task_rows(
     turns = _turns(scripted, {t.name for t in tools}, thoughts)
     show_schema = shows_response_schema(backend.info.model_id, response_schema)
     rows: list[SftRow] = []
-    memories: list[str | None] = [None]
-    if with_memory:
+    mistakes = [k for k, step in enumerate(scripted.steps) if step.mistake]
+    # (memory, the committed turns): the run as scripted, its mistaken calls in the
+    # conversation but never a target; then, with a memory, the run the memory changes.
+    runs: list[tuple[str | None, list[Turn]]] = [(None, turns)]
+    if with_memory and mistakes:
+        # The imagined run foresaw the first mistake's failure and ended there (as the
+        # engine's imagined runs end at their first write): the committed actor takes the
+        # path that works from the start.
+        foreseen = Rehearsal(index=0, turns=turns[: mistakes[0] + 1], ended="first_write")
+        kept = [replace(t, index=i) for i, t in enumerate(t for k, t in enumerate(turns) if k not in mistakes)]
+        runs.append((_memory_text(memory_mod.summarize([foreseen])), kept))
+    elif with_memory:
         source = memory_from or scripted
         shown = turns if memory_from is None else _turns(memory_from, {t.name for t in tools}, thoughts)
         rehearsal = Rehearsal(index=0, turns=shown, final_answer=source.answer, ended="answer")
-        memories.append(_memory_text(memory_mod.summarize([rehearsal])))
-    for memory in memories if "actor" in roles else []:
-        for k, turn in enumerate(turns):
-            conversation = Conversation(task.prompt, turns[:k], memory=memory, executed=True)
+        runs.append((_memory_text(memory_mod.summarize([rehearsal])), turns))
+    for memory, run in runs if "actor" in roles else []:
+        for k, turn in enumerate(run):
+            if run is turns and k in mistakes:
+                continue
+            conversation = Conversation(task.prompt, run[:k], memory=memory, executed=True)
             prompt = actor_prompt(backend, conversation, tools)
             rows.append(SftRow("actor", task.name, prompt.shown(), turn.action.text, prompt))
     wrote = _writes_before(scripted)
@@ -213,12 +225,14 @@ def warm_rows(
     **kwargs,
 ) -> list[SftRow]:
     """The rows of every task; the actor's rows with a rehearsal memory for every
-    ``memory_every``-th task (0: none), taken from ``memory_from`` (the same tasks in
-    another world) where given."""
+    ``memory_every``-th task (0: none) and for every task with a mistaken call (its memory
+    foresaw the failure: the rows rehearsal is for), taken from ``memory_from`` (the same
+    tasks in another world) where given."""
     others = {s.task.name: s for s in memory_from or ()}
     return [
         row
         for i, s in enumerate(scripted)
-        for row in task_rows(backend, s, with_memory=bool(memory_every) and i % memory_every == 0,
-                             memory_from=others.get(s.task.name), **kwargs)
+        for row in task_rows(backend, s, memory_from=others.get(s.task.name), **kwargs,
+                             with_memory=bool(memory_every) and (i % memory_every == 0
+                                                                 or any(st.mistake for st in s.steps)))
     ]

@@ -79,6 +79,7 @@ def _withdrawals(add: Add, say: Say) -> None:
                       ("ACC-1001", 20.0), ("ACC-1003", 310.0)):
         s = add(f"withdraw-{a[-4:]}-{amount:g}", say(int(amount), (
             "Withdraw ${x:g} from account {a}.", "Take ${x:g} out of {a}.", "I need to withdraw ${x:g} from my account {a}.",
+            "I'd like ${x:g} in cash from account {a}.",
         ), x=amount, a=a))
         r = s.call("withdraw", {"account_id": a, "amount": amount}, f"I withdraw {amount:g} USD from {a}.")
         err = error(r)

@@ -12,17 +12,27 @@ READ_TOOLS = {"read_file", "list_directory"}
 
 
 def _into_extra_dir(s: Script, *paths: str) -> None:
-    """A request that writes into a directory a world may lack: its rows are the
-    rehearser's (NOT_FOUND or not, as the world has it); the actor is not taught to answer
-    a missing directory by giving up (a user may want it created first)."""
+    """A move into a directory a world may lack: its rows are the rehearser's (NOT_FOUND
+    or not, as the world has it); the actor is not taught to answer a missing directory
+    by giving up (a user may want it created first)."""
     if any(p.rsplit("/", 1)[0] in EXTRA_DIRS or p in EXTRA_DIRS for p in paths):
         s.rehearser_only = True
 
 
 def _wrote(s: Script, path: str, result: Any, done: str | None = None) -> None:
-    """The answer and check of a write_file whose outcome the world decided."""
-    _into_extra_dir(s, path)
+    """The answer and check of a write_file whose outcome the world decided. A missing
+    directory is created, then the file written: the user asked for the file."""
     err = error(result)
+    if err is not None and err["code"] == "NOT_FOUND":
+        folder = path.rsplit("/", 1)[0]
+        s.mistaken()
+        s.call("create_directory", {"path": folder}, f"{folder} does not exist; I create it first.")
+        result = s.call("write_file", dict(s.steps[-2].call.arguments), f"Now I write {path}.")
+        err = error(result)
+        if err is None:
+            s.answer = f"{done or f'Created {path}.'} (I created the directory {folder} first.)"
+            s.check_state("files", path)
+            return
     if err is None:
         s.answer = done or f"Created {path}."
         s.check_state("files", path)
@@ -30,13 +40,31 @@ def _wrote(s: Script, path: str, result: Any, done: str | None = None) -> None:
     if err["code"] == "ALREADY_EXISTS":
         s.answer = f"{path} already exists, so I did not replace it: {err['message']}."
         s.check_answer("already exists")
-    elif err["code"] == "NOT_FOUND":
-        s.answer = f"I could not write {path}: {err['message']} (the directory does not exist)."
-        s.check_answer("does not exist")
     else:
         s.answer = f"I could not write {path}: {err['message']}."
     s.check_call("write_file", dict(s.steps[-1].call.arguments))
     s.check_state("files", path, exists=path in s.state("files"))
+
+
+def _replaces(add: Add, say: Say) -> None:
+    """Replacing a file's content, asked without the word overwrite: the plain write
+    meets ALREADY_EXISTS, and the request asks for the replacement, so it is written again
+    with ``overwrite`` (a world without the file takes the first write)."""
+    for i, (path, content) in enumerate((("/projects/budget.csv", "month,amount\nmay,640\n"),
+                                         ("/projects/website/index.html", "<h1>Closed for summer</h1>"),
+                                         ("/notes/meeting-2025-03-10.md", "Meeting moved to Monday"),
+                                         ("/projects/website/style.css", "h1 { color: red; }"),
+                                         ("/projects/reports/q1.txt", "Q1 down 2%"))):
+        s = add(f"replace-{i}", say(i, ("Edit {p} so it reads: {c}", "Make {p} contain only: {c}",
+                                        "Update {p} to read: {c}", "Put this in {p} instead of what is there: {c}"),
+                                    p=path, c=content))
+        r = s.call("write_file", {"path": path, "content": content}, f"I write {path}.")
+        err = error(r)
+        if err is not None and err["code"] == "ALREADY_EXISTS":
+            s.mistaken()
+            r = s.call("write_file", {"path": path, "content": content, "overwrite": True},
+                       f"{path} exists and the user wants it replaced: I write it with overwrite.")
+        _wrote(s, path, r, f"{path} now contains: {content}")
 
 
 def _reads(add: Add, say: Say) -> None:
@@ -210,6 +238,7 @@ def write(add: Add, say: Say) -> None:
     _listings(add, say)
     _creates(add, say)
     _overwrites(add, say)
+    _replaces(add, say)
     _readonly_writes(add, say)
     _mkdirs_and_deletes(add, say)
     _moves(add, say)

@@ -124,8 +124,14 @@ def _limit_and_title_holds(add: Add, say: Say, env_books: dict) -> None:
         s.check_state("patrons", "P-1077", "holds")
         s.check_call("place_hold", {"book_id": book_id, "patron_id": "P-1077"})
         s.check_answer("limit")
-    for title, patron in (("Foundation", "P-1042"), ("Emma", "P-1100"), ("Dracula", "P-1042")):
-        s = add(f"hold-title-{title.lower()}-{patron}", f"My card is {patron}. Please put a hold on {title} for me.")
+    # A hold named by title: the id comes from the catalog, never from a guess (a guessed
+    # id that exists is another book, and no rehearsal can tell).
+    for i, (title, patron) in enumerate((("Foundation", "P-1042"), ("Emma", "P-1100"), ("Dracula", "P-1042"),
+                                         ("The Hobbit", "P-1100"), ("Moby-Dick", "P-1042"), ("Beloved", "P-1100"),
+                                         ("The Road", "P-1042"), ("Jane Eyre", "P-1100"))):
+        s = add(f"hold-title-{title.lower().replace(' ', '-')}-{patron}", say(i, (
+            "My card is {p}. Please put a hold on {t} for me.", "Reserve {t} for patron {p}.",
+            "Could you place a hold on the book {t}? My card number is {p}."), t=title, p=patron))
         r = s.call("search_catalog", {"query": title}, f"I need the id of {title} first.")
         book_id = next(h["book_id"] for h in r["results"] if h["title"] == title)
         s.call("place_hold", {"book_id": book_id, "patron_id": patron}, f"{title} is {book_id}; I place the hold.")

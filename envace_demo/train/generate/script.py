@@ -20,6 +20,9 @@ class ScriptedStep:
     # The (read, real result) pairs the engine puts last in the rehearser's few-shot for
     # this call, read in the same world just before it (empty for a call with no reads).
     context: list[tuple[ToolCall, Any]] = field(default_factory=list)
+    # A call the actor should not have made (a write its rehearsal would have seen fail):
+    # kept in the conversation and the rehearser's rows, never an actor target.
+    mistake: bool = False
 
 
 @dataclass
@@ -55,6 +58,12 @@ class Script:
         result = self.env.execute(tool, arguments)
         self.steps.append(ScriptedStep(thought, ToolCall(tool, arguments), result, context))
         return result
+
+    def mistaken(self) -> None:
+        """The last call failed where another path works: the actor learns the recovery
+        after it (and, shown a rehearsal that foresaw the failure, the path that works
+        first), never the call itself."""
+        self.steps[-1].mistake = True
 
     def state(self, *path: str) -> Any:
         node = self.env.state()
