@@ -78,6 +78,12 @@ def test_outcome_tokens_weigh_more_and_weights_of_one_change_nothing():
     start, end = decision_span(success)
     assert success[start:end] == '{"path"'
     assert decision_span("no result here") is None
+    start, end = decision_span(success)
+    # A target that reasons from the facts decides at its thought's outcome word.
+    reasoned = ('<think>\nACC-1005: active, balance 15.5; amount 40.0. Outcome: INSUFFICIENT_FUNDS.\n</think>\n\n'
+                '<execution_result>\n{"error": {"code": "INSUFFICIENT_FUNDS", "message": "x"}}\n</execution_result>')
+    said, decided = decision_span(reasoned)
+    assert reasoned[said:decided] == "INSUFFICIENT_FUNDS"
     chars = lambda text: [ord(c) for c in text]  # noqa: E731  one token a character
     weights = token_weights(success, chars, 5.0)
     assert len(weights) == len(success) + 1  # and the stop token

@@ -22,6 +22,8 @@ from typing import Any, Callable
 from envace_demo.fidelity import outcome
 from envace_demo.record import ToolCall, error_code, is_error
 
+OUTCOME_SAID = "Outcome: "  # where a facts thought states its outcome: the rehearsal's decision
+
 # Longest reasoning the rows hold (characters): the bound an adapter trained on them is
 # served with (``models.adapters.write_reasoning``).
 MAX_FACTS_CHARS = 220
@@ -114,5 +116,5 @@ def deciding_facts(env: str | None, call: ToolCall, shown: list[tuple[ToolCall, 
     facts = _FACTS.get(env or "", lambda *_: [])(call, shown)
     if not facts:
         return None
-    text = "; ".join(facts) + f". Outcome: {outcome(result)}."
+    text = "; ".join(facts) + f". {OUTCOME_SAID}{outcome(result)}."
     return text if len(text) <= MAX_FACTS_CHARS else None

@@ -42,7 +42,7 @@ from envace_demo.prompts import (
 )
 from envace_demo.record import CallStep, Rehearsal, ToolCall, Turn
 from envace_demo.schemas import find_tool
-from envace_demo.train.facts import deciding_facts
+from envace_demo.train.facts import OUTCOME_SAID, deciding_facts
 from envace_demo.train.generate import ScriptedTask
 
 REHEARSER_THOUGHT = "The call is well formed, {name} is a candidate tool and its arguments fit the schema."
@@ -87,7 +87,13 @@ def decision_span(completion: str) -> tuple[int, int] | None:
     """Where a rehearser target decides its outcome: from the response's start through
     the error code (``{"error": {"code": "X"``) or through the first key of a success.
     These few characters say success or which refusal; the values after them follow
-    from that choice and the context. ``None`` for a completion with no result."""
+    from that choice and the context. A target that reasons from the deciding facts
+    (``train.facts``) decides earlier, at its thought's outcome word, and the response
+    follows it. ``None`` for a completion with no result."""
+    said = completion.find(OUTCOME_SAID, 0, max(completion.find(RESULT_OPEN), 0))
+    if said >= 0:
+        start = said + len(OUTCOME_SAID)
+        return start, completion.index(".", start)
     start = completion.find(RESULT_OPEN)
     if start < 0:
         return None
