@@ -100,3 +100,45 @@ def test_a_rehearser_adapter_marked_as_reasoning_gets_its_bound_in_every_episode
     assert rehearser_think_chars(backend) == MAX_FACTS_CHARS
     assert EpisodeConfig.for_backend(backend, think_chars=0).rehearser_think_chars == MAX_FACTS_CHARS
     assert EpisodeConfig.for_backend(backend, rehearser_think_chars=0).rehearser_think_chars == 0
+
+
+def test_a_brief_row_shows_the_calls_tool_and_context_reads_alone_and_decides_as_the_full_row(scripted):
+    """``rehearse="brief"``: one short row per call with context reads, its whitelist the
+    called tool, its few-shot the context reads, its history the request; the target's
+    facts and outcome are the full committed row's."""
+    from envace_demo.prompts import CANDIDATE_TOOLS
+
+    backend = scripted()
+    writes = [s for s in generated_tasks("bank") if any(step.context for step in s.steps)][:8]
+    for s in writes:
+        full = [r for r in task_rows(backend, s, with_memory=False, roles=("rehearser",), facts=True,
+                                     rehearse="context")]
+        brief = task_rows(backend, s, with_memory=False, roles=("rehearser",), facts=True, rehearse="brief")
+        assert len(brief) == len(full) >= 1
+        for b, f in zip(brief, full):
+            assert b.call == f.call and b.completion == f.completion and "Outcome: " in b.completion
+            assert len(b.prompt) < len(f.prompt)
+            user = b.request.messages[-1]["content"]
+            whitelist = user.split(CANDIDATE_TOOLS, 1)[1].split("\n\n", 1)[0]
+            assert f'"name": "{b.call.name}"' in whitelist and whitelist.count('"name": ') == 1
+            step = next(st for st in s.steps if st.call == b.call)
+            assert b.few_shot == list(step.context)
+    # No facts, no brief rows: a drill teaches the step from facts to outcome.
+    assert task_rows(backend, writes[0], with_memory=False, roles=("rehearser",), rehearse="brief") == []
+
+
+def test_drill_worlds_add_brief_rows_from_training_worlds_alone(scripted):
+    from envace_demo.train.recipe import DemoRecipe, recipe_rows, recipe_tasks
+
+    recipe = replace(DemoRecipe(), roles=("rehearser",), envs=("bank",), seeded_rows="context", rehearser_facts=True)
+    tasks = recipe_tasks(recipe)
+    plain = recipe_rows(scripted(), recipe, tasks)
+    drilled = recipe_rows(scripted(), replace(recipe, drill_worlds=2), tasks)
+    extra = drilled[len(plain):]
+    assert drilled[: len(plain)] == plain and extra
+    assert all("Outcome: " in r.completion and r.committed for r in extra)
+    capped = recipe_rows(scripted(), replace(recipe, drill_worlds=2, world_rows_per_outcome=1), tasks)
+    assert len(plain) < len(capped) < len(drilled)
+    # Without facts a drill has nothing to decide from: none are made.
+    assert recipe_rows(scripted(), replace(recipe, drill_worlds=2, rehearser_facts=False), tasks) == \
+        recipe_rows(scripted(), replace(recipe, rehearser_facts=False), tasks)

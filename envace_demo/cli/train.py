@@ -92,6 +92,10 @@ def register(sub) -> argparse.ArgumentParser:
     p.add_argument("--rehearser-facts", action=argparse.BooleanOptionalAction, default=None,
                    help="demo-cpu: rehearser targets reason from the deciding facts their context shows, then "
                    "say the outcome (default: off)")
+    p.add_argument("--drill-worlds", type=int,
+                   help="demo-cpu: varied training worlds whose calls with context reads also give brief "
+                   "rehearser rows (the call's tool, its context reads, the facts, the outcome); needs "
+                   "--rehearser-facts (default: 0)")
     p.add_argument("--seeded-rows", choices=["all", "context"],
                    help="demo-cpu: the seeded world's rehearser rows: all, or the committed rows of calls with "
                    "context reads alone (default: all)")
@@ -154,7 +158,7 @@ def recipe_from(args: argparse.Namespace):
         changes["roles"] = ("actor", "rehearser") if args.roles == "both" else (args.roles,)
     for name in ("rehearser_epochs", "actor_variants", "rehearser_phrasings", "memory_every", "memory_elsewhere",
                  "from_adapter", "rehearser_worlds", "world_tasks", "seeded_rows", "world_contrast",
-                 "world_rows_per_outcome", "outcome_weight", "rehearser_facts"):
+                 "world_rows_per_outcome", "outcome_weight", "rehearser_facts", "drill_worlds"):
         if getattr(args, name, None) is not None:
             changes[name] = getattr(args, name)
     return replace(recipe, **changes)

@@ -88,6 +88,11 @@ class DemoRecipe:
     # outcome (``train.facts``); served with a reasoning bound for the rehearser
     # (``EpisodeConfig.rehearser_think_chars``).
     rehearser_facts: bool = False
+    # Brief rehearser rows (``warmstart.brief_row``) of every call with context reads in this
+    # many varied worlds (``worlds.TRAIN_WORLDS``): the step from the facts shown to the
+    # outcome, drilled at a fraction of a full row's cost. Needs ``rehearser_facts``;
+    # ``world_rows_per_outcome`` caps them as it caps the varied worlds' rows.
+    drill_worlds: int = 0
     # A varied world's actor rows with a memory show the rehearsal of the world before it:
     # a rehearsal that guessed other values, beside the real results the answer must follow.
     memory_elsewhere: bool = True
@@ -288,6 +293,12 @@ def recipe_rows(backend, recipe: DemoRecipe, scripted: list[ScriptedTask]):
         varied += warm_rows(backend, mine, memory_every=0, thoughts=recipe.thoughts, roles=("rehearser",),
                             rehearse="context", facts=facts)
     rows += even_outcomes(varied, recipe.world_rows_per_outcome, recipe.seed) if recipe.world_rows_per_outcome else varied
+    drills = []
+    for world in rehearser_worlds(recipe.drill_worlds if facts and "rehearser" in recipe.roles else 0):
+        mine = world_tasks(replace(recipe, world_tasks=None), world)
+        drills += warm_rows(backend, mine, memory_every=0, thoughts=recipe.thoughts, roles=("rehearser",),
+                            rehearse="brief", facts=True)
+    rows += even_outcomes(drills, recipe.world_rows_per_outcome, recipe.seed) if recipe.world_rows_per_outcome else drills
     before = scripted
     for world in training_worlds(range(1, recipe.actor_variants + 1) if "actor" in recipe.roles else ()):
         mine = recipe_tasks(recipe, world)

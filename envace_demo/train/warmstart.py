@@ -152,7 +152,8 @@ def task_rows(
     ``context``: a committed call's context reads last in its few-shot. ``rehearse``:
     the rehearser rows given, ``"all"``, or ``"context"``: only the committed rows of calls
     with context reads (in a varied world a read's values are the world's and nothing in
-    the prompt shows them; a write's outcome is in its context). ``facts``: a rehearser
+    the prompt shows them; a write's outcome is in its context), or ``"brief"``: those
+    calls' brief rows alone (``brief_row``: the deciding step, drilled). ``facts``: a rehearser
     target reasons from the deciding facts its few-shot shows (``train.facts``), where it
     shows some. A ``rehearser_only`` task has no actor rows."""
     if scripted.rehearser_only:
@@ -195,6 +196,10 @@ def task_rows(
         imagined = [] if wrote[k] else reads
         phases = [([], imagined, False)] if (earlier or imagined != reads) else []
         phases.append((earlier, reads, True))
+        if rehearse == "brief":
+            brief = brief_row(backend, scripted, turn, reads, show_schema) if facts and reads else None
+            rows += [brief] if brief else []
+            continue
         if rehearse == "context":
             phases = phases[-1:] if scripted.steps[k].context else []
         for known, shown, executed in phases:
@@ -211,6 +216,29 @@ def task_rows(
                        prompt, step.call, step.real, few, executed)
             )
     return rows
+
+
+def brief_row(backend, scripted: ScriptedTask, turn: Turn, reads: list, show_schema: bool) -> SftRow | None:
+    """A short rehearser row for one call with context reads: the whitelist holds its tool
+    alone, the few-shot its context reads alone, the history the request alone; the
+    target reasons from the deciding facts (``train.facts``) as the full row's does.
+
+    In a full row those facts sit among some two thousand prompt tokens, and a 135M
+    rehearser trained on a few hundred such rows learnt to copy them and not the step
+    from them to the outcome (bench/RESULTS.md, runs 12-13). A brief row costs a
+    fraction of a full one, so the step can be drilled over many more worlds. ``None``
+    where the reads decide nothing the facts name."""
+    step = turn.calls[0]
+    tool = find_tool(scripted.task.tools, step.call.name)
+    reasons = deciding_facts(scripted.task.env, step.call, reads, step.real)
+    if tool is None or reasons is None:
+        return None
+    conversation = Conversation(scripted.task.prompt, [], executed=True)
+    messages = rehearser_messages([tool], reads, conversation, turn.action.text, step.call, tool,
+                                  response_schema=show_schema)
+    prompt = rehearser_prompt(backend, messages)
+    return SftRow("rehearser", scripted.task.name, prompt.shown(), rehearser_target(step.call, step.real, True, reasons),
+                  prompt, step.call, step.real, list(reads), True)
 
 
 def _writes_before(scripted: ScriptedTask) -> list[bool]:
