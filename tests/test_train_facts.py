@@ -137,6 +137,8 @@ def test_drill_worlds_add_brief_rows_from_training_worlds_alone(scripted):
     extra = drilled[len(plain):]
     assert drilled[: len(plain)] == plain and extra
     assert all("Outcome: " in r.completion and r.committed for r in extra)
+    # --seeded-rows none: a stage of drills alone.
+    assert recipe_rows(scripted(), replace(recipe, drill_worlds=2, seeded_rows="none"), tasks) == extra
     capped = recipe_rows(scripted(), replace(recipe, drill_worlds=2, world_rows_per_outcome=1), tasks)
     assert len(plain) < len(capped) < len(drilled)
     # Without facts a drill has nothing to decide from: none are made.

@@ -96,9 +96,9 @@ def register(sub) -> argparse.ArgumentParser:
                    help="demo-cpu: varied training worlds whose calls with context reads also give brief "
                    "rehearser rows (the call's tool, its context reads, the facts, the outcome); needs "
                    "--rehearser-facts (default: 0)")
-    p.add_argument("--seeded-rows", choices=["all", "context"],
-                   help="demo-cpu: the seeded world's rehearser rows: all, or the committed rows of calls with "
-                   "context reads alone (default: all)")
+    p.add_argument("--seeded-rows", choices=["all", "context", "none"],
+                   help="demo-cpu: the seeded world's rehearser rows: all, the committed rows of calls with "
+                   "context reads alone, or none (a stage of varied worlds or drills alone) (default: all)")
     p.add_argument("--memory-every", type=int,
                    help="demo-cpu: the actor's rows with a rehearsal memory for every Nth task (0: none; default: 3)")
     p.add_argument("--memory-elsewhere", action=argparse.BooleanOptionalAction, default=None,

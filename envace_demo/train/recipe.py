@@ -69,9 +69,9 @@ class DemoRecipe:
     # a world (spread over the environments, drawn anew in each world; None: all).
     rehearser_worlds: int = 0
     world_tasks: int | None = 15
-    # The seeded world's rehearser rows: "all", or "context": the committed rows of calls
-    # with context reads alone (a stage that teaches the context and leaves the rest as the
-    # stage before learnt it).
+    # The seeded world's rehearser rows: "all", "context": the committed rows of calls with
+    # context reads alone (a stage that teaches the context and leaves the rest as the
+    # stage before learnt it), or "none" (a stage of varied worlds or drills alone).
     seeded_rows: str = "all"
     # In each varied world, half of its tasks drawn among those whose outcome there differs
     # from the seeded world's (a refusal here, a success there): the rows where the seeded

@@ -153,7 +153,7 @@ def task_rows(
     the rehearser rows given, ``"all"``, or ``"context"``: only the committed rows of calls
     with context reads (in a varied world a read's values are the world's and nothing in
     the prompt shows them; a write's outcome is in its context), or ``"brief"``: those
-    calls' brief rows alone (``brief_row``: the deciding step, drilled). ``facts``: a rehearser
+    calls' brief rows alone (``brief_row``: the deciding step, drilled), or ``"none"``. ``facts``: a rehearser
     target reasons from the deciding facts its few-shot shows (``train.facts``), where it
     shows some. A ``rehearser_only`` task has no actor rows."""
     if scripted.rehearser_only:
@@ -202,6 +202,8 @@ def task_rows(
             continue
         if rehearse == "context":
             phases = phases[-1:] if scripted.steps[k].context else []
+        elif rehearse == "none":
+            phases = []
         for known, shown, executed in phases:
             conversation = Conversation(task.prompt, turns[:k], executed=executed)
             few = shots([], known, shown)
