@@ -135,8 +135,12 @@ def episode_estimate(
         return run.steps * turn
 
     if run.mode == "parallel":
-        # The committed run takes the lead imagined run's first step, action and prediction
-        # (the same prompt and seed: engine/acting.py, while no rehearsal foresaw a failure),
-        # and acts and rehearses its later steps itself.
-        return trajectory(run.n, True) + (run.steps - 1) * (generation("actor", 1) + generation("rehearser", 1))
+        # The imagined runs act and rehearse each step until their first write, and end
+        # there. The committed run takes the lead run's actions whose prompts came true and
+        # its predictions asked in the same prompt (engine/acting.py, while no rehearsal
+        # foresaw a failure); the steps after an earlier write it acts and rehearses itself,
+        # on one row. So N rows' trajectory bounds it: a run without rehearsal plus a
+        # rehearsal a step (on 2 CPU cores, N = 2: 2.3-2.55 times a run without, where a
+        # rehearsal is 1.3-1.5 actor turns; bench/RESULTS.md).
+        return trajectory(run.n, True)
     return trajectory(1, False)

@@ -229,15 +229,15 @@ def _cpu_embedded_plan(hw: Hardware, model: str, shape, dtype: str) -> Plan:
 
 
 def _compiled_note(hw, shape, model, quant, dtype, target: float, measured) -> str:
-    """What rehearsal would need here: one step of parallel rehearsal with ``SHOWN_THINK``
+    """What rehearsal would need here: the smallest run of parallel rehearsal with ``SHOWN_THINK``
     thinking tokens, eager and with a compiled decode (the backend's ``compile_decode``;
     on ZeroGPU it needs spaces' ahead-of-time compilation, not done yet), against the call."""
     if not hw.cuda or not shape.reasoning or measured:
         return ""
-    run = Run("parallel", 1, 1, SHOWN_THINK)
+    run = Run("parallel", 1, STEPS_LADDER[0], SHOWN_THINK)
     eager = episode_estimate(hw, shape, model, quant, dtype, run, measured)
     compiled = episode_estimate(hw, shape, model, quant, dtype, run, measured, compiled=True)
     verdict = "fits" if compiled <= target else f"misses by {compiled - target:.0f} s"
-    return (f"; one step of parallel rehearsal with {SHOWN_THINK} thinking tokens takes about {eager:.0f} s "
+    return (f"; a run of parallel rehearsal (N=1, {run.steps} steps) with {SHOWN_THINK} thinking tokens takes about {eager:.0f} s "
             f"eager and {compiled:.0f} s with a compiled decode (one graph a step, no per-layer launches), "
             f"which {verdict} against the {target:.0f} s a call may hold")
