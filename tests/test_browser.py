@@ -123,7 +123,7 @@ def test_run_fills_the_three_columns_then_an_invalid_schema_shows_its_location(p
     assert json.loads(real).get("account_id") or "error" in json.loads(real)  # the bank's real answer
     assert step.locator(".ev-badge", has_text="fidelity").count() == 1
     assert step.locator(".ev-badge", has_text="arguments").count() == 1
-    assert page.locator("#download").is_enabled()
+    expect(page.locator("#download")).to_be_enabled(timeout=30_000)  # enabled by the run's last update
 
     invalid = json.loads(_one_tool())
     invalid[0]["function"]["parameters"]["properties"]["account_id"]["type"] = "strng"

@@ -149,13 +149,10 @@ def task_rows(
     sentence (else the empty reasoning block). ``memory_from``: the same task in another
     world, whose trajectory is the rehearsal memory shown (a rehearsal that got the
     values wrong: the target still follows the real results in front of the actor).
-    ``context``: a committed call's context reads last in its few-shot. ``rehearse``:
-    the rehearser rows given, ``"all"``, or ``"context"``: only the committed rows of calls
-    with context reads (in a varied world a read's values are the world's and nothing in
-    the prompt shows them; a write's outcome is in its context), or ``"brief"``: those
-    calls' brief rows alone (``brief_row``: the deciding step, drilled), or ``"none"``. ``facts``: a rehearser
-    target reasons from the deciding facts its few-shot shows (``train.facts``), where it
-    shows some. A ``rehearser_only`` task has no actor rows."""
+    ``context``: a committed call's context reads last in its few-shot. ``rehearse``: the
+    rehearser rows, ``"all"``, ``"context"`` (committed rows of calls with context reads:
+    a write's outcome is in its context), ``"brief"`` (their ``brief_row``s) or
+    ``"none"``. ``facts``: rehearser targets reason from the facts shown (``train.facts``)."""
     if scripted.rehearser_only:
         roles = tuple(r for r in roles if r != "actor")
     task = scripted.task
@@ -196,14 +193,11 @@ def task_rows(
         imagined = [] if wrote[k] else reads
         phases = [([], imagined, False)] if (earlier or imagined != reads) else []
         phases.append((earlier, reads, True))
-        if rehearse == "brief":
-            brief = brief_row(backend, scripted, turn, reads, show_schema) if facts and reads else None
-            rows += [brief] if brief else []
+        if rehearse in ("brief", "none"):  # a brief row needs the facts its reads give
+            rows += filter(None, [brief_row(backend, scripted, turn, reads, show_schema) if facts and rehearse == "brief" else None])
             continue
         if rehearse == "context":
             phases = phases[-1:] if scripted.steps[k].context else []
-        elif rehearse == "none":
-            phases = []
         for known, shown, executed in phases:
             conversation = Conversation(task.prompt, turns[:k], executed=executed)
             few = shots([], known, shown)
