@@ -238,6 +238,7 @@ def _compiled_note(hw, shape, model, quant, dtype, target: float, measured) -> s
     eager = episode_estimate(hw, shape, model, quant, dtype, run, measured)
     compiled = episode_estimate(hw, shape, model, quant, dtype, run, measured, compiled=True)
     verdict = "fits" if compiled <= target else f"misses by {compiled - target:.0f} s"
-    return (f"; a run of parallel rehearsal (N=1, {run.steps} steps) with {SHOWN_THINK} thinking tokens takes about {eager:.0f} s "
+    return (f"; a run of parallel rehearsal (N=1, {run.steps} steps) with {SHOWN_THINK} thinking tokens "
+            f"takes about {eager:.0f} s "
             f"eager and {compiled:.0f} s with a compiled decode (one graph a step, no per-layer launches), "
             f"which {verdict} against the {target:.0f} s a call may hold")

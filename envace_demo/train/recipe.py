@@ -281,9 +281,15 @@ def recipe_rows(backend, recipe: DemoRecipe, scripted: list[ScriptedTask]):
     from envace_demo.train.worlds import rehearser_worlds, training_worlds
 
     facts = recipe.rehearser_facts
+    # --seeded-rows none: the seeded world gives the rehearser no rows at all.
+    seeded_roles = tuple(r for r in recipe.roles if r != "rehearser" or recipe.seeded_rows != "none")
+
+    def capped(rows: list) -> list:
+        return even_outcomes(rows, recipe.world_rows_per_outcome, recipe.seed) if recipe.world_rows_per_outcome else rows
+
     rows = warm_rows(backend, scripted, memory_every=recipe.memory_every, thoughts=recipe.thoughts,
-                     roles=recipe.roles, rehearse=recipe.seeded_rows, facts=facts)
-    for phrasing in range(1, recipe.rehearser_phrasings if "rehearser" in recipe.roles else 1):
+                     roles=seeded_roles, rehearse=recipe.seeded_rows, facts=facts)
+    for phrasing in range(1, recipe.rehearser_phrasings if "rehearser" in seeded_roles else 1):
         rows += warm_rows(backend, recipe_tasks(recipe, phrasing=phrasing), thoughts=recipe.thoughts,
                           roles=("rehearser",), rehearse=recipe.seeded_rows, facts=facts)
     seeded = {t.task.name: _outcomes(t) for t in scripted}
@@ -292,13 +298,13 @@ def recipe_rows(backend, recipe: DemoRecipe, scripted: list[ScriptedTask]):
         mine = world_tasks(replace(recipe, world_tasks=None) if recipe.world_rows_per_outcome else recipe, world, seeded)
         varied += warm_rows(backend, mine, memory_every=0, thoughts=recipe.thoughts, roles=("rehearser",),
                             rehearse="context", facts=facts)
-    rows += even_outcomes(varied, recipe.world_rows_per_outcome, recipe.seed) if recipe.world_rows_per_outcome else varied
+    rows += capped(varied)
     drills = []
     for world in rehearser_worlds(recipe.drill_worlds if facts and "rehearser" in recipe.roles else 0):
         mine = world_tasks(replace(recipe, world_tasks=None), world)
         drills += warm_rows(backend, mine, memory_every=0, thoughts=recipe.thoughts, roles=("rehearser",),
                             rehearse="brief", facts=True)
-    rows += even_outcomes(drills, recipe.world_rows_per_outcome, recipe.seed) if recipe.world_rows_per_outcome else drills
+    rows += capped(drills)
     before = scripted
     for world in training_worlds(range(1, recipe.actor_variants + 1) if "actor" in recipe.roles else ()):
         mine = recipe_tasks(recipe, world)

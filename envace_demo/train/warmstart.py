@@ -145,14 +145,13 @@ def task_rows(
     rehearse: str = "all",
     facts: bool = False,
 ) -> list[SftRow]:
-    """The ``roles``' rows of one scripted task; ``thoughts``: targets reason in a
-    sentence (else the empty reasoning block). ``memory_from``: the same task in another
-    world, whose trajectory is the rehearsal memory shown (a rehearsal that got the
-    values wrong: the target still follows the real results in front of the actor).
-    ``context``: a committed call's context reads last in its few-shot. ``rehearse``: the
-    rehearser rows, ``"all"``, ``"context"`` (committed rows of calls with context reads:
-    a write's outcome is in its context), ``"brief"`` (their ``brief_row``s) or
-    ``"none"``. ``facts``: rehearser targets reason from the facts shown (``train.facts``)."""
+    """The ``roles``' rows of one scripted task; ``thoughts``: targets reason in a sentence
+    (else the empty reasoning block). ``memory_from``: the same task in another world, whose
+    trajectory is the rehearsal memory shown (a rehearsal that got the values wrong: the
+    target still follows the real results in front of the actor). ``context``: a committed
+    call's context reads last in its few-shot. ``rehearse``: ``"all"``, ``"context"`` (the
+    committed rows of calls with context reads: a write's outcome is in its context) or
+    ``"brief"`` (their ``brief_row``s). ``facts``: targets reason from the facts shown."""
     if scripted.rehearser_only:
         roles = tuple(r for r in roles if r != "actor")
     task = scripted.task
@@ -187,15 +186,16 @@ def task_rows(
     for k, turn in enumerate(turns[:-1] if "rehearser" in roles else []):
         step = turn.calls[0]
         reads = list(scripted.steps[k].context) if context else []
+        if rehearse == "brief":  # the deciding step alone: only where facts decide it
+            brief = brief_row(backend, scripted, turn, reads, show_schema) if facts else None
+            rows += [brief] if brief else []
+            continue
         earlier = [(t.calls[0].call, t.calls[0].real) for t in turns[:k]]
         # (earlier real results, context, executed): as in a rehearsal (which reads the real
         # state until it imagines its first write), then as committed.
         imagined = [] if wrote[k] else reads
         phases = [([], imagined, False)] if (earlier or imagined != reads) else []
         phases.append((earlier, reads, True))
-        if rehearse in ("brief", "none"):  # a brief row needs the facts its reads give
-            rows += filter(None, [brief_row(backend, scripted, turn, reads, show_schema) if facts and rehearse == "brief" else None])
-            continue
         if rehearse == "context":
             phases = phases[-1:] if scripted.steps[k].context else []
         for known, shown, executed in phases:
