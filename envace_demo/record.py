@@ -86,6 +86,9 @@ class CallStep:
     # Held: the rehearsal predicted a failure, so the call was not executed; the actor was
     # shown the prediction instead (``real`` stays None). The same call asked again runs.
     held: bool = False
+    # Held, then run for real: the actor answered without another path (no real write
+    # since the hold), so the prediction was checked (``EpisodeConfig.check_given_up``).
+    checked: bool = False
     # The real reads the engine made for the rehearser before it predicted this call
     # (``Environment.context_reads``): [{"call": {name, arguments}, "result": ...}].
     context: list[dict[str, JSON]] = field(default_factory=list)
@@ -115,6 +118,9 @@ class Turn:
     # An answer taken back: it carried values only rehearsals had (``grounding.py``); the
     # actor answered again from the real results alone.
     withdrawn: str | None = None
+    # An answer set aside: given while a held call had found no other path; the held calls
+    # ran for real and the actor answered again (``EpisodeConfig.check_given_up``).
+    set_aside: str | None = None
     # A committed turn whose action is rehearsal k's at the same turn: the same prompt (the
     # committed actor read nothing from the rehearsals) and the seed it would have drawn,
     # so asking again would only have repeated it (``engine/acting.py``).
@@ -204,6 +210,7 @@ class Trajectory:
             "real_calls": sum(1 for c in committed if c.real is not None),
             "real_errors": sum(1 for c in committed if is_error(c.real)),
             "held_calls": sum(1 for c in committed if c.held),
+            "checked_calls": sum(1 for c in committed if c.checked),
             "context_reads": sum(len(c.context) for c in committed),
             "imagined_calls": len(call_steps(imagined)),
             "tokens": sum(t.tokens() for t in imagined + self.turns),

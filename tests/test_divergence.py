@@ -97,13 +97,21 @@ def test_a_rehearsed_value_in_the_answer():
     assert describe(d).startswith("Rehearsal hurt: the same 1 call, but the answer with rehearsal states \"300.0\"")
 
 
+def test_a_held_call_checked_for_real_parts_nowhere_and_says_so():
+    without = run("none", [step(*WITHDRAW, real=NO_FUNDS)], "Refused.", True)
+    checked = step(*WITHDRAW, real=NO_FUNDS, rehearsed=NO_FUNDS)
+    checked.checked = True
+    d = first_divergence(without, run("parallel", [checked], "Refused.", True))
+    assert (d.kind, d.verdict) == ("nothing", "same") and "held on a foreseen failure, then run for real" in d.detail
+
+
 def test_rows_pair_as_the_trajectories_do_even_after_json():
     without = run("none", [step(*WITHDRAW, real=NO_FUNDS)], "Done.", False)
     with_ = run("parallel", [step(*WITHDRAW, rehearsed=NO_FUNDS, held=True)], "Too little.", True)
     rows = [json.loads(json.dumps(episode_record("f:withdraw", "bank", t.mode, 0, t))) for t in (without, with_)]
     for r in rows:
         del r["trajectory"]  # the pairing reads the row alone
-    assert rows[1]["call_outcomes"] == [{"name": "withdraw", "arguments": WITHDRAW[1], "held": True,
+    assert rows[1]["call_outcomes"] == [{"name": "withdraw", "arguments": WITHDRAW[1], "held": True, "checked": False,
                                          "predicted_error": "INSUFFICIENT_FUNDS", "ran": False, "real_error": None}]
     assert (rows[0]["real_calls"], rows[0]["real_errors"], rows[1]["held_calls"]) == (1, 1, 1)
     assert first_divergence(*rows) == first_divergence(without, with_)

@@ -20,13 +20,13 @@ def _task(prompt="Withdraw $40 from ACC-1005."):
     return Task("w", prompt, create("bank").tools())
 
 
-def test_a_foreseen_failure_is_held_and_the_run_takes_another_path(scripted):
+def test_a_trusted_foreseen_failure_is_held_and_never_run(scripted):
     backend = scripted(
         actor=["<think></think>\nNo call.", WITHDRAW, "<think></think>\nThe account holds too little: 15.50 USD."],
         rehearser=[result_text(REFUSED)],
     )
     env = create("bank")
-    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), env)
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1, check_given_up=False), env)
     (step,) = call_steps(traj.turns)
     assert step.held and step.real is None  # not executed
     # The rehearser read the account first, for real, and the read is on the step.
@@ -39,6 +39,75 @@ def test_a_foreseen_failure_is_held_and_the_run_takes_another_path(scripted):
     assert (totals["real_calls"], totals["real_errors"], totals["held_calls"]) == (0, 0, 1)
     assert env.state()["accounts"]["ACC-1005"]["balance"] == 15.5
     assert traj.ungrounded == []  # 15.50 came from the real read
+
+
+def test_a_held_call_the_actor_gives_up_on_runs_for_real_before_the_answer(scripted):
+    """The prediction changes the plan, never the verdict: with no other path taken, the
+    held withdrawal runs, and the actor answers from the real refusal."""
+    backend = scripted(
+        actor=["<think></think>\nNo call.", WITHDRAW, "<think></think>\nThe account holds too little.",
+               "<think></think>\nThe bank refused: insufficient funds."],
+        rehearser=[result_text(REFUSED)],
+    )
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), create("bank"))
+    (step,) = call_steps(traj.turns)
+    assert step.checked and not step.held and step.real["error"]["code"] == "INSUFFICIENT_FUNDS"
+    assert step.outcome_right is True
+    set_aside, final = traj.turns[1], traj.turns[2]
+    assert "withdraw" in set_aside.set_aside and not set_aside.withdrawn
+    # Asked again, the actor read the real refusal in place of the prediction.
+    assert step.real["error"]["message"] in final.actor_prompt and HELD_MESSAGE not in final.actor_prompt
+    assert traj.final_answer == "The bank refused: insufficient funds."
+    totals = traj.totals()
+    assert (totals["real_calls"], totals["real_errors"], totals["held_calls"], totals["checked_calls"]) == (1, 1, 0, 1)
+
+
+def test_a_false_foreseen_failure_costs_nothing_once_checked(scripted):
+    """A withdrawal the rehearser wrongly refused: the actor gave up, the check ran it, it
+    went through, and the answer says so."""
+    small = call_text("withdraw", {"account_id": "ACC-1005", "amount": 10})
+    env = create("bank")
+    backend = scripted(
+        actor=["<think></think>\nNo call.", small, "<think></think>\nToo little money.", "<think></think>\nDone."],
+        rehearser=[result_text(REFUSED)],
+    )
+    traj = run_episode(backend, _task("Withdraw $10 from ACC-1005."), EpisodeConfig(mode="parallel", n=1), env)
+    (step,) = call_steps(traj.turns)
+    assert step.checked and step.real["new_balance"] == 5.5 and step.outcome_right is False
+    assert env.state()["accounts"]["ACC-1005"]["balance"] == 5.5 and traj.final_answer == "Done."
+
+
+def test_another_path_taken_after_a_hold_is_not_second_guessed(scripted):
+    """A write held for a missing directory; the actor creates it and writes again: the
+    held call is moot, the answer stands."""
+    write = call_text("write_file", {"path": "/plans/q3.txt", "content": "draft"})
+    mkdir = call_text("create_directory", {"path": "/plans"})
+    missing = {"error": {"code": "NOT_FOUND", "message": "no directory /plans"}}
+    backend = scripted(
+        actor=["<think></think>\nNo call.", write, mkdir, write, "<think></think>\nWritten."],
+        rehearser=[result_text(missing), result_text({"path": "/plans", "created": True}),
+                   result_text({"path": "/plans/q3.txt", "bytes": 5})],
+    )
+    env = create("files")
+    traj = run_episode(backend, Task("w", "Write 'draft' to /plans/q3.txt.", env.tools()),
+                       EpisodeConfig(mode="parallel", n=1, max_steps=6), env)
+    held, made, written = call_steps(traj.turns)
+    assert held.held and not held.checked and held.real is None
+    assert made.real is not None and written.real is not None and not any(t.set_aside for t in traj.turns)
+    assert traj.final_answer == "Written."
+
+
+def test_a_read_foreseen_to_fail_is_never_held(scripted):
+    """A read's real result is safe to fetch and is what the answer needs."""
+    frozen = {"error": {"code": "ACCOUNT_FROZEN", "message": "ACC-1005 is frozen"}}
+    backend = scripted(
+        actor=["<think></think>\nNo call.", BALANCE, "<think></think>\nIt holds 15.50 USD."],
+        rehearser=[result_text(frozen)],
+    )
+    traj = run_episode(backend, _task("What is the balance of ACC-1005?"),
+                       EpisodeConfig(mode="parallel", n=1, rehearse_committed="all"), create("bank"))
+    (step,) = call_steps(traj.turns)
+    assert not step.held and step.real["balance"] == 15.5 and step.outcome_right is False
 
 
 def test_the_same_call_asked_again_after_a_hold_runs_for_real(scripted):
@@ -108,7 +177,7 @@ def test_a_held_call_shows_only_its_error_code_once_the_rehearsers_wording_is_wi
                "<think></think>\nThe bank refused: insufficient funds."],
         rehearser=[result_text(worded)],
     )
-    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), create("bank"))
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1, check_given_up=False), create("bank"))
     assert traj.turns[1].withdrawn and "3" in traj.turns[1].withdrawn
     assert HELD_MESSAGE in traj.turns[2].actor_prompt and "only 3.00 left" not in traj.turns[2].actor_prompt
     assert traj.ungrounded == []
@@ -203,10 +272,28 @@ def test_the_memory_is_shown_once_a_rehearsal_foresaw_a_failure(scripted):
         actor=[WITHDRAW, "<think></think>\nThe account holds too little."],
         rehearser=[result_text(REFUSED)],
     )
-    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), create("bank"))
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1, check_given_up=False), create("bank"))
     assert traj.memory["shown"] is True
     assert "predicted error INSUFFICIENT_FUNDS" in traj.turns[0].actor_prompt
     assert call_steps(traj.turns) == []  # the committed run answered from the foresight alone
+
+
+def test_an_answer_from_the_memory_alone_is_set_aside_and_the_call_tried(scripted):
+    """Shown a failure an imagined run foresaw, the actor answered trying nothing: asked
+    again without the memory it tries the withdrawal, which is held, then checked."""
+    backend = scripted(
+        # asked again without the memory, its prompt is the imagined run's: it takes its withdrawal
+        actor=[WITHDRAW, "<think></think>\nThe account holds too little.",
+               "<think></think>\nToo little.", "<think></think>\nRefused: insufficient funds."],
+        rehearser=[result_text(REFUSED)],
+    )
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), create("bank"))
+    first, tried, checked_at, _ = traj.turns
+    assert "imagined run" in first.set_aside and "Rehearsal memory" not in tried.actor_prompt
+    assert tried.action_from == 0 and tried.calls[0].rehearsal_from == 0
+    (step,) = call_steps(traj.turns)
+    assert step.checked and step.real["error"]["code"] == "INSUFFICIENT_FUNDS"
+    assert checked_at.set_aside and traj.final_answer == "Refused: insufficient funds."
 
 
 def test_an_imagined_run_reads_the_real_state_only_until_it_imagines_a_write(scripted):
@@ -218,7 +305,7 @@ def test_an_imagined_run_reads_the_real_state_only_until_it_imagines_a_write(scr
     env = create("bank")
     before = env.state()
     traj = run_episode(backend, _task("Deposit $100 into ACC-1003, then withdraw $5."),
-                       EpisodeConfig(mode="parallel", n=1, imagined_until="answer"), env)
+                       EpisodeConfig(mode="parallel", n=1, imagined_until="answer", check_given_up=False), env)
     deposit, withdraw = call_steps(traj.rehearsals[0].turns)
     assert deposit.context and deposit.context[0]["result"]["balance"] == 310.25
     # After the imagined deposit the real account no longer shows the imagined world.

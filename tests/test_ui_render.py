@@ -24,7 +24,7 @@ from envace_demo.policy import DEFAULT_POLICY as POLICY
 from envace_demo.events import EpisodeFinished, EpisodeStarted, Generating, TurnUpdated
 from envace_demo.record import Trajectory
 from envace_demo.settings import Settings
-from envace_demo.tasks import find_task
+from envace_demo.tasks import Task, find_task
 from envace_demo.ui import render, runner
 from envace_demo.ui.holder import ModelHolder
 from envace_demo.ui.inputs import (
@@ -175,6 +175,18 @@ def test_committed_steps_show_action_rehearsed_and_real_with_badges(scripted):
     assert "<tool_call>not a call" not in page and "&lt;tool_call&gt;not a call" in page  # reasoning escaped
     outcome = render.outcome_html(view.trajectory)
     assert "task succeeded" in outcome and "310.25" in outcome and "ended: answer" in outcome
+
+
+def test_an_answer_set_aside_and_its_checked_call_are_shown(scripted):
+    withdraw = call_text("withdraw", {"account_id": "ACC-1005", "amount": 40})
+    refused = {"error": {"code": "INSUFFICIENT_FUNDS", "message": "too little"}}
+    backend = scripted(actor=["<think></think>\nNo call.", withdraw, "<think></think>\nToo little.",
+                              "<think></think>\nRefused."], rehearser=[result_text(refused)])
+    task = Task("w", "Withdraw $40 from ACC-1005.", create("bank").tools())
+    view = _view(list(Episode(backend, task, EpisodeConfig(mode="parallel", n=1), create("bank")).run()))
+    page = render.steps_html(view)
+    assert "answer set aside" in page and "checked for real" in page and "the held withdraw" in page
+    assert "<b>1</b> checked calls" in render.outcome_html(view.trajectory)
 
 
 def test_memory_card_lists_each_rehearsal_by_the_name_the_panels_use(scripted):

@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Generator
 
-from envace_demo import memory as memory_mod
 from envace_demo.calls import parse_action
 from envace_demo.context import shots
 from envace_demo.engine.answers import ungrounded
@@ -22,7 +21,9 @@ from envace_demo.engine.limits import (
     cut_by,
 )
 from envace_demo.engine.rehearsal import CallRehearser, score_call
-from envace_demo.events import Event, MemoryReady, TurnUpdated
+from envace_demo.engine.imagined import ends_at, imagined_action, repeats_reads, wrote
+from envace_demo.engine.verdict import Held, RunState, check, drop_contradicted
+from envace_demo.events import Event, TurnUpdated
 from envace_demo.generation import BatchGenerator
 from envace_demo.models.base import Backend, Constraint, Generation, Sampling
 from envace_demo.modes import ModePolicy
@@ -87,14 +88,13 @@ class TrajectoryRunner:
         # (a committed run appends to its caller's list, so the next user turn has them).
         real_results = [] if real_results is None else real_results
         execute = commit and self.committer.executor is not None
-        held: set[str] = set()  # calls held once in this run (asked again, they run)
-        withdrawn = False  # an answer taken back once for values only rehearsals had
+        state = RunState(cfg.check_given_up)
         turn_index = 0
         while turn_index < cfg.max_steps:
             require = cfg.require_first_call and turn_index == 0
             prompt = actor_prompt(self.backend, conversation, self.tools)
-            lead = where == "rehearsal" and rindex == self.lead and not withdrawn
-            gen, taken = yield from self._act(prompt, where, rindex, require, turn_index, withdrawn, lead)
+            lead = where == "rehearsal" and rindex == self.lead and not state.withdrawn
+            gen, taken = yield from self._act(prompt, where, rindex, require, turn_index, state.withdrawn, lead)
             action = parse_action(gen.text, self.tool_names, require_call=require, cut=gen.finish_reason == "length")
             turn = new_turn(turns, action, gen, prompt, self.user_turn)
             turn.action_from = taken
@@ -107,59 +107,84 @@ class TrajectoryRunner:
                 yield TurnUpdated(where, rindex, turn, None, "acted")
                 return Outcome(None, "parse_error")
             if not action.calls:
-                if gen.finish_reason == "length":
-                    turn.error = f"{cut_by(self.sampling)}: the answer was not finished"
-                elif execute and not withdrawn and self.policy.rehearse_calls:
-                    # An answer that tells a rehearsed value as real is taken back once; the
-                    # actor answers again from the real results alone.
-                    said = ungrounded(self.task, cfg.known_results, turns, action.content, self.rehearsals)
-                    if said:
-                        withdrawn = True
-                        turn.withdrawn = f"it said {', '.join(said)}, which only rehearsals had"
-                        conversation.memory, conversation.grounded = None, True
-                        yield TurnUpdated(where, rindex, turn, None, "acted")
-                        continue  # not a step: the same state is asked again
-                yield TurnUpdated(where, rindex, turn, None, "acted")
-                if where == "rehearsal" and self._short_answers() and not turn.error:
-                    return Outcome(None, "answer")  # its first character only: the committed run answers
-                return Outcome(action.content, "max_new_tokens" if turn.error else "answer")
+                outcome = yield from self._answer(turn, gen, conversation, turns, where, rindex, execute, state,
+                                                  real_results, memory)
+                if outcome is None:
+                    continue  # not a step: the actor is asked again
+                return outcome
             turn_index += 1
-            if where == "rehearsal" and self._repeats_reads(conversation.turns, action.calls):
+            if where == "rehearsal" and repeats_reads(conversation.turns, action.calls, self._writes, cfg, self.policy):
                 yield TurnUpdated(where, rindex, turn, None, "acted")
                 return Outcome(None, REPEATED_READ)
             for call in action.calls:
                 step = CallStep(call)
                 turn.calls.append(step)
-                yield from self._call(turn, step, conversation, real_results, where, rindex, execute, held)
+                yield from self._call(turn, step, conversation, real_results, where, rindex, execute, state.held_keys)
                 if execute and step.held:
+                    state.pending.append(Held(turn, len(turn.calls) - 1, step, len(real_results)))
                     continue
                 if execute:
+                    state.executed(step)
                     real_results.append((call, step.real))
-                    yield from self._drop_contradicted_memory(turn, step, conversation, memory)
+                    yield from drop_contradicted(turn, step, conversation, memory, cfg.memory_fidelity_floor)
                     if step.error:
                         conversation.turns.append(turn)
                         return Outcome(None, "environment_error")
             conversation.turns.append(turn)
-            if where == "rehearsal" and self._ends_at(turn):
+            if where == "rehearsal" and ends_at(turn, self._writes, cfg, self.policy):
                 return Outcome(None, FIRST_WRITE)
             if commit and not execute:
                 # Nothing to commit against: the calls stand as the answer (BFCL style).
                 return Outcome(None, "no_environment")
         return Outcome(None, "max_steps")
 
-    def _drop_contradicted_memory(
-        self, turn: Turn, step: CallStep, conversation: Conversation, memory: dict | None
-    ) -> Generator[Event, None, None]:
-        """Once a real response contradicts its rehearsal, the next turns read the real
-        results alone (``EpisodeConfig.memory_fidelity_floor``)."""
-        why = memory_mod.contradiction(step, self.config.memory_fidelity_floor) if conversation.memory else None
-        if not why:
-            return
-        conversation.memory = None
-        if memory is not None:
-            at = len(turn.calls) - 1
-            memory["withdrawn"] = {"turn": turn.index, "position": at, "call": step.call.name, "why": why}
-            yield MemoryReady(memory)
+    def _answer(
+        self,
+        turn: Turn,
+        gen: Generation,
+        conversation: Conversation,
+        turns: list[Turn],
+        where: str,
+        rindex: int | None,
+        execute: bool,
+        state: RunState,
+        real_results: list[tuple[ToolCall, Any]],
+        memory: dict | None,
+    ) -> Generator[Event, None, Outcome | None]:
+        """A turn without calls: the run's outcome, or None where the answer is set aside or
+        taken back and the actor is asked again."""
+        content = turn.action.content
+        if gen.finish_reason == "length":
+            turn.error = f"{cut_by(self.sampling)}: the answer was not finished"
+        elif execute and (why := state.set_aside(conversation, memory)):
+            turn.set_aside = why
+            yield TurnUpdated(where, rindex, turn, None, "acted")
+            if not state.pending:  # it answered from the memory: asked again without it
+                conversation.memory = None
+                return None
+            checked = state.take()
+            for held in checked:  # run for real after all, shown in place of the prediction
+                tool = find_tool(self.tools, held.step.call.name)
+                check(held, tool, self.committer, self.deadline, self.config.known_results, conversation, real_results)
+                yield TurnUpdated("commit", None, held.turn, held.at, "executed")
+                yield from drop_contradicted(held.turn, held.step, conversation, memory,
+                                             self.config.memory_fidelity_floor, held.at)
+                self.batcher.check_limits()
+            return Outcome(None, "environment_error") if any(h.step.error for h in checked) else None
+        elif execute and not state.withdrawn and self.policy.rehearse_calls:
+            # An answer that tells a rehearsed value as real is taken back once; the
+            # actor answers again from the real results alone.
+            said = ungrounded(self.task, self.config.known_results, turns, content, self.rehearsals)
+            if said:
+                state.withdrawn = True
+                turn.withdrawn = f"it said {', '.join(said)}, which only rehearsals had"
+                conversation.memory, conversation.grounded = None, True
+                yield TurnUpdated(where, rindex, turn, None, "acted")
+                return None
+        yield TurnUpdated(where, rindex, turn, None, "acted")
+        if where == "rehearsal" and self._short_answers() and not turn.error:
+            return Outcome(None, "answer")  # its first character only: the committed run answers
+        return Outcome(content, "max_new_tokens" if turn.error else "answer")
 
     def _call(
         self,
@@ -187,7 +212,7 @@ class TrajectoryRunner:
             if rehearse:
                 # An imagined run reads the real state for its rehearser while its world is
                 # still the real one: until it imagines its first write ("imagine" reads nothing).
-                real_world = where == "rehearsal" and self.policy.commit and not self._wrote(conversation, turn)
+                real_world = where == "rehearsal" and self.policy.commit and not wrote(conversation, turn, self._writes)
                 context = self.committer.read_context(step, tool) if execute or real_world else []
                 # A committed call's rehearsal gives way to the real call when the limit draws near.
                 own = self.deadline - CALL_RESERVE * self.config.episode_seconds if where == "commit" else None
@@ -199,7 +224,7 @@ class TrajectoryRunner:
                     turn, step, tool, self.tools, conversation, real_results, where, rindex, context, own, ask
                 )
                 yield TurnUpdated(where, rindex, turn, at, "rehearsed")
-                if execute and held is not None and self.committer.hold(step, held):
+                if execute and held is not None and self.committer.hold(step, held, tool):
                     yield TurnUpdated(where, rindex, turn, at, "held")
                     return
             if execute:
@@ -223,20 +248,12 @@ class TrajectoryRunner:
         """The actor's ``k``-th generation, and the rehearsal it was taken from: a committed
         actor asked what the lead imagined run was asked at its ``k``-th turn, with the same
         seed, takes its answer; the ``lead`` run draws the seeds the committed actor will."""
-        taken = self._imagined_action(prompt.shown(), k) if where == "commit" and not withdrawn else None
+        taken = imagined_action(self.imagined_actions, prompt.shown(), k) if where == "commit" and not withdrawn else None
         if taken is not None:
             self.batcher.skip_committed_seed()
             return replace(taken[0], seconds=0.0), taken[1]
         gen = yield self._act_request(prompt, where, rindex, require, aligned=k if lead else None)
         return gen, None
-
-    def _imagined_action(self, prompt: str, k: int) -> tuple[Generation, int, int] | None:
-        """The lead imagined run's action for this committed actor prompt at turn ``k``."""
-        taken = self.imagined_actions.get(prompt)
-        if taken is None or taken[2] != k:
-            return None
-        del self.imagined_actions[prompt]
-        return taken
 
     def _act_request(
         self, prompt: Any, where: str, rindex: int | None, require: bool, aligned: int | None = None
@@ -250,31 +267,9 @@ class TrajectoryRunner:
         )
         return Request(prompt, constraint, "actor", where, rindex, aligned=aligned)
 
-    def _ends_at(self, turn: Turn) -> bool:
-        """Whether an imagined run ends after ``turn``: it rehearsed a write, whose predicted
-        outcome is what the committed run needs to know; past it the world is imagined
-        (``EpisodeConfig.imagined_until``; a run with nothing to commit goes on)."""
-        if self.config.imagined_until != "first_write" or not self.policy.commit:
-            return False
-        return any(self._writes(c.call.name) is not False for c in turn.calls)
-
-    def _repeats_reads(self, before: list[Turn], calls: list[ToolCall]) -> bool:
-        """Whether an imagined turn only repeats reads it already made, with no write since:
-        in a world that has not changed they would answer the same, so the run ends there
-        (in a mode that commits, where it is a rehearsal's cost; ``imagine`` goes on)."""
-        if not self.policy.commit or self.config.imagined_until != "first_write":
-            return False
-        made = [c.call for t in before for c in t.calls]
-        return all(self._writes(c.name) is False and c in made for c in calls)
-
     def _writes(self, name: str) -> bool | None:
         """Whether the offered tool ``name`` changes state, as the environment says (None: unknown)."""
         return self.committer.writes(find_tool(self.tools, name))
-
-    def _wrote(self, conversation: Conversation, turn: Turn) -> bool:
-        """Whether this run made (or imagined) a write before the last call of ``turn``."""
-        before = [c for t in conversation.turns for c in t.calls] + turn.calls[:-1]
-        return any(self._writes(c.call.name) is not False for c in before)
 
     def _short_answers(self) -> bool:
         """Whether an imagined answer is cut to its first character (under a grammar): in a

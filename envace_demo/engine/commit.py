@@ -60,10 +60,13 @@ class Committer:
             return None
         return self.environment.writes(tool.original_name)
 
-    def hold(self, step: CallStep, held: set[str]) -> bool:
-        """Whether ``step`` is held: its rehearsal predicted a failure, and the same call was
-        not held before in this run."""
+    def hold(self, step: CallStep, held: set[str], tool: Tool | None = None) -> bool:
+        """Whether ``step`` is held: its rehearsal predicted a failure, the call may change
+        state (a read's real result costs nothing and is what the answer needs), and the
+        same call was not held before in this run."""
         if not self.hold_predicted_failures or not is_error(step.rehearsed) or rehearsal_failed(step.rehearsed):
+            return False
+        if self.writes(tool) is False:
             return False
         key = json.dumps(step.call.to_dict(), sort_keys=True, default=str)
         if key in held:

@@ -119,7 +119,15 @@ class EpisodeConfig:
     hold_predicted_failures: bool = field(
         default=True,
         metadata={"help": "a committed call whose rehearsal predicts a failure is held the first time: not "
-                  "executed, the actor shown the prediction, so it can take another path (asked again, it runs)"},
+                  "executed, the actor shown the prediction, so it can take another path (asked again, it runs); "
+                  "a call to a tool the environment declares read-only is never held: its real result is safe"},
+    )
+    check_given_up: bool = field(
+        default=True,
+        metadata={"help": "an answer given while a held call found no other path (no real write since the hold) "
+                  "is set aside: the held call runs for real and the actor answers from what really happened, "
+                  "so a foreseen failure changes the plan but never the verdict; False trusts the prediction "
+                  "(a refusal from the read, no failing write, and a wrong prediction costs the task)"},
     )
     redact: Callable[[str], str] | None = field(
         default=None,

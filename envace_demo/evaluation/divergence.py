@@ -78,6 +78,7 @@ def call_outcomes(traj: Trajectory) -> list[dict]:
             "name": step.call.name,
             "arguments": step.call.arguments,
             "held": bool(step.held),
+            "checked": bool(step.checked),
             "predicted_error": error_code(step.rehearsed),
             "ran": step.real is not None,
             "real_error": error_code(step.real),
@@ -210,6 +211,10 @@ def first_divergence(without: Trajectory | dict, with_: Trajectory | dict) -> Di
             f"{calls}, different answers: {_quote(a.answer, a.ended)} without rehearsal, "
             f"{_quote(b.answer, b.ended)} with it{withdrawn}"
         ), verdict)
+    checked = [s for s in b.steps if s.get("checked")]
+    if checked:
+        withdrawn += (f"; with rehearsal {_call(checked[0])} was held on a foreseen failure, then run for real "
+                      "once no other path was found")
     return Divergence("nothing", None, f"{calls} and the same answer{withdrawn}", verdict)
 
 

@@ -16,7 +16,8 @@ Metrics, per episode:
   environment).
 - ``tokens``: every generated token (rehearsals included); ``seconds``: wall time.
 - ``real_calls``, ``real_errors``, ``held_calls`` (committed calls not executed because
-  their rehearsal foresaw a failure), ``context_reads`` (real reads made for the
+  their rehearsal foresaw a failure), ``checked_calls`` (held, then run for real once the
+  run found no other path), ``context_reads`` (real reads made for the
   rehearser): counts from the record's totals.
 - ``outcome_right`` (share of calls whose rehearsed outcome, success or which error, was
   right), ``knowable`` and ``unknowable`` (mean share of real values the rehearsal got
@@ -47,7 +48,7 @@ from envace_demo.schemas import Tool, find_tool
 
 METRICS = ("validity", "success", "fidelity", "tokens", "seconds")
 # What rehearsal changed, per episode: counts of the committed run, and the fidelity's parts.
-PARTS = ("real_calls", "real_errors", "held_calls", "context_reads", "outcome_right", "knowable", "unknowable")
+PARTS = ("real_calls", "real_errors", "held_calls", "checked_calls", "context_reads", "outcome_right", "knowable", "unknowable")
 # The same parts for two rehearsers with no model, on the same calls and contexts as the
 # model's (``envace_demo.baselines``): what knowing only the schema, or echoing, scores.
 BASELINE_PARTS = ("schema_only_outcome", "schema_only_knowable", "echo_outcome", "echo_knowable")
@@ -118,7 +119,7 @@ def episode_record(
         "final_answer": traj.final_answer,
         "ungrounded": list(traj.ungrounded),
         "withdrawn_answers": sum(1 for t in traj.turns if t.withdrawn),
-        **{k: totals[k] for k in ("real_calls", "real_errors", "held_calls", "context_reads")},
+        **{k: totals[k] for k in ("real_calls", "real_errors", "held_calls", "checked_calls", "context_reads")},
         **_fidelity_parts(tool_steps),
         **_baseline_parts(traj, tool_steps),
         "trajectory": traj.to_dict(),
@@ -339,7 +340,7 @@ def markdown_table(summary: dict) -> str:
 # ---- what rehearsal changed -----------------------------------------------------------------
 
 CHANGE_COLUMNS = [
-    "category", "mode", "real calls", "real errors", "held calls", "ungrounded answers",
+    "category", "mode", "real calls", "real errors", "held / checked calls", "ungrounded answers",
     "outcome right", "knowable right", "unknowable right", "schema-only: outcome / knowable",
     "echo: outcome / knowable", "helped / hurt / same", "first divergence",
 ]
@@ -387,7 +388,7 @@ def change_rows(summary: dict) -> list[list[Any]]:
         verdicts, kinds = divergence_text(row.get("divergence"))
         out.append([
             row["category"], row["mode"],
-            _fmt_count(row.get("real_calls")), _fmt_count(row.get("real_errors")), _fmt_count(row.get("held_calls")),
+            _fmt_count(row.get("real_calls")), _fmt_count(row.get("real_errors")), f'{_fmt_count(row.get("held_calls"))} / {_fmt_count(row.get("checked_calls"))}',
             f"{row.get('ungrounded_answers', 0)} of {done}",
             _fmt("outcome_right", row.get("outcome_right")), _fmt("knowable", row.get("knowable")),
             _fmt("unknowable", row.get("unknowable")),
@@ -408,7 +409,8 @@ def changes_table(summary: dict) -> str:
 
 
 CHANGES_NOTE = (
-    "Per episode: real calls, real errors and held calls (not executed: the rehearsal foresaw a failure); "
+    "Per episode: real calls, real errors, held calls (not executed: the rehearsal foresaw a failure) and "
+    "checked calls (held, then run for real: the run found no other path); "
     "ungrounded answers: episodes whose answer carries values only rehearsals had; outcome right: the share "
     "of calls whose rehearsed outcome (success, or which error) was right; knowable / unknowable right: the "
     "share of real values the rehearsal got right among those its context made knowable and among the rest; "

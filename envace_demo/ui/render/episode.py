@@ -222,7 +222,10 @@ def _step_html(i: int, turn: Turn, s: CallStep | None, traj: Trajectory, condens
         ) + f'<div class="ev-answer-text">{esc(turn.action.content or "")}</div>'
         if turn.withdrawn:
             body += f'<div class="ev-note">{esc(WITHDRAWN_ANSWER_NOTE.format(why=turn.withdrawn))}</div>'
-        label = "unparsed turn" if turn.error else "answer taken back" if turn.withdrawn else "answer"
+        if turn.set_aside:
+            body += f'<div class="ev-note">{esc(SET_ASIDE_NOTE.format(why=turn.set_aside))}</div>'
+        label = ("unparsed turn" if turn.error else "answer taken back" if turn.withdrawn
+                 else "answer set aside" if turn.set_aside else "answer")
         return (
             f'<div class="ev-step ev-step-answer" data-step="{i}"><div class="ev-bar">'
             f'<span class="ev-num">{i + 1}</span> {label}</div>{body}</div>'
@@ -280,6 +283,7 @@ def _step_html(i: int, turn: Turn, s: CallStep | None, traj: Trajectory, condens
 HELD_NOTE = ("held: the rehearsal foresaw this failure, so the call was not executed; the actor read the "
              "prediction and chose again (the same call asked again runs for real)")
 WITHDRAWN_ANSWER_NOTE = "taken back: {why}; the actor answered again from the real results alone"
+SET_ASIDE_NOTE = "set aside: {why}; the prediction was checked for real before the actor answered again"
 WITHDRAWN_NOTE = "the rehearsal memory was withdrawn here: {why}; the next turns read the real results alone"
 
 
@@ -334,6 +338,7 @@ def outcome_html(traj: Trajectory | None) -> str:
         ("real calls", t["real_calls"]),
         ("real errors", t["real_errors"]),
         ("held calls", t["held_calls"]),
+        ("checked calls", t["checked_calls"]),
         ("real writes", writes["real_writes"]),
         ("imagined calls", t["imagined_calls"]),
         ("tokens", t["tokens"]),

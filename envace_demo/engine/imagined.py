@@ -1,0 +1,51 @@
+"""Where an imagined run stops: past its first write the world is imagined, and a read it
+already made would only answer the same (``EpisodeConfig.imagined_until``)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from envace_demo.engine.config import EpisodeConfig
+from envace_demo.models.base import Generation
+from envace_demo.modes import ModePolicy
+from envace_demo.prompts import Conversation
+from envace_demo.record import ToolCall, Turn
+
+# Whether the offered tool of that name changes state, as the environment says (None: unknown).
+Writes = Callable[[str], "bool | None"]
+
+
+def ends_at(turn: Turn, writes: Writes, config: EpisodeConfig, policy: ModePolicy) -> bool:
+    """Whether an imagined run ends after ``turn``: it rehearsed a write, whose predicted
+    outcome is what the committed run needs to know; past it the world is imagined (a run
+    with nothing to commit goes on)."""
+    if config.imagined_until != "first_write" or not policy.commit:
+        return False
+    return any(writes(c.call.name) is not False for c in turn.calls)
+
+
+def repeats_reads(before: list[Turn], calls: list[ToolCall], writes: Writes, config: EpisodeConfig,
+                  policy: ModePolicy) -> bool:
+    """Whether an imagined turn only repeats reads it already made, with no write since:
+    in a world that has not changed they would answer the same, so the run ends there
+    (in a mode that commits, where it is a rehearsal's cost; ``imagine`` goes on)."""
+    if not policy.commit or config.imagined_until != "first_write":
+        return False
+    made = [c.call for t in before for c in t.calls]
+    return all(writes(c.name) is False and c in made for c in calls)
+
+
+def wrote(conversation: Conversation, turn: Turn, writes: Writes) -> bool:
+    """Whether this run made (or imagined) a write before the last call of ``turn``."""
+    before = [c for t in conversation.turns for c in t.calls] + turn.calls[:-1]
+    return any(writes(c.call.name) is not False for c in before)
+
+
+def imagined_action(actions: dict[str, tuple[Generation, int, int]], prompt: str, k: int):
+    """The lead imagined run's action for this committed actor ``prompt`` at turn ``k``
+    (taken once: removed from ``actions``), or None."""
+    taken = actions.get(prompt)
+    if taken is None or taken[2] != k:
+        return None
+    del actions[prompt]
+    return taken

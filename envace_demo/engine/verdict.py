@@ -1,0 +1,109 @@
+"""A prediction changes the plan, never the verdict (``EpisodeConfig.check_given_up``).
+
+A held call (its rehearsal foresaw a failure) gives the actor the chance of another path.
+If it answers instead, with no real write since the hold, its answer is set aside and the
+held call runs for real: a wrong prediction of failure costs time, not the task. An answer
+resting on the memory alone (a failure an imagined run foresaw, no real write, the foreseen
+tool never tried) is set aside once and asked again without the memory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Generator
+
+from envace_demo import memory as memory_mod
+from envace_demo.context import shots
+from envace_demo.engine.commit import Committer
+from envace_demo.engine.rehearsal import score_call
+from envace_demo.events import Event, MemoryReady
+from envace_demo.prompts import Conversation
+from envace_demo.record import CallStep, ToolCall, Turn
+from envace_demo.schemas import Tool
+
+
+@dataclass
+class Held:
+    """A held call of the committed run: where it is, and how many real results came before."""
+
+    turn: Turn
+    at: int
+    step: CallStep
+    known: int
+
+
+@dataclass
+class RunState:
+    """What one trajectory remembers between its turns."""
+
+    check_given_up: bool
+    held_keys: set[str] = field(default_factory=set)  # calls held once (asked again, they run)
+    withdrawn: bool = False  # an answer taken back once for values only rehearsals had
+    pending: list[Held] = field(default_factory=list)  # held calls still looking for another path
+
+    def executed(self, step: CallStep) -> None:
+        """A real call ran: a write is another path, and the held calls are moot."""
+        if step.write:
+            self.pending.clear()
+
+    def set_aside(self, conversation: Conversation, memory: dict | None) -> str | None:
+        """Why an answer given now is set aside, or None."""
+        if not self.check_given_up:
+            return None
+        if self.pending:
+            names = ", ".join(h.step.call.name for h in self.pending)
+            return f"it answered while the held {names} had found no other path"
+        if answered_from_memory(conversation, memory):
+            return "it answered from a failure only an imagined run foresaw, trying no write"
+        return None
+
+    def take(self) -> list[Held]:
+        """The held calls to run for real now."""
+        out, self.pending = self.pending, []
+        return out
+
+
+def answered_from_memory(conversation: Conversation, memory: dict | None) -> bool:
+    """Whether an answer rests on the memory's foreseen failures alone: shown them, the
+    actor made no real write in this user turn and tried no tool foreseen to fail."""
+    if not conversation.memory or not memory:
+        return False
+    foreseen = {c["name"] for a in memory.get("attempts", []) for c in a.get("calls", []) if c.get("predicted_error")}
+    made = [c for t in conversation.turns for c in t.calls]
+    return bool(foreseen) and not any(c.write for c in made) and not foreseen & {c.call.name for c in made}
+
+
+def check(
+    held: Held,
+    tool: Tool | None,
+    committer: Committer,
+    deadline: float,
+    known_results: list,
+    conversation: Conversation,
+    real_results: list[tuple[ToolCall, Any]],
+) -> None:
+    """Run a held call for real after all, scored against what its rehearser was shown
+    (the conversation before its turn, the real results then, its context reads)."""
+    step = held.step
+    committer.execute(step, tool, deadline)
+    before = replace(conversation, turns=conversation.turns[: conversation.turns.index(held.turn)])
+    context = [(ToolCall(c["call"]["name"], c["call"]["arguments"]), c["result"]) for c in step.context]
+    score_call(step, tool, shots(known_results, real_results[: held.known], context), before)
+    step.held, step.checked = False, True
+    if step.error is None:
+        real_results.append((step.call, step.real))
+
+
+def drop_contradicted(
+    turn: Turn, step: CallStep, conversation: Conversation, memory: dict | None, floor: float | None,
+    at: int | None = None,
+) -> Generator[Event, None, None]:
+    """Once a real response contradicts its rehearsal, the next turns read the real
+    results alone (``EpisodeConfig.memory_fidelity_floor``); the memory record says where."""
+    why = memory_mod.contradiction(step, floor) if conversation.memory else None
+    if not why:
+        return
+    conversation.memory = None
+    if memory is not None:
+        at = len(turn.calls) - 1 if at is None else at
+        memory["withdrawn"] = {"turn": turn.index, "position": at, "call": step.call.name, "why": why}
+        yield MemoryReady(memory)
