@@ -120,7 +120,7 @@ def test_every_documented_command_line_still_parses(argv):
     assert args.command == argv[0] and callable(args.handler)
 
 
-def test_episode_flags_default_to_the_sampling_and_episode_definitions():
+def test_episode_flags_default_to_the_sampling_and_episode_definitions(scripted):
     run = build_parser().parse_args(["run", "--env", "bank"])
     sampling, config = Sampling(), EpisodeConfig()
     assert (run.temperature, run.top_p, run.top_k) == (sampling.temperature, sampling.top_p, sampling.top_k)
@@ -130,6 +130,12 @@ def test_episode_flags_default_to_the_sampling_and_episode_definitions():
     assert episode_n(run) == config.n  # not given: the definition's N (run fits it instead)
     assert build_parser().parse_args(["run", "--env", "bank", "--n", str(config.n)]).n == config.n  # given: kept
     assert build_parser().parse_args(["eval", "--tasks", "a.jsonl"]).mode == "none"  # the baseline
+    assert run.check_given_up is config.check_given_up is True
+    from envace_demo.cli.flags import episode_config
+    from envace_demo.settings import Settings
+
+    trusting = build_parser().parse_args(["eval", "--tasks", "a.jsonl", "--no-check-given-up"])
+    assert episode_config(trusting, Settings(), scripted(actor=[])).check_given_up is False
 
 
 def test_model_flags_leave_the_environment_alone_unless_given(monkeypatch):

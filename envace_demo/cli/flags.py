@@ -111,6 +111,7 @@ class EpisodeFlags:
     top_p: float = _like(Sampling, "top_p")
     top_k: int = _like(Sampling, "top_k")
     rehearse_temperature: float | None = _like(Sampling, "rehearse_temperature")
+    check_given_up: bool = _like(EpisodeConfig, "check_given_up")
     json: bool = field(default=False, metadata={"help": "print JSON instead of text"})
 
 
@@ -143,6 +144,7 @@ def episode_config(args: argparse.Namespace, settings: Settings, backend: Any) -
         episode_seconds=settings.episode_seconds,
         think_chars=settings.think_chars,
         response_schema=settings.response_schema,
+        check_given_up=getattr(args, "check_given_up", True),
     )
 
 
