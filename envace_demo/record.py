@@ -118,8 +118,9 @@ class Turn:
     # An answer taken back: it carried values only rehearsals had (``grounding.py``); the
     # actor answered again from the real results alone.
     withdrawn: str | None = None
-    # An answer set aside: given while a held call had found no other path; the held calls
-    # ran for real and the actor answered again (``EpisodeConfig.check_given_up``).
+    # An answer set aside: given while a held call had found no other path (the held calls
+    # then ran for real), or from the memory alone (then dropped); the actor answered again
+    # (``EpisodeConfig.check_given_up``).
     set_aside: str | None = None
     # A committed turn whose action is rehearsal k's at the same turn: the same prompt (the
     # committed actor read nothing from the rehearsals) and the seed it would have drawn,

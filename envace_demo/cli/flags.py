@@ -144,7 +144,7 @@ def episode_config(args: argparse.Namespace, settings: Settings, backend: Any) -
         episode_seconds=settings.episode_seconds,
         think_chars=settings.think_chars,
         response_schema=settings.response_schema,
-        check_given_up=getattr(args, "check_given_up", True),
+        check_given_up=getattr(args, "check_given_up", default_of(EpisodeConfig, "check_given_up")),
     )
 
 

@@ -211,11 +211,10 @@ def first_divergence(without: Trajectory | dict, with_: Trajectory | dict) -> Di
             f"{calls}, different answers: {_quote(a.answer, a.ended)} without rehearsal, "
             f"{_quote(b.answer, b.ended)} with it{withdrawn}"
         ), verdict)
-    checked = [s for s in b.steps if s.get("checked")]
-    if checked:
-        withdrawn += (f"; with rehearsal {_call(checked[0])} was held on a foreseen failure, then run for real "
-                      "once no other path was found")
-    return Divergence("nothing", None, f"{calls} and the same answer{withdrawn}", verdict)
+    checked = next((s for s in b.steps if s.get("checked")), None)
+    also = (f"; with rehearsal {_call(checked)} was held on a foreseen failure, then run for real once no "
+            "other path was found") if checked else ""
+    return Divergence("nothing", None, f"{calls} and the same answer{withdrawn}{also}", verdict)
 
 
 _LEADS = {"helped": "Rehearsal helped", "hurt": "Rehearsal hurt", "same": "Same outcome"}

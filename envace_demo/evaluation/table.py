@@ -48,7 +48,9 @@ from envace_demo.schemas import Tool, find_tool
 
 METRICS = ("validity", "success", "fidelity", "tokens", "seconds")
 # What rehearsal changed, per episode: counts of the committed run, and the fidelity's parts.
-PARTS = ("real_calls", "real_errors", "held_calls", "checked_calls", "context_reads", "outcome_right", "knowable", "unknowable")
+PARTS = (
+    "real_calls", "real_errors", "held_calls", "checked_calls", "context_reads", "outcome_right", "knowable", "unknowable",
+)
 # The same parts for two rehearsers with no model, on the same calls and contexts as the
 # model's (``envace_demo.baselines``): what knowing only the schema, or echoing, scores.
 BASELINE_PARTS = ("schema_only_outcome", "schema_only_knowable", "echo_outcome", "echo_knowable")
@@ -388,7 +390,8 @@ def change_rows(summary: dict) -> list[list[Any]]:
         verdicts, kinds = divergence_text(row.get("divergence"))
         out.append([
             row["category"], row["mode"],
-            _fmt_count(row.get("real_calls")), _fmt_count(row.get("real_errors")), f'{_fmt_count(row.get("held_calls"))} / {_fmt_count(row.get("checked_calls"))}',
+            _fmt_count(row.get("real_calls")), _fmt_count(row.get("real_errors")),
+            f'{_fmt_count(row.get("held_calls"))} / {_fmt_count(row.get("checked_calls"))}',
             f"{row.get('ungrounded_answers', 0)} of {done}",
             _fmt("outcome_right", row.get("outcome_right")), _fmt("knowable", row.get("knowable")),
             _fmt("unknowable", row.get("unknowable")),

@@ -283,7 +283,8 @@ def _step_html(i: int, turn: Turn, s: CallStep | None, traj: Trajectory, condens
 HELD_NOTE = ("held: the rehearsal foresaw this failure, so the call was not executed; the actor read the "
              "prediction and chose again (the same call asked again runs for real)")
 WITHDRAWN_ANSWER_NOTE = "taken back: {why}; the actor answered again from the real results alone"
-SET_ASIDE_NOTE = "set aside: {why}; the prediction was checked for real before the actor answered again"
+SET_ASIDE_NOTE = ("set aside: {why}; the foresight is checked for real (the held call runs, or the memory goes) "
+                  "before the actor answers again")
 WITHDRAWN_NOTE = "the rehearsal memory was withdrawn here: {why}; the next turns read the real results alone"
 
 
