@@ -5,11 +5,15 @@ writes ``bench/results.json`` and ``bench/RESULTS.md``. ``--quick`` (fewer repea
 shorter runs) stays under 10 minutes on 2 idle CPU cores; ``--json`` prints the
 result object on stdout (progress goes to stderr). Sections: startup, decode,
 dtype, parallel, grpo, eval_speed, gpu (only with CUDA), rehearsal (every example task
-× 3 seeds, parallel and without rehearsal; ``--quick``: 6 tasks × 1 seed), heldout (the base
+× 3 seeds, parallel and without rehearsal; ``--quick``: 3 tasks × 1 seed), heldout (the base
 model against the shipped adapter on the held-out example tasks and the default runs,
 each a fresh process; ``bench/heldout.py``), worlds (the rehearser's greedy rehearsals of
 committed writes in worlds never trained on and in the seeded world, beside a lookup of the
 seeded world's training data and the schema-only and echo baselines; ``bench/worlds.py``).
+
+``--quick`` runs a smaller sample of each section and leaves out its slowest parts: one
+warm start and no memory run (``peak_rss_mb``), no ``eval_speed``, the held-out section's
+default runs without its evals (the ``heldout_*`` figures: full run only), 8 world calls a side.
 """
 
 from __future__ import annotations
@@ -92,10 +96,12 @@ class Bench:
     def startup(self) -> None:
         from bench.startup import measure_startup
 
-        warm_runs = 2 if self.quick else 3
+        # --quick: one warm start and the cold one; the memory run (an N=4 episode, a minute
+        # on 2 cores, for peak_rss_mb) only in the full run.
+        warm_runs = 1 if self.quick else 3
         warm = []
         for i in range(warm_runs):
-            result = measure_startup(self.cache_dir, memory_run=i == 0, threads=self.threads)
+            result = measure_startup(self.cache_dir, memory_run=i == 0 and not self.quick, threads=self.threads)
             log(f"warm start {i + 1}: {result}")
             if result.error:
                 raise RuntimeError(result.error)
@@ -109,7 +115,10 @@ class Bench:
         if cold.error:
             self.notes["cold_model_ready_s"] = cold.error
         first = warm[0]
-        self.figures["peak_rss_mb"] = {"idle": first.idle_rss_mb, "parallel_n4": first.run_peak_rss_mb}
+        if self.quick:
+            self.notes["peak_rss_mb"] = "not measured in --quick (the full run's first warm start measures it)"
+        else:
+            self.figures["peak_rss_mb"] = {"idle": first.idle_rss_mb, "parallel_n4": first.run_peak_rss_mb}
         self.details["startup"] = {
             "warm": [vars(r) for r in warm],
             "cold": vars(cold),
@@ -154,12 +163,12 @@ class Bench:
         from bench.dtype import compare_dtypes
         from envace_demo.tasks import find_task
 
-        tasks = _bfcl_tasks(6 if self.quick else 10)
+        tasks = _bfcl_tasks(3 if self.quick else 10)
         backends = {dtype: self.backend(dtype) for dtype in ("float32", "bfloat16")}
         any_backend = backends["float32"]
         long_prompt = _actor_prompt(any_backend, find_task("bank", "check-balance"))  # ~1k tokens: prefill cost
         out = compare_dtypes(backends, _actor_prompt(any_backend, tasks[0]), long_prompt, tasks,
-                             48 if self.quick else 96, 3 if self.quick else 5)
+                             48 if self.quick else 96, 2 if self.quick else 5)
         for name, row in out.items():
             v = row["validity"]
             log(f"{name}: decode {row['decode_tok_s']} tok/s, prefill {row['prefill_s']} s "
@@ -170,7 +179,7 @@ class Bench:
         from bench.parallel import parallel_ratio
         from envace_demo.tasks import find_task
 
-        seeds = (0, 1, 2) if self.quick else (0, 1, 2, 3, 4)
+        seeds = (0, 1) if self.quick else (0, 1, 2, 3, 4)
         figures = parallel_ratio(self.backend(), find_task("bank", "check-balance"), n=4, seeds=seeds)
         log(f"parallel: N=4 {figures.many_s:.1f} s, N=1 {figures.one_s:.1f} s, ratio {figures.ratio:.2f}")
         self.figures["parallel_rehearsal_ratio"] = round(figures.ratio, 3)
@@ -187,6 +196,9 @@ class Bench:
     def eval_speed(self) -> None:
         from bench.eval_speed import eval_speedup
 
+        if self.quick:  # 32 episodes over a server, 4 minutes on 2 cores, for a figure with no goal
+            self.notes["eval_concurrency_speedup"] = "not measured in --quick (python -m bench --only eval_speed)"
+            return
         figures = eval_speedup(self.cache_dir, tokens=32 if self.quick else 48, threads=self.threads or 1)
         log(f"eval over transformers serve: {figures['runs']}, speedup {figures['speedup']:.2f}")
         self.figures["eval_concurrency_speedup"] = figures["speedup"]

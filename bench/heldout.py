@@ -12,7 +12,7 @@ For each adapter (``none``, ``demo-cpu``), each as a fresh process timed from it
     (``run --env E --task T --mode parallel --json``, fitted defaults): process seconds,
     committed real calls, whether it ended with an answer.
 
-    python -m bench --only heldout [--quick]
+    python -m bench --only heldout [--quick]   # --quick: the default runs alone
 """
 
 from __future__ import annotations
@@ -114,7 +114,13 @@ def measure(adapter: str, seeds: int, log) -> dict:
 
 
 def section(quick: bool, log) -> tuple[dict, dict]:
-    """(figures, details): the trained adapter's headline figures, and both sides in full."""
+    """(figures, details): the trained adapter's headline figures, and both sides in full.
+    ``--quick``: the trained adapter's default runs alone (three processes); the evals of
+    both sides (about 15 minutes on 2 cores) only in the full run."""
+    if quick:
+        defaults = default_runs(ADAPTERS[0], log, Path(KEEP) if KEEP else None)
+        figures = {"default_run_median_s": defaults["median_process_s"], "default_run_max_s": defaults["max_process_s"]}
+        return figures, {ADAPTERS[0]: {"defaults": defaults}}
     measured = {adapter: measure(adapter, 1 if quick else 2, log) for adapter in ADAPTERS}
     details = {"none": measured["none"], "demo-cpu": measured["demo-cpu"]}  # base, then trained
     trained = details["demo-cpu"]

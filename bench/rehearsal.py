@@ -42,11 +42,11 @@ from envace_demo.writes import read_only, unrequested_write
 
 ENVIRONMENTS = ("bank", "files", "library")
 SEEDS = (0, 1, 2)
-# --quick: one read-only and one state-changing task per environment, one seed.
+# --quick: one state-changing task per environment (the ones rehearsal is for), one seed.
 QUICK_TASKS = {
-    "bank": ("check-balance", "deposit-cash"),
-    "files": ("read-todo", "create-shopping-list"),
-    "library": ("book-shelf", "hold-by-id"),
+    "bank": ("deposit-cash",),
+    "files": ("create-shopping-list",),
+    "library": ("hold-by-id",),
 }
 QUICK_SEEDS = (0,)
 

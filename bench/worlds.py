@@ -38,7 +38,7 @@ from typing import Any
 
 ENVS = ("bank", "files", "library")
 CALLS = 24  # calls per side (unseen worlds, seeded world), spread over the environments
-QUICK_CALLS = 12
+QUICK_CALLS = 8
 MAX_NEW_TOKENS = 192
 
 

@@ -417,6 +417,15 @@ def test_the_heldout_table_sets_base_against_trained():
     assert "default runs: ended with an answer / succeeded (of 3)" in lines
 
 
+def test_a_quick_heldout_table_shows_the_default_runs_alone():
+    quick = {"demo-cpu": {"defaults": {"median_process_s": 31.0, "max_process_s": 40.0, "all_committed": True,
+                                       "answered": 3, "succeeded": 2}}}
+    rows = report.heldout_table(quick)
+    labels = [r.split(" | ")[0].lstrip("| ") for r in rows[2:]]
+    assert labels and all(label.startswith("default runs") for label in labels)
+    assert rows[2].endswith("| 31 / 40 |")
+
+
 def test_the_heldout_file_holds_the_heldout_example_tasks(tmp_path):
     from bench.heldout import heldout_file
     from envace_demo.tasks import load_task_file
