@@ -24,8 +24,9 @@ def summarize(rehearsals: list[Rehearsal]) -> dict:
             {
                 "name": c.call.name,
                 "arguments": c.call.arguments,
-                "predicted": c.rehearsed,
-                "predicted_error": is_error(c.rehearsed) or bool(c.error),
+                "predicted": c.real if c.fetched else c.rehearsed,
+                "predicted_error": is_error(c.real if c.fetched else c.rehearsed) or bool(c.error),
+                "fetched": c.fetched,
                 "invalid_arguments": c.validation_errors,
                 "cut": c.rehearsal_cut,
             }
@@ -100,11 +101,12 @@ def render(attempts: list[dict], values: bool = True) -> str:
             if c.get("cut") and c["predicted"] is None:  # no prediction to show, nor an error
                 lines.append(f"- called {c['name']} {args}{again} -> not rehearsed (the time ran out)")
                 continue
+            said = "real" if c.get("fetched") else "predicted"  # a read fetched for real is no prediction
             if values:
-                mark = " (predicted error)" if c["predicted_error"] else ""
+                mark = f" ({said} error)" if c["predicted_error"] else (" (real)" if c.get("fetched") else "")
                 lines.append(f"- called {c['name']} {args}{again} -> {_short(c['predicted'])}{mark}")
             else:
-                outcome = f"predicted error {error_code(c['predicted'])}" if c["predicted_error"] else "predicted success"
+                outcome = f"{said} error {error_code(c['predicted'])}" if c["predicted_error"] else f"{said} success"
                 lines.append(f"- called {c['name']} {args}{again} -> {outcome}")
             if c["invalid_arguments"]:
                 lines.append(f"  arguments invalid: {'; '.join(c['invalid_arguments'][:3])}")

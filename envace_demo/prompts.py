@@ -141,7 +141,7 @@ class Conversation:
 
     def _message(self, step: Any, committed: bool = False) -> Any:
         if not (self.executed or committed):
-            return step.rehearsed
+            return step.real if step.fetched else step.rehearsed
         if not step.held:
             return step.real
         if self.grounded:

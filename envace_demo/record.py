@@ -55,7 +55,8 @@ class CallStep:
     rehearses) and executed (in a committed run with an environment).
 
     In a committed run ``rehearsed`` is the model's prediction and ``real`` the
-    environment's response; in an imagined run only ``rehearsed`` is set. Where the
+    environment's response; in an imagined run only ``rehearsed`` is set, or only ``real``
+    for a read fetched while its world was still the real one (``fetched``). Where the
     engine is certain (a call that failed validation, or a failure met again with nothing
     changed since: ``validation.py``) it writes ``rehearsed`` itself and
     ``rehearsal_text`` stays None."""
@@ -89,6 +90,9 @@ class CallStep:
     # Held, then run for real: the actor answered without another path (no real write
     # since the hold), so the prediction was checked (``EpisodeConfig.check_given_up``).
     checked: bool = False
+    # An imagined run's call of a read-only tool, made while its world was still the real
+    # one: fetched for real instead of rehearsed (``real`` holds it; ``EpisodeConfig.imagined_reads``).
+    fetched: bool = False
     # The real reads the engine made for the rehearser before it predicted this call
     # (``Environment.context_reads``): [{"call": {name, arguments}, "result": ...}].
     context: list[dict[str, JSON]] = field(default_factory=list)
@@ -214,6 +218,7 @@ class Trajectory:
             "checked_calls": sum(1 for c in committed if c.checked),
             "context_reads": sum(len(c.context) for c in committed),
             "imagined_calls": len(call_steps(imagined)),
+            "fetched_reads": sum(1 for c in call_steps(imagined) if c.fetched),
             "tokens": sum(t.tokens() for t in imagined + self.turns),
             "seconds": round(self.seconds, 3),
         }

@@ -136,6 +136,9 @@ def test_episode_flags_default_to_the_sampling_and_episode_definitions(scripted)
 
     trusting = build_parser().parse_args(["eval", "--tasks", "a.jsonl", "--no-check-given-up"])
     assert episode_config(trusting, Settings(), scripted(actor=[])).check_given_up is False
+    assert episode_config(run, Settings(), scripted(actor=[])).imagined_reads == config.imagined_reads == "fetch"
+    rehearsing = build_parser().parse_args(["eval", "--tasks", "a.jsonl", "--imagined-reads", "rehearse"])
+    assert episode_config(rehearsing, Settings(), scripted(actor=[])).imagined_reads == "rehearse"
 
 
 def test_model_flags_leave_the_environment_alone_unless_given(monkeypatch):

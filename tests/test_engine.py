@@ -49,7 +49,8 @@ def test_parallel_mode_rehearses_then_commits_each_call_rehearsed_and_real(scrip
         actor=[BALANCE, BALANCE, ANSWER, ANSWER, BALANCE, ANSWER],  # 2 imagined, then the commit
         rehearser=[result_text(predicted)] * 3,
     )
-    events = list(Episode(backend, _task(), EpisodeConfig(mode="parallel", n=2, memory_shown="always"), create("bank")).run())
+    events = list(Episode(backend, _task(), EpisodeConfig(mode="parallel", n=2, memory_shown="always", imagined_reads="rehearse"),
+                          create("bank")).run())
     assert isinstance(events[0], EpisodeStarted) and isinstance(events[-1], EpisodeFinished)
     assert sum(isinstance(e, RehearsalFinished) for e in events) == 2
     memory_events = [e for e in events if isinstance(e, MemoryReady)]
@@ -227,7 +228,8 @@ def test_a_call_cut_by_the_rehearsal_time_says_so_in_the_memory():
 
     slow_rehearser = PacedBackend(actor=[BALANCE] * 50 + [ANSWER] * 5, rehearser=[PREDICTED] * 50,
                                   pace=lambda text, committing: 0.6 if CURRENT_TOOL in text and not committing else 0.0)
-    config = EpisodeConfig(mode="parallel", n=1, max_steps=50, episode_seconds=2.0, rehearsal_share=0.25)
+    config = EpisodeConfig(mode="parallel", n=1, max_steps=50, episode_seconds=2.0, rehearsal_share=0.25,
+                           imagined_reads="rehearse")
     traj = run_episode(slow_rehearser, _task(), config, create("bank"))
     (rehearsal,) = traj.rehearsals
     last = rehearsal.turns[-1].calls[-1]
@@ -258,7 +260,7 @@ def test_sequential_attempts_that_cannot_start_in_the_share_are_not_begun():
 
     backend = PacedBackend(actor=[actor] * 20, rehearser=[PREDICTED] * 20,
                            pace=lambda text, committing: 0.3 if CURRENT_TOOL in text else 0.0)
-    config = EpisodeConfig(mode="sequential", n=8, episode_seconds=3.0, rehearsal_share=0.3)
+    config = EpisodeConfig(mode="sequential", n=8, episode_seconds=3.0, rehearsal_share=0.3, imagined_reads="rehearse")
     traj = run_episode(backend, _task(), config, create("bank"))
     assert 1 <= len(traj.rehearsals) < 8
     assert traj.totals()["real_calls"] == 1 and traj.ended == "answer"
@@ -443,7 +445,7 @@ def test_a_step_cut_by_a_stop_says_what_it_lacks(scripted):
     # The committed turn reasons differently: its call is rehearsed anew (not taken from the rehearsal).
     again = call_text("get_account", {"account_id": "ACC-1003"}, thinking="once more")
     backend = scripted(actor=[BALANCE, ANSWER, again], rehearser=[result_text(predicted), stop_now])
-    config = EpisodeConfig(mode="parallel", n=1, rehearse_committed="all", memory_shown="always")
+    config = EpisodeConfig(mode="parallel", n=1, rehearse_committed="all", memory_shown="always", imagined_reads="rehearse")
     traj = run_episode(backend, _task(), config, create("bank"), cancel=cancel)
     assert traj.ended == "cancelled"
     ((step,),) = [t.calls for t in traj.turns]
@@ -502,7 +504,7 @@ def test_a_visitors_earlier_reads_are_the_rehearsers_few_shot_in_a_later_episode
     assert [c.name for c, _ in known] == ["get_account"]  # the read after the write is not kept
     assert known[0][1]["balance"] == 310.25
 
-    config = EpisodeConfig(mode="parallel", n=1, max_steps=1, known_results=tuple(known))
+    config = EpisodeConfig(mode="parallel", n=1, max_steps=1, known_results=tuple(known), imagined_reads="rehearse")
     backend = scripted(actor=[read, read], rehearser=[result_text({"balance": 310.25})] * 2)
     traj = run_episode(backend, Task("t", "Balance?", tools, env="bank"), config, create("bank"))
     step = traj.rehearsals[0].turns[0].calls[0]
@@ -518,7 +520,7 @@ def test_a_committed_call_in_a_rehearsed_prompt_takes_the_rehearsal_s_prediction
     predicted = {"account_id": "ACC-1003", "owner": "Mei Lin", "balance": 300.0}
     # The committed actor's first action is the rehearsal's too (the same prompt and seed).
     backend = scripted(actor=[BALANCE, ANSWER, ANSWER], rehearser=[result_text(predicted)])
-    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), create("bank"))
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1, imagined_reads="rehearse"), create("bank"))
     assert traj.ended == "answer" and traj.turns[0].action_from == 0
     ((step,),) = [t.calls for t in traj.turns if t.calls]
     assert step.rehearsal_from == 0 and step.rehearsed == predicted and step.rehearse_tokens == 0
@@ -532,7 +534,7 @@ def test_the_committed_step_says_which_rehearsal_predicted_it(scripted):
     from envace_demo.ui import render
 
     backend = scripted(actor=[BALANCE, ANSWER, BALANCE, ANSWER], rehearser=[result_text({"balance": 1.0})])
-    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), create("bank"))
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1, imagined_reads="rehearse"), create("bank"))
     view = render.LiveView()
     view.trajectory = traj
     assert "predicted in rehearsal 1" in render.steps_html(view)

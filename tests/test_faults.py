@@ -206,7 +206,7 @@ def test_an_actor_emitting_nothing(scripted):
 )
 def test_a_rehearser_emitting_garbage_or_nothing_still_lets_the_real_call_run(scripted, text):
     backend = scripted(actor=[BALANCE, ANSWER], rehearser=[text])
-    events = _events(backend, EpisodeConfig(mode="parallel", n=1, max_steps=1), create("bank"))
+    events = _events(backend, EpisodeConfig(mode="parallel", n=1, max_steps=1, imagined_reads="rehearse"), create("bank"))
     traj = events[-1].trajectory
     imagined = traj.rehearsals[0].turns[0].calls[0]
     assert imagined.rehearsed["error"]["code"] == "REHEARSAL_FAILED" and imagined.rehearsal_text == text
@@ -301,7 +301,7 @@ def test_stop_in_the_middle_of_a_rehearsal_keeps_the_earlier_ones_and_executes_n
     backend = scripted(actor=[BALANCE, ANSWER, BALANCE], rehearser=[PREDICTED, stop_now], delay=0.05)
     env = create("bank")
     before = env.state()
-    events = _events(backend, EpisodeConfig(mode="sequential", n=3), env, cancel=cancel)
+    events = _events(backend, EpisodeConfig(mode="sequential", n=3, imagined_reads="rehearse"), env, cancel=cancel)
     traj = events[-1].trajectory
     assert traj.ended == "cancelled"
     first, second = traj.rehearsals  # the third never started

@@ -375,14 +375,19 @@ def test_a_greedy_rehearser_is_asked_a_question_once_when_two_imagined_runs_ask_
 
 
 def test_the_committed_run_takes_each_imagined_action_whose_prompt_came_true(scripted):
-    """An imagined read rehearsed exactly as it really answers leaves the next prompt as it
+    """An imagined read is fetched for real (not rehearsed), so the next prompt is as it
     will be for real: the committed run takes that action too (the seed is the one it
-    would have drawn), and asks the actor only for what the imagined run did not reach."""
+    would have drawn), and asks the actor only for what the imagined run did not reach.
+    The rehearser is asked about the write alone."""
     read = create("bank").execute("get_account", {"account_id": "ACC-1003"})
     backend = scripted(actor=[call_text("get_account", {"account_id": "ACC-1003"}), DEPOSIT, SAID],
-                       rehearser=[result_text(read), result_text(DEPOSITED)])
+                       rehearser=[result_text(DEPOSITED)])
     traj = run_episode(backend, _task("Deposit $100 into ACC-1003."), EpisodeConfig(mode="parallel", n=1),
                        create("bank"))
+    fetched, deposit = call_steps(traj.rehearsals[0].turns)
+    assert fetched.fetched and fetched.real == read and fetched.rehearsed is None and fetched.rehearser_prompt is None
+    assert not deposit.fetched and deposit.rehearsed == DEPOSITED and deposit.real is None
+    assert traj.totals()["fetched_reads"] == 1
     assert [t.action_from for t in traj.turns] == [0, 0, None]
     assert [c.call.name for c in call_steps(traj.turns)] == ["get_account", "deposit"]
     assert backend.actor == [] and backend.rehearser == []
@@ -391,13 +396,14 @@ def test_the_committed_run_takes_each_imagined_action_whose_prompt_came_true(scr
 
 def test_an_imagined_run_that_repeats_a_read_in_an_unchanged_world_ends_there(scripted):
     read = create("bank").execute("get_account", {"account_id": "ACC-1005"})
-    backend = scripted(actor=[BALANCE, BALANCE, "<think></think>\nIt holds 15.50 USD."],
-                       rehearser=[result_text(read)])
-    traj = run_episode(backend, _task("What is the balance of ACC-1005?"), EpisodeConfig(mode="parallel", n=1),
-                       create("bank"))
-    (rehearsal,) = traj.rehearsals
-    assert rehearsal.ended == "repeated_read" and len(call_steps(rehearsal.turns)) == 1
-    assert backend.rehearser == [] and traj.final_answer == "It holds 15.50 USD."
+    for how, rehearser in (("fetch", []), ("rehearse", [result_text(read)])):
+        backend = scripted(actor=[BALANCE, BALANCE, "<think></think>\nIt holds 15.50 USD."], rehearser=rehearser)
+        config = EpisodeConfig(mode="parallel", n=1, imagined_reads=how)
+        traj = run_episode(backend, _task("What is the balance of ACC-1005?"), config, create("bank"))
+        (rehearsal,) = traj.rehearsals
+        assert rehearsal.ended == "repeated_read" and len(call_steps(rehearsal.turns)) == 1
+        assert call_steps(rehearsal.turns)[0].fetched is (how == "fetch")
+        assert backend.rehearser == [] and traj.final_answer == "It holds 15.50 USD."
 
 
 def test_an_imagined_answer_is_cut_to_a_character_only_where_a_committed_run_follows(scripted):

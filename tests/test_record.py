@@ -28,7 +28,7 @@ ANSWER = "<think>done</think>\nDone."
 def _two_call_record(scripted):
     backend = scripted(actor=[TWO_CALLS, ANSWER, TWO_CALLS, ANSWER], rehearser=[result_text({"balance": 1.0})] * 4)
     # The memory shown and every committed call rehearsed: the committed run acts and rehearses anew.
-    config = EpisodeConfig(mode="parallel", n=1, memory_shown="always", rehearse_committed="all")
+    config = EpisodeConfig(mode="parallel", n=1, memory_shown="always", rehearse_committed="all", imagined_reads="rehearse")
     traj = run_episode(backend, find_task("bank", "check-balance"), config, create("bank"))
     return traj, backend
 

@@ -54,7 +54,7 @@ def _parallel_events(scripted) -> list:
         rehearser=[result_text(PREDICTED)] * 3,
     )
     task = find_task("bank", "check-balance")
-    return list(Episode(backend, task, EpisodeConfig(mode="parallel", n=2), create("bank")).run())
+    return list(Episode(backend, task, EpisodeConfig(mode="parallel", n=2, imagined_reads="rehearse"), create("bank")).run())
 
 
 def _view(events) -> render.LiveView:
@@ -159,6 +159,16 @@ def test_rehearsals_render_as_nested_panels(scripted):
     assert "<tool_call>" not in think and "&lt;tool_call&gt;" in think
     assert ids["r1ans"]["content"].startswith("The balance")
     assert all(m["metadata"]["status"] == "done" for m in messages)
+
+
+def test_an_imagined_read_fetched_for_real_says_so_under_its_step(scripted):
+    backend = scripted(actor=[BALANCE, ANSWER, ANSWER])  # no rehearser output: the read is fetched
+    events = list(Episode(backend, find_task("bank", "check-balance"), EpisodeConfig(mode="parallel", n=1),
+                          create("bank")).run())
+    ids = {m["metadata"]["id"]: m for m in render.messages_for(_view(events))}
+    fetched = ids["r0s0reh"]
+    assert fetched["metadata"]["title"] == render.episode.FETCHED_TITLE and "310.25" in fetched["content"]
+    assert events[-1].trajectory.success is True
 
 
 def test_committed_steps_show_action_rehearsed_and_real_with_badges(scripted):

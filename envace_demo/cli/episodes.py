@@ -50,7 +50,8 @@ def _print_step(where: str, event: TurnUpdated, out) -> None:
         print(f"{prefix}   held: the rehearsal foresaw this failure; not executed", file=out)
     if step.real is not None:
         fid = "" if step.fidelity is None else f"  [fidelity {step.fidelity:.2f}]"
-        print(f"{prefix}   real:      {_short(step.real)}{fid}", file=out)
+        label = "fetched:  " if step.fetched else "real:     "  # an imagined run's read, made for real
+        print(f"{prefix}   {label} {_short(step.real)}{fid}", file=out)
     if step.error:
         print(f"{prefix}   error: {step.error}", file=out)
 

@@ -12,6 +12,7 @@ from typing import Any, Literal, Sequence, get_type_hints
 from transformers import HfArgumentParser
 
 from envace_demo.engine import MODES, EpisodeConfig
+from envace_demo.engine.config import IMAGINED_READS
 from envace_demo.models.base import Sampling
 from envace_demo.settings import Settings, default_of
 
@@ -112,6 +113,7 @@ class EpisodeFlags:
     top_k: int = _like(Sampling, "top_k")
     rehearse_temperature: float | None = _like(Sampling, "rehearse_temperature")
     check_given_up: bool = _like(EpisodeConfig, "check_given_up")
+    imagined_reads: Literal[IMAGINED_READS] = _like(EpisodeConfig, "imagined_reads")
     json: bool = field(default=False, metadata={"help": "print JSON instead of text"})
 
 
@@ -145,6 +147,7 @@ def episode_config(args: argparse.Namespace, settings: Settings, backend: Any) -
         think_chars=settings.think_chars,
         response_schema=settings.response_schema,
         check_given_up=getattr(args, "check_given_up", default_of(EpisodeConfig, "check_given_up")),
+        imagined_reads=getattr(args, "imagined_reads", default_of(EpisodeConfig, "imagined_reads")),
     )
 
 

@@ -21,7 +21,7 @@ from envace_demo.engine.limits import (
     cut_by,
 )
 from envace_demo.engine.rehearsal import CallRehearser, score_call
-from envace_demo.engine.imagined import ends_at, imagined_action, repeats_reads, wrote
+from envace_demo.engine.imagined import ends_at, fetches, imagined_action, repeats_reads, wrote
 from envace_demo.engine.verdict import Held, RunState, check, drop_contradicted
 from envace_demo.events import Event, TurnUpdated
 from envace_demo.generation import BatchGenerator
@@ -213,6 +213,12 @@ class TrajectoryRunner:
                 # An imagined run reads the real state for its rehearser while its world is
                 # still the real one: until it imagines its first write ("imagine" reads nothing).
                 real_world = where == "rehearsal" and self.policy.commit and not wrote(conversation, turn, self._writes)
+                if real_world and fetches(step, self._writes, self.config, self.committer.executor is not None):
+                    # A read in the real world is fetched: it changes nothing and is never held.
+                    self.committer.fetch(step, tool, self.deadline)
+                    yield TurnUpdated(where, rindex, turn, at, "executed")
+                    self.batcher.check_limits()
+                    return
                 context = self.committer.read_context(step, tool) if execute or real_world else []
                 # A committed call's rehearsal gives way to the real call when the limit draws near.
                 own = self.deadline - CALL_RESERVE * self.config.episode_seconds if where == "commit" else None

@@ -87,6 +87,11 @@ class Committer:
             self._mark_write(step, tool)
         step.execute_seconds = round(time.monotonic() - started, 3)
 
+    def fetch(self, step: CallStep, tool: Tool | None, deadline: float) -> None:
+        """An imagined run's read, made for real (``CallStep.fetched``)."""
+        self.execute(step, tool, deadline)
+        step.fetched = True
+
     def _mark_write(self, step: CallStep, tool: Tool) -> None:
         """Whether the real call went to a tool that writes, and whether the request asked
         for one (where the task's check says what it asks: a typed request has none)."""

@@ -16,6 +16,7 @@ MEMORY_VIEWS = ("outcomes", "full", "off")
 MEMORY_SHOWN = ("foresight", "always")
 REHEARSE_COMMITTED = ("writes", "all")
 IMAGINED_UNTIL = ("first_write", "answer")
+IMAGINED_READS = ("fetch", "rehearse")
 
 
 def _settings_sampling() -> Sampling:
@@ -110,6 +111,12 @@ class EpisodeConfig:
                   "has rehearsed a call that changes state, or whose environment does not say: that outcome is what "
                   "the committed run needs; past it the world is imagined), or 'answer'"},
     )
+    imagined_reads: str = field(
+        default="fetch",
+        metadata={"help": "what an imagined run does with a call of a tool the environment declares read-only, "
+                  "while its world is still the real one: 'fetch' (made for real: it changes nothing, costs no "
+                  "rehearsal, and the run's next step is made from the real state) or 'rehearse'"},
+    )
     rehearse_committed: str = field(
         default="writes",
         metadata={"help": "which committed calls the rehearser is asked about before they run: 'writes' (calls of "
@@ -147,7 +154,8 @@ class EpisodeConfig:
         if not 0 < self.rehearsal_share < 1:
             raise ConfigError(f"rehearsal_share must be between 0 and 1 (exclusive), not {self.rehearsal_share}")
         for name, choices in (("memory", MEMORY_VIEWS), ("memory_shown", MEMORY_SHOWN),
-                              ("imagined_until", IMAGINED_UNTIL), ("rehearse_committed", REHEARSE_COMMITTED)):
+                              ("imagined_until", IMAGINED_UNTIL), ("imagined_reads", IMAGINED_READS),
+                              ("rehearse_committed", REHEARSE_COMMITTED)):
             if getattr(self, name) not in choices:
                 raise ConfigError(f"{name} must be one of {', '.join(choices)}, not {getattr(self, name)!r}")
         for name in ("think_chars", "rehearser_think_chars"):

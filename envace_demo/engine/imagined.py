@@ -1,5 +1,6 @@
 """Where an imagined run stops: past its first write the world is imagined, and a read it
-already made would only answer the same (``EpisodeConfig.imagined_until``)."""
+already made would only answer the same (``EpisodeConfig.imagined_until``); which of its
+reads it fetches for real (``EpisodeConfig.imagined_reads``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from envace_demo.engine.config import EpisodeConfig
 from envace_demo.models.base import Generation
 from envace_demo.modes import ModePolicy
 from envace_demo.prompts import Conversation
-from envace_demo.record import ToolCall, Turn
+from envace_demo.record import CallStep, ToolCall, Turn
 
 # Whether the offered tool of that name changes state, as the environment says (None: unknown).
 Writes = Callable[[str], "bool | None"]
@@ -39,6 +40,12 @@ def wrote(conversation: Conversation, turn: Turn, writes: Writes) -> bool:
     """Whether this run made (or imagined) a write before the last call of ``turn``."""
     before = [c for t in conversation.turns for c in t.calls] + turn.calls[:-1]
     return any(writes(c.call.name) is not False for c in before)
+
+
+def fetches(step: CallStep, writes: Writes, config: EpisodeConfig, executes: bool) -> bool:
+    """Whether an imagined run in the real world fetches ``step`` for real instead of
+    rehearsing it: a valid call of a tool the environment declares read-only."""
+    return config.imagined_reads == "fetch" and executes and bool(step.valid) and writes(step.call.name) is False
 
 
 def imagined_action(actions: dict[str, tuple[Generation, int, int]], prompt: str, k: int):

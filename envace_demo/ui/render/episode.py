@@ -98,6 +98,8 @@ def _imagined_step(i: int, turn: Turn, s: CallStep | None, rid: str) -> list[dic
     if s.rehearsed is not None:
         title = "rehearsed response (error)" if is_error(s.rehearsed) else "rehearsed response"
         out.append(_msg(fence(to_json(s.rehearsed), "json"), title, f"{sid}reh", sid))
+    elif s.fetched:
+        out.append(_msg(fence(to_json(s.real), "json"), FETCHED_TITLE, f"{sid}reh", sid))
     elif s.rehearsal_cut:
         out.append(_msg(esc(CUT_NOTE), "not rehearsed (cut)", f"{sid}reh", sid))
     return out
@@ -114,6 +116,7 @@ def reused_note(index: int) -> str:
 
 CUT_NOTE = "cut short: the rehearsal time ran out before this call was rehearsed"
 READ_NOTE = "not rehearsed: a read, safe to make for real (only writes are rehearsed before they run)"
+FETCHED_TITLE = "real response (a read, fetched while the world was still the real one: not rehearsed)"
 COMMIT_CUT_NOTE = "not rehearsed: its rehearsal ran long, and the time left was kept for the real call"
 
 
