@@ -79,3 +79,19 @@ def test_a_real_response_contradicts_its_rehearsal_by_outcome_or_by_a_low_fideli
     assert contradiction(_step(done, done, 0.9), 0.5) is None
     assert contradiction(_step(done, refused, 0.0), None) is None  # the floor off: never
     assert contradiction(_step(None, refused), 0.5) is None  # nothing was rehearsed
+
+
+def test_a_read_fetched_for_real_is_said_real_not_predicted():
+    from envace_demo.memory import render
+
+    fetched = CallStep(ToolCall("get_account", {"account_id": "ACC-1"}), real={"balance": 10}, valid=True, fetched=True)
+    failed = CallStep(ToolCall("get_book", {"book_id": "BK-9"}), real={"error": {"code": "NOT_FOUND"}}, valid=True,
+                      fetched=True)
+    turns = [Turn(index=0, action=Action(text="t"), calls=[fetched]), Turn(index=1, action=Action(text="t"), calls=[failed])]
+    mem = summarize([Rehearsal(index=0, turns=turns, ended="first_write")])
+    read, missing = mem["attempts"][0]["calls"]
+    assert read["predicted"] == {"balance": 10} and read["fetched"] and not read["predicted_error"]
+    assert missing["predicted_error"] is True
+    outcomes = render(mem["attempts"], values=False)
+    assert "-> real success" in outcomes and "-> real error NOT_FOUND" in outcomes and "predicted success" not in outcomes
+    assert '{"balance": 10} (real)' in mem["text"] and "(real error)" in mem["text"]
