@@ -184,6 +184,15 @@ class Bench:
         log(f"parallel: N=4 {figures.many_s:.1f} s, N=1 {figures.one_s:.1f} s, ratio {figures.ratio:.2f}")
         self.figures["parallel_rehearsal_ratio"] = round(figures.ratio, 3)
         self.details["parallel"] = vars(figures)
+        if not self.quick:
+            # The same on a task that writes: an imagined run fetches its reads, so on a read
+            # task the N runs are mostly actor turns; here each ends at its rehearsed deposit.
+            write = parallel_ratio(self.backend(), find_task("bank", "deposit-cash"), n=4, seeds=seeds)
+            log(f"parallel (a write): N=4 {write.many_s:.1f} s, N=1 {write.one_s:.1f} s, ratio {write.ratio:.2f}")
+            self.details["parallel_write"] = vars(write)
+            self.notes["parallel_rehearsal_ratio"] = (
+                f"bank/check-balance (reads); on bank/deposit-cash (a write): {write.ratio:.2f} "
+                f"(N=4 {write.many_s:.1f} s, N=1 {write.one_s:.1f} s)")
 
     def grpo(self) -> None:
         from bench.training import grpo_step_seconds
