@@ -214,7 +214,8 @@ def test_parallel_trajectories_advance_in_lockstep_one_batch_per_role_and_round(
     other = call_text("get_account", {"account_id": "ACC-1003"}, thinking="look it up")
     backend = Batching(actor=[BALANCE, other, ANSWER, ANSWER, ANSWER, BALANCE, ANSWER],
                        rehearser=[lambda p: result_text({"balance": 1.0})] * 3, linger=0.15)
-    events = list(Episode(backend, find_task("bank", "check-balance"), EpisodeConfig(mode="parallel", n=3),
+    rehearsing = {"imagined_reads": "rehearse"}  # the lockstep of rehearsals, on a read
+    events = list(Episode(backend, find_task("bank", "check-balance"), EpisodeConfig(mode="parallel", n=3, **rehearsing),
                           create("bank")).run())
     traj = events[-1].trajectory
     assert isinstance(events[-1], EpisodeFinished)
@@ -229,7 +230,8 @@ def test_parallel_trajectories_advance_in_lockstep_one_batch_per_role_and_round(
     assert all(len(call[1]) == 1 for call in backend.calls[3:])
     # The same prompts (the same call text) share one batch too.
     same = Batching(actor=[BALANCE, BALANCE, ANSWER, ANSWER, BALANCE, ANSWER], rehearser=[result_text({})] * 3)
-    list(Episode(same, find_task("bank", "check-balance"), EpisodeConfig(mode="parallel", n=2), create("bank")).run())
+    list(Episode(same, find_task("bank", "check-balance"), EpisodeConfig(mode="parallel", n=2, **rehearsing),
+                 create("bank")).run())
     assert same.calls[:3] == [("many", ["actor"] * 2), ("many", ["rehearser"] * 2), ("many", ["actor"] * 2)]
     finished = [e.rehearsal.index for e in events if isinstance(e, RehearsalFinished)]
     assert sorted(finished) == [0, 1, 2] and finished[0] == 2  # the short one finished first
@@ -245,8 +247,8 @@ def test_stop_during_lockstep_ends_every_running_trajectory():
         return result_text({"balance": 1.0})
 
     backend = Batching(actor=[BALANCE, BALANCE], rehearser=[stop_now, lambda p: result_text({})], delay=0.02)
-    events = list(Episode(backend, find_task("bank", "check-balance"), EpisodeConfig(mode="parallel", n=2),
-                          create("bank"), cancel=cancel).run())
+    events = list(Episode(backend, find_task("bank", "check-balance"),
+                          EpisodeConfig(mode="parallel", n=2, imagined_reads="rehearse"), create("bank"), cancel=cancel).run())
     traj = events[-1].trajectory
     assert traj.ended == "cancelled" and traj.turns == [] and traj.memory is None
     assert [r.ended for r in traj.rehearsals] == ["cancelled", "cancelled"]
