@@ -25,14 +25,12 @@ def _replay(scripted_cls, rows, mode: str, n: int, env: str, task):
     """Run the engine with a backend that writes the rows' targets; the engine's prompts."""
     actor = [r.completion for r in rows if r.role == "actor"]
     turns = actor[: len(actor) // 2] if any("Rehearsal memory" in r.prompt for r in rows) else actor
-    rehearser = [r.completion for r in rows if r.role == "rehearser"]
-    # Rehearsal: the turns and their rehearsals; commit: the same again, except that its first
-    # call, asked in the rehearsal's very prompt, takes the rehearsal's prediction.
-    calls = len(turns) - 1
-    rehearse_first = rehearser[:calls] if calls else []
+    # Each rehearser prompt the engine asks is answered by the row of that prompt (imagined
+    # reads are fetched for real, so not every row is asked); a prompt with no row fails.
+    targets = {r.prompt: r.completion for r in rows if r.role == "rehearser"}
     backend = scripted_cls(
         actor=(turns * (n + 1)) if mode == "parallel" else turns,
-        rehearser=(rehearse_first + rehearser[calls:]) if mode == "parallel" else [],
+        rehearser=[lambda prompt: targets.get(prompt, "no row for this prompt")] * 8 if mode == "parallel" else [],
     )
     # The memory shown and every call rehearsed, imagined runs to their answer: the rows'
     # prompts with the memory and those of each committed rehearsal are all met.

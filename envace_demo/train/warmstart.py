@@ -14,6 +14,8 @@ directory or book) has those reads' real results, made in the script's world jus
 before the call, last in its few-shot (``context.shots``), as the engine reads and
 places them before it rehearses a committed call: the rehearser learns to read the
 state it is shown. (An imagined call of a rehearsal gets no reads, in the engine as here.)
+The memory's imagined run made its reads before its first write for real, as the engine's
+(``EpisodeConfig.imagined_reads``).
 
 Actor rows: each turn of the scripted trajectory (one call a turn, then the answer) in
 the actor's prompt (``actor_prompt``: the Qwen3 template with tools), without and, where
@@ -167,13 +169,13 @@ def task_rows(
         # The imagined run foresaw the first mistake's failure and ended there (as the
         # engine's imagined runs end at their first write): the committed actor takes the
         # path that works from the start.
-        foreseen = Rehearsal(index=0, turns=turns[: mistakes[0] + 1], ended="first_write")
+        foreseen = Rehearsal(index=0, turns=_fetched(turns[: mistakes[0] + 1], scripted), ended="first_write")
         kept = [replace(t, index=i) for i, t in enumerate(t for k, t in enumerate(turns) if k not in mistakes)]
         runs.append((_memory_text(memory_mod.summarize([foreseen])), kept))
     elif with_memory:
         source = memory_from or scripted
         shown = turns if memory_from is None else _turns(memory_from, {t.name for t in tools}, thoughts)
-        rehearsal = Rehearsal(index=0, turns=shown, final_answer=source.answer, ended="answer")
+        rehearsal = Rehearsal(index=0, turns=_fetched(shown, scripted), final_answer=source.answer, ended="answer")
         runs.append((_memory_text(memory_mod.summarize([rehearsal])), turns))
     for memory, run in runs if "actor" in roles else []:
         for k, turn in enumerate(run):
@@ -235,6 +237,23 @@ def brief_row(backend, scripted: ScriptedTask, turn: Turn, reads: list, show_sch
     prompt = rehearser_prompt(backend, messages)
     return SftRow("rehearser", scripted.task.name, prompt.shown(), rehearser_target(step.call, step.real, True, reasons),
                   prompt, step.call, step.real, list(reads), True)
+
+
+def _fetched(turns: list[Turn], scripted: ScriptedTask) -> list[Turn]:
+    """``turns`` as an imagined run records them: its reads before its first write made for
+    real, not rehearsed (``EpisodeConfig.imagined_reads``), so the memory says "real"."""
+    from envace_demo.envs.registry import create
+
+    env = create(scripted.task.env) if scripted.task.env else None
+    out, wrote = [], env is None
+    for turn in turns:
+        calls = []
+        for step in turn.calls:
+            read = not wrote and env.writes(step.call.name) is False
+            calls.append(replace(step, rehearsed=None, fetched=True) if read else step)
+            wrote = wrote or not read
+        out.append(replace(turn, calls=calls))
+    return out
 
 
 def _writes_before(scripted: ScriptedTask) -> list[bool]:
