@@ -201,9 +201,9 @@ def test_an_episode_rehearses_and_commits_through_the_backend(chat_server):
 
     server = chat_server(reply)
     backend = OpenAIBackend(server.url)
-    traj = run_episode(
-        backend, find_task("bank", "check-balance"), EpisodeConfig(mode="parallel", n=1), create("bank")
-    )
+    # The read rehearsed, as a call whose environment does not say it reads would be.
+    config = EpisodeConfig(mode="parallel", n=1, imagined_reads="rehearse")
+    traj = run_episode(backend, find_task("bank", "check-balance"), config, create("bank"))
     assert traj.ended == "answer" and traj.success is True
     turn = traj.turns[0]
     step = turn.calls[0]
