@@ -437,3 +437,17 @@ def test_a_setting_outside_its_choices_is_refused_by_name():
     for name in ("memory", "memory_shown", "imagined_until", "rehearse_committed"):
         with pytest.raises(ConfigError, match=f"{name} must be one of .*, not 'sometimes'"):
             EpisodeConfig(**{name: "sometimes"})
+
+
+def test_an_imagined_action_drawn_under_a_short_answer_grammar_is_not_taken_past_the_first_turn(scripted):
+    """Under a grammar an imagined answer is one character, which shifts the odds towards a
+    call: the lead run's second action (a repeated read, after its read came back real) was
+    not drawn as the committed actor's would be, so the committed actor draws its own."""
+    backend = scripted(actor=[BALANCE, BALANCE, "<think></think>\nIt holds 15.50 USD."])
+    backend.supports_constraints = True
+    config = EpisodeConfig(mode="parallel", n=1, require_first_call=True)
+    traj = run_episode(backend, _task("What is the balance of ACC-1005?"), config, create("bank"))
+    (rehearsal,) = traj.rehearsals
+    assert rehearsal.ended == "repeated_read" and [len(t.action.calls) for t in rehearsal.turns] == [1, 1]
+    assert [t.action_from for t in traj.turns] == [0, None]  # the first call (required) taken, then its own
+    assert len(call_steps(traj.turns)) == 1 and traj.final_answer == "It holds 15.50 USD."

@@ -21,7 +21,15 @@ from envace_demo.engine.limits import (
     cut_by,
 )
 from envace_demo.engine.rehearsal import CallRehearser, score_call
-from envace_demo.engine.imagined import ends_at, fetches, imagined_action, repeats_reads, wrote
+from envace_demo.engine.imagined import (
+    ends_at,
+    fetches,
+    imagined_action,
+    keeps,
+    repeats_reads,
+    short_answers,
+    wrote,
+)
 from envace_demo.engine.verdict import Held, RunState, check, drop_contradicted
 from envace_demo.events import Event, TurnUpdated
 from envace_demo.generation import BatchGenerator
@@ -98,7 +106,7 @@ class TrajectoryRunner:
             action = parse_action(gen.text, self.tool_names, require_call=require, cut=gen.finish_reason == "length")
             turn = new_turn(turns, action, gen, prompt, self.user_turn)
             turn.action_from = taken
-            if lead and action.calls and not action.error and gen.finish_reason == "stop":
+            if lead and (require or not self._short_answers()) and keeps(action, gen):  # imagined.keeps
                 self.imagined_actions[prompt.shown()] = (gen, rindex, turn_index)
             if action.error:
                 turn.error = f"{action.error}: {action.error_message}"
@@ -278,9 +286,7 @@ class TrajectoryRunner:
         return self.committer.writes(find_tool(self.tools, name))
 
     def _short_answers(self) -> bool:
-        """Whether an imagined answer is cut to its first character (under a grammar): in a
-        mode that commits, whose actor never reads it (``imagine`` shows it as the result)."""
-        return self.constrained and self.policy.commit and self.config.memory != "full"
+        return short_answers(self.constrained, self.policy, self.config)
 
     def _constraint(self, role: str, **values: Any) -> Constraint | None:
         """What a ``role`` turn's grammar enforces, where decoding is constrained."""

@@ -48,6 +48,19 @@ def fetches(step: CallStep, writes: Writes, config: EpisodeConfig, executes: boo
     return config.imagined_reads == "fetch" and executes and bool(step.valid) and writes(step.call.name) is False
 
 
+def short_answers(constrained: bool, policy: ModePolicy, config: EpisodeConfig) -> bool:
+    """Whether an imagined answer is cut to its first character (under a grammar): in a
+    mode that commits, whose actor never reads it (``imagine`` shows it as the result)."""
+    return constrained and policy.commit and config.memory != "full"
+
+
+def keeps(action, gen: Generation) -> bool:
+    """Whether the lead imagined run's action may be taken by the committed actor: complete
+    calls. (Only one drawn under the committed actor's grammar: a short imagined answer
+    shifts the odds towards a call, unless a call was required anyway.)"""
+    return bool(action.calls) and not action.error and gen.finish_reason == "stop"
+
+
 def imagined_action(actions: dict[str, tuple[Generation, int, int]], prompt: str, k: int):
     """The lead imagined run's action for this committed actor ``prompt`` at turn ``k``
     (taken once: removed from ``actions``), or None."""
