@@ -41,12 +41,13 @@ def summarize(rehearsals: list[Rehearsal]) -> dict:
     return {"attempts": attempts, "text": render(attempts)}
 
 
-def foresaw(memory: dict | None) -> bool:
-    """Whether a rehearsal foresaw something the committed run can act on: a call predicted
-    to fail, or one whose arguments were invalid."""
+def foresaw(memory: dict | None, attempt: int | None = None) -> bool:
+    """Whether a rehearsal (or only the one of index ``attempt``) foresaw something the
+    committed run can act on: a call predicted to fail, or one whose arguments were invalid."""
     return any(
         c.get("predicted_error") or c.get("invalid_arguments")
         for a in (memory or {}).get("attempts", [])
+        if attempt is None or a.get("index") == attempt
         for c in a.get("calls", [])
     )
 

@@ -451,3 +451,22 @@ def test_an_imagined_action_drawn_under_a_short_answer_grammar_is_not_taken_past
     assert rehearsal.ended == "repeated_read" and [len(t.action.calls) for t in rehearsal.turns] == [1, 1]
     assert [t.action_from for t in traj.turns] == [0, None]  # the first call (required) taken, then its own
     assert len(call_steps(traj.turns)) == 1 and traj.final_answer == "It holds 15.50 USD."
+
+
+def test_only_the_lead_runs_foresight_is_shown_to_the_committed_actor(scripted):
+    """The lead imagined run is the committed run's own path; a failure foreseen by another
+    run (a call the committed run will not make) leaves the committed actor unread, so the
+    run is the one without rehearsal."""
+    other = call_text("withdraw", {"account_id": "ACC-1003", "amount": 5000})
+    refused = {"error": {"code": "INSUFFICIENT_FUNDS", "message": "ACC-1003 holds 310.25"}}
+    backend = scripted(actor=[DEPOSIT, other, SAID], rehearser=[result_text(DEPOSITED), result_text(refused)])
+    traj = run_episode(backend, _task("Deposit $100 into ACC-1003."), EpisodeConfig(mode="parallel", n=2),
+                       create("bank"))
+    assert [a["calls"][0]["predicted_error"] for a in traj.memory["attempts"]] == [False, True]
+    assert traj.memory["shown"] is False
+    assert all("Rehearsal memory" not in t.actor_prompt for t in traj.turns if t.actor_prompt)
+    assert [c.call.name for c in call_steps(traj.turns)] == ["deposit"] and traj.final_answer.startswith("Deposited")
+    # The same foresight in the lead run is shown.
+    lead = scripted(actor=[other, DEPOSIT, SAID, SAID], rehearser=[result_text(refused), result_text(DEPOSITED)])
+    shown = run_episode(lead, _task("Deposit $100 into ACC-1003."), EpisodeConfig(mode="parallel", n=2), create("bank"))
+    assert shown.memory["shown"] is True

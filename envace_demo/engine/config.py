@@ -102,8 +102,9 @@ class EpisodeConfig:
     memory_shown: str = field(
         default="foresight",
         metadata={"help": "when the committed actor reads the memory: 'foresight' (only when a rehearsal foresaw "
-                  "a failure or an invalid call: a rehearsal that foresaw nothing changes nothing, and the committed "
-                  "run acts as one without rehearsal would), or 'always'"},
+                  "a failure or an invalid call, in parallel the lead one, whose path is the committed run's: a "
+                  "rehearsal that foresaw nothing changes nothing, and the committed run acts as one without "
+                  "rehearsal would), or 'always'"},
     )
     imagined_until: str = field(
         default="first_write",

@@ -148,7 +148,11 @@ class Episode:
                 yield from self._rehearse_all(traj, start, earlier)
             memory = traj.memory if self.policy.rehearsals else None
             if memory is not None:  # read by the committed actor? (EpisodeConfig.memory_shown)
-                memory["shown"] = self.config.memory_shown == "always" or memory_mod.foresaw(memory)
+                # In parallel, the lead run is the committed run's own path (its seeds and,
+                # while nothing is foreseen, its actions): another run's foresight is about a
+                # path the committed run does not take, and reading it only distracts.
+                lead = None if self.policy.sequential else self._trajectories.lead
+                memory["shown"] = self.config.memory_shown == "always" or memory_mod.foresaw(memory, lead)
             conversation = Conversation(
                 user, memory=memory_text(memory, self.config.memory) if memory and memory["shown"] else None,
                 executed=self.executor is not None, earlier=list(earlier),
