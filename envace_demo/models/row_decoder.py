@@ -33,10 +33,12 @@ from envace_demo.models.decoding import RowStreamer, finished, sampling_processo
 from envace_demo.models.loops import loop_guard
 
 
-# On a CPU, up to this many rows decode one after another here rather than batched:
-# a row here costs about half a plain row, and a batch of N plain rows about 1 + 0.26 (N - 1)
-# rows (bench/ANALYSIS.md, parallel_rehearsal_ratio 1.78 at N = 4): one by one wins up to 3.
-CPU_ROWS = 3
+# On a CPU, up to this many rows decode one after another here rather than batched: a row
+# here reuses the kept prefix and jumps over forced tokens. Measured on 2 cores (the rehearsal
+# phase, bench/parallel.py, 2026-12-04): at N = 4 one by one took 10.2 s against 23.2 s batched
+# on bank/check-balance and 8.2 s against 10.8 s on deposit-cash; at N = 8 on deposit-cash
+# batched won, 12.8 s against 15.2 s.
+CPU_ROWS = 4
 @dataclass
 class Decoded:
     """New token ids (the stop token last, when one ended the row) and what they cost."""
