@@ -452,6 +452,7 @@ def test_a_failing_tool_shown_to_a_visitor_holds_no_server_path_or_secret(script
     assert step.real["error"]["message"] == message and step.error.endswith(message)
     local = _request(mode="none", max_steps=1).check(UIOptions.from_settings(Settings()))
     assert build_config(local, Settings(), backend).redact is None  # locally the operator sees it all
+    assert build_config(local, Settings(), backend).imagined_reads == "rehearse"  # every step's rehearsal shown
 
 
 @pytest.fixture

@@ -402,6 +402,9 @@ def build_config(
         think_chars=settings.think_chars,
         response_schema=settings.response_schema,
         redact=req.redact,
+        # The Playground shows every step's rehearsal beside its real response, reads too;
+        # eval and the CLI fetch an imagined run's reads (EpisodeConfig's default, faster).
+        imagined_reads="rehearse",
     )
 
 
