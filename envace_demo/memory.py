@@ -24,8 +24,8 @@ def summarize(rehearsals: list[Rehearsal]) -> dict:
             {
                 "name": c.call.name,
                 "arguments": c.call.arguments,
-                "predicted": c.real if c.fetched else c.rehearsed,
-                "predicted_error": is_error(c.real if c.fetched else c.rehearsed) or bool(c.error),
+                "predicted": _seen(c),
+                "predicted_error": is_error(_seen(c)) or bool(c.error),
                 "fetched": c.fetched,
                 "invalid_arguments": c.validation_errors,
                 "cut": c.rehearsal_cut,
@@ -39,6 +39,11 @@ def summarize(rehearsals: list[Rehearsal]) -> dict:
             {"index": r.index, "calls": calls, "errors": errors, "answer": r.final_answer, "ended": r.ended, "cut": r.cut}
         )
     return {"attempts": attempts, "text": render(attempts)}
+
+
+def _seen(step: CallStep) -> Any:
+    """What the imagined run was told: the prediction, or the real result of a fetched read."""
+    return step.real if step.fetched else step.rehearsed
 
 
 def foresaw(memory: dict | None, attempt: int | None = None) -> bool:

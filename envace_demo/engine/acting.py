@@ -106,7 +106,7 @@ class TrajectoryRunner:
             action = parse_action(gen.text, self.tool_names, require_call=require, cut=gen.finish_reason == "length")
             turn = new_turn(turns, action, gen, prompt, self.user_turn)
             turn.action_from = taken
-            if lead and (require or not self._short_answers()) and keeps(action, gen):  # imagined.keeps
+            if lead and keeps(action, gen, require, self._short_answers()):
                 self.imagined_actions[prompt.shown()] = (gen, rindex, turn_index)
             if action.error:
                 turn.error = f"{action.error}: {action.error_message}"

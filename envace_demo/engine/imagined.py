@@ -54,11 +54,11 @@ def short_answers(constrained: bool, policy: ModePolicy, config: EpisodeConfig) 
     return constrained and policy.commit and config.memory != "full"
 
 
-def keeps(action, gen: Generation) -> bool:
+def keeps(action, gen: Generation, required: bool, short: bool) -> bool:
     """Whether the lead imagined run's action may be taken by the committed actor: complete
-    calls. (Only one drawn under the committed actor's grammar: a short imagined answer
-    shifts the odds towards a call, unless a call was required anyway.)"""
-    return bool(action.calls) and not action.error and gen.finish_reason == "stop"
+    calls, drawn under the committed actor's grammar (a ``short`` imagined answer shifts the
+    odds towards a call, unless a call was ``required`` anyway)."""
+    return (required or not short) and bool(action.calls) and not action.error and gen.finish_reason == "stop"
 
 
 def imagined_action(actions: dict[str, tuple[Generation, int, int]], prompt: str, k: int):
