@@ -229,7 +229,7 @@ class Bench:
         from envace_demo.engine import EpisodeConfig
         from envace_demo.models.base import Sampling
         from envace_demo.settings import Settings
-        from envace_demo.ui.inputs import RunRequest
+        from envace_demo.ui.inputs import PLAYGROUND_IMAGINED_READS, RunRequest
 
         from envace_demo import budget
         from envace_demo.models.speed import fitted_settings, measure_speed
@@ -255,6 +255,7 @@ class Bench:
                 max_steps=min(settings.max_steps, defaults.max_steps),
                 episode_seconds=settings.episode_seconds,
                 think_chars=settings.think_chars,
+                imagined_reads=PLAYGROUND_IMAGINED_READS,  # as the Playground runs it
             )
 
         load = round(os.getloadavg()[0], 2)

@@ -387,6 +387,11 @@ def can_follow_up(traj: Trajectory | None, options: UIOptions) -> str | None:
     return None
 
 
+# The Playground shows every step's rehearsal beside its real response, reads too; eval and
+# the CLI fetch an imagined run's reads (EpisodeConfig's default, faster).
+PLAYGROUND_IMAGINED_READS = "rehearse"
+
+
 def build_config(
     req: RunRequest, settings: Settings, backend: Backend, mode: str | None = None
 ) -> EpisodeConfig:
@@ -402,9 +407,7 @@ def build_config(
         think_chars=settings.think_chars,
         response_schema=settings.response_schema,
         redact=req.redact,
-        # The Playground shows every step's rehearsal beside its real response, reads too;
-        # eval and the CLI fetch an imagined run's reads (EpisodeConfig's default, faster).
-        imagined_reads="rehearse",
+        imagined_reads=PLAYGROUND_IMAGINED_READS,
     )
 
 
