@@ -204,6 +204,13 @@ def worlds_table(worlds: dict) -> list[str]:
             cells += [_fmt(v.get("outcome")), _fmt(v.get("outcome_on_failures")), _fmt(v.get("knowable")),
                       _fmt(v.get("unknowable"))]
         out.append(f"| {name} | {' | '.join(cells)} |")
+    for name, d in worlds.get("rehearsers", {}).items():
+        sides = {side: d[side] for side in ("unseen", "seeded") if "sure_failures" in (d.get(side) or {})}
+        if sides:
+            trust = next(iter(sides.values()))["trust_certainty"]
+            out += ["", f"{name}, its foreseen failures right: " + "; ".join(
+                f"{side} {v['sure_failures_right']} of {v['sure_failures']} sure (certainty ≥ {trust}: trusted), "
+                f"{v['unsure_failures_right']} of {v['unsure_failures']} unsure (checked)" for side, v in sides.items())]
     return out
 
 

@@ -122,15 +122,27 @@ def _outcome_split(scores, rows) -> dict:
     return {"outcome_on_failures": share(fail), "failures": len(fail), "outcome_on_successes": share(ok)}
 
 
-def rehearse(backend, rows, tools_of) -> tuple[list, list[dict], float]:
-    """Greedy rehearsals of ``rows`` under the engine's grammar: (scores, misses, seconds)."""
+def foresight_split(foreseen: list[tuple[float | None, bool]], trust: float) -> dict:
+    """Of the failures a rehearser foresaw, (certainty, right): how many were right among
+    those it was sure of (certainty at least ``trust``: the engine trusts them) and among
+    the rest (checked)."""
+    sure = [right for p, right in foreseen if p is not None and p >= trust]
+    unsure = [right for p, right in foreseen if p is None or p < trust]
+    return {"trust_certainty": trust, "sure_failures": len(sure), "sure_failures_right": sum(sure),
+            "unsure_failures": len(unsure), "unsure_failures_right": sum(unsure)}
+
+
+def rehearse(backend, rows, tools_of) -> tuple[list, list[dict], float, list]:
+    """Greedy rehearsals of ``rows`` under the engine's grammar: (scores, misses, seconds,
+    (certainty, outcome right) of each foreseen failure)."""
     from envace_demo.calls import parse_execution_result
+    from envace_demo.certainty import outcome_certainty
     from envace_demo.fidelity import score
     from envace_demo.models.base import Sampling
     from envace_demo.models.adapters import rehearser_think_chars
     from envace_demo.models.grammar import rehearsal_constraint, rehearses_failures
 
-    scores, wrong = [], []
+    scores, wrong, foreseen = [], [], []
     think_chars = rehearser_think_chars(backend)  # the bound the engine gives this rehearser
     start = time.perf_counter()
     for row in rows:
@@ -143,14 +155,18 @@ def rehearse(backend, rows, tools_of) -> tuple[list, list[dict], float]:
         rehearsed, problem = parse_execution_result(gen.text)
         s = score(None if problem else rehearsed, row.real, _context(row, tool))
         scores.append(s)
+        if not problem and isinstance(rehearsed, dict) and "error" in rehearsed:
+            foreseen.append((outcome_certainty(gen), s.outcome_right))
         if not s.outcome_right and len(wrong) < 8:
             wrong.append({"task": row.task, "call": row.call.to_dict(), "real": row.real,
                           "rehearsed": rehearsed if not problem else problem})
-    return scores, wrong, time.perf_counter() - start
+    return scores, wrong, time.perf_counter() - start, foreseen
 
 
 def section(quick: bool, log, cache_dir=None) -> tuple[dict, dict]:
     from envace_demo.baselines import BASELINES
+    from envace_demo.engine import EpisodeConfig
+    from envace_demo.settings import default_of
     from envace_demo.fidelity import score, summarize_parts
     from envace_demo.models.loader import adapter_for, load_backend, name_after_adapter
     from envace_demo.schemas import find_tool
@@ -182,11 +198,14 @@ def section(quick: bool, log, cache_dir=None) -> tuple[dict, dict]:
             name_after_adapter(backend)
         mine = details["rehearsers"].setdefault(name, {"adapter": str(adapter_for("embedded", path))})
         for side, side_rows in rows.items():
-            scores, wrong, seconds = rehearse(backend, side_rows, tools_of)
-            mine[side] = {**summarize_parts(scores), **_outcome_split(scores, side_rows), "seconds": round(seconds, 1),
-                          "wrong_outcomes": wrong}
+            scores, wrong, seconds, foreseen = rehearse(backend, side_rows, tools_of)
+            split = foresight_split(foreseen, default_of(EpisodeConfig, "trust_certainty"))
+            mine[side] = {**summarize_parts(scores), **_outcome_split(scores, side_rows), **split,
+                          "seconds": round(seconds, 1), "wrong_outcomes": wrong}
             log(f"worlds: {name} {side}: outcome {mine[side]['outcome']}, knowable {mine[side]['knowable']}, "
-                f"unknowable {mine[side]['unknowable']} ({len(side_rows)} calls, {seconds:.0f} s)")
+                f"unknowable {mine[side]['unknowable']} ({len(side_rows)} calls, {seconds:.0f} s); foreseen failures "
+                f"right: {split['sure_failures_right']} of {split['sure_failures']} sure (trusted), "
+                f"{split['unsure_failures_right']} of {split['unsure_failures']} unsure")
     for name, by_side in details["baselines"].items():
         log(f"worlds: baseline {name}: " + "; ".join(
             f"{side} outcome {v['outcome']}, knowable {v['knowable']}" for side, v in by_side.items()))

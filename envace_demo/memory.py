@@ -26,6 +26,7 @@ def summarize(rehearsals: list[Rehearsal]) -> dict:
                 "arguments": c.call.arguments,
                 "predicted": _seen(c),
                 "predicted_error": is_error(_seen(c)) or bool(c.error),
+                "certainty": c.certainty,
                 "fetched": c.fetched,
                 "invalid_arguments": c.validation_errors,
                 "cut": c.rehearsal_cut,

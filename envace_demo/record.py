@@ -90,6 +90,12 @@ class CallStep:
     # Held, then run for real: the actor answered without another path (no real write
     # since the hold), so the prediction was checked (``EpisodeConfig.check_given_up``).
     checked: bool = False
+    # Held, and never run: the actor answered without another path and the rehearser was
+    # sure enough of the failure to trust (``EpisodeConfig.trust_certainty``).
+    trusted: bool = False
+    # The probability the rehearser gave its predicted outcome where it chose it
+    # (``certainty.py``); None where the model was not asked or its decoder did not say.
+    certainty: float | None = None
     # An imagined run's call of a read-only tool, made while its world was still the real
     # one: fetched for real instead of rehearsed (``real`` holds it; ``EpisodeConfig.imagined_reads``).
     fetched: bool = False
@@ -216,6 +222,7 @@ class Trajectory:
             "real_errors": sum(1 for c in committed if is_error(c.real)),
             "held_calls": sum(1 for c in committed if c.held),
             "checked_calls": sum(1 for c in committed if c.checked),
+            "trusted_calls": sum(1 for c in committed if c.trusted),
             "context_reads": sum(len(c.context) for c in committed),
             "imagined_calls": len(call_steps(imagined)),
             "fetched_reads": sum(1 for c in call_steps(imagined) if c.fetched),

@@ -458,3 +458,9 @@ def test_the_worlds_section_baselines_and_table():
                                 "baselines": {"lookup": {"unseen": side, "seeded": side}}})
     assert any(r.startswith("| new | 0.9 | 0.8 | 0.85 | 0.2 |") for r in rows)
     assert any(r.startswith("| baseline: lookup |") for r in rows)
+    assert worlds.foresight_split([(0.95, True), (0.97, False), (0.6, True), (None, False)], 0.9) == {
+        "trust_certainty": 0.9, "sure_failures": 2, "sure_failures_right": 1, "unsure_failures": 2,
+        "unsure_failures_right": 1}
+    side.update(worlds.foresight_split([(0.95, True), (0.5, False)], 0.9))
+    rows = report.worlds_table({"calls": {}, "rehearsers": {"new": {"unseen": side}}})
+    assert "new, its foreseen failures right: unseen 1 of 1 sure (certainty ≥ 0.9: trusted), 0 of 1 unsure" in rows[-1]

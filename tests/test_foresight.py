@@ -2,7 +2,10 @@
 rehearser reads the state a write depends on first; an answer never tells a rehearsed
 value as real (scripted backend: exact outputs force each path)."""
 
+import pytest
+
 from conftest import call_text, result_text
+from helpers.scripted import sure
 from envace_demo.engine import EpisodeConfig, run_episode
 from envace_demo.envs.registry import create
 from envace_demo.grounding import ungrounded, values
@@ -470,3 +473,37 @@ def test_only_the_lead_runs_foresight_is_shown_to_the_committed_actor(scripted):
     lead = scripted(actor=[other, DEPOSIT, SAID, SAID], rehearser=[result_text(refused), result_text(DEPOSITED)])
     shown = run_episode(lead, _task("Deposit $100 into ACC-1003."), EpisodeConfig(mode="parallel", n=2), create("bank"))
     assert shown.memory["shown"] is True
+
+
+def test_a_failure_the_rehearser_was_sure_of_is_trusted_and_the_write_never_runs(scripted):
+    """Where rehearsal saves a real error: the rehearser gave the failure 0.95 (above
+    ``trust_certainty``), so the actor's refusal stands and the failing write never runs."""
+    backend = scripted(
+        actor=["<think></think>\nNo call.", WITHDRAW, "<think></think>\nThe account holds too little: 15.50 USD."],
+        rehearser=[sure(result_text(REFUSED), 0.95)],
+    )
+    env = create("bank")
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), env)  # check_given_up on
+    (step,) = call_steps(traj.turns)
+    assert (step.held, step.trusted, step.checked, step.real, step.certainty) == (True, True, False, None, 0.95)
+    assert not any(t.set_aside for t in traj.turns)
+    totals = traj.totals()
+    assert (totals["real_calls"], totals["real_errors"], totals["trusted_calls"]) == (0, 0, 1)
+    assert env.state()["accounts"]["ACC-1005"]["balance"] == 15.5
+    assert traj.final_answer == "The account holds too little: 15.50 USD."
+
+
+@pytest.mark.parametrize("certainty, trust", [(0.6, 0.9), (0.99, None)])
+def test_a_failure_the_rehearser_was_unsure_of_is_checked(scripted, certainty, trust):
+    """Below ``trust_certainty`` (or with it off) the prediction changes the plan, never the
+    verdict: the held write runs once the actor gives up."""
+    backend = scripted(
+        actor=["<think></think>\nNo call.", WITHDRAW, "<think></think>\nThe account holds too little.",
+               "<think></think>\nThe bank refused: insufficient funds."],
+        rehearser=[sure(result_text(REFUSED), certainty)],
+    )
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1, trust_certainty=trust), create("bank"))
+    (step,) = call_steps(traj.turns)
+    assert step.checked and not step.trusted and step.real["error"]["code"] == "INSUFFICIENT_FUNDS"
+    assert step.certainty == certainty
+    assert traj.totals()["trusted_calls"] == 0 and traj.turns[1].set_aside

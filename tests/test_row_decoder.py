@@ -104,6 +104,27 @@ def test_under_a_grammar_forced_tokens_ride_along(tiny):
     assert stats.forward_passes < 0.8 * gen.new_tokens
 
 
+def test_each_token_carries_its_probability_under_the_model_and_grammar(tiny):
+    import torch
+
+    prompt = _prompt(tiny, "Say something about accounts.")
+    gen = tiny.generate(prompt, GREEDY)
+    assert len(gen.token_probs) == len(gen.token_ends) == len(gen.token_ids) == 16
+    assert gen.token_ends[-1] == len(gen.text) and gen.token_ends == sorted(gen.token_ends)
+    with torch.inference_mode():  # the first token: greedy, so the likeliest, at the model's softmax
+        logits = tiny.model(torch.tensor([gen.prompt_ids])).logits[0, -1].float()
+    probs = logits.softmax(-1)
+    assert gen.token_probs[0] == pytest.approx(float(probs.max()), rel=1e-4)
+    assert gen.token_ids[0] == int(probs.argmax())
+    # Under a grammar a forced token (a key, a quote, a tag) has probability 1.
+    constraint = Constraint(role="rehearser", response_schema=RESPONSE)
+    sampling = Sampling(temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=400, seed=3)
+    ruled = tiny.generate(_prompt(tiny, "Rehearse get_account."), sampling, constraint)
+    forced = len(ruled.token_ids) - tiny.row_stats.forward_passes  # tokens that took no pass of their own
+    assert forced > 0 and ruled.token_probs.count(1.0) >= forced
+    assert all(0 < p <= 1 for p in ruled.token_probs)
+
+
 def test_seeded_rows_repeat(tiny):
     constraint = Constraint(role="rehearser", response_schema=RESPONSE)
     sampling = Sampling(temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=200, seed=11)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import VENDORED_BFCL, call_text, result_text
+from helpers.scripted import sure
 
 from envace_demo.engine import Episode, EpisodeConfig
 from envace_demo.envs.registry import create
@@ -197,6 +198,18 @@ def test_an_answer_set_aside_and_its_checked_call_are_shown(scripted):
     page = render.steps_html(view)
     assert "answer set aside" in page and "checked for real" in page and "the held withdraw" in page
     assert "<b>1</b> checked calls" in render.outcome_html(view.trajectory)
+
+
+def test_a_trusted_held_call_says_how_sure_the_rehearser_was(scripted):
+    withdraw = call_text("withdraw", {"account_id": "ACC-1005", "amount": 40})
+    refused = {"error": {"code": "INSUFFICIENT_FUNDS", "message": "too little"}}
+    backend = scripted(actor=["<think></think>\nNo call.", withdraw, "<think></think>\nToo little."],
+                       rehearser=[sure(result_text(refused), 0.97)])
+    task = Task("w", "Withdraw $40 from ACC-1005.", create("bank").tools())
+    view = _view(list(Episode(backend, task, EpisodeConfig(mode="parallel", n=1), create("bank")).run()))
+    page = html.unescape(render.steps_html(view))
+    assert "trusted: the rehearser gave this failure 0.97" in page and "answer set aside" not in page
+    assert "<b>1</b> trusted calls" in render.outcome_html(view.trajectory)
 
 
 def test_memory_card_lists_each_rehearsal_by_the_name_the_panels_use(scripted):

@@ -47,7 +47,8 @@ def _print_step(where: str, event: TurnUpdated, out) -> None:
     if step.rehearsed is not None:
         print(f"{prefix}   rehearsed: {_short(step.rehearsed)}", file=out)
     if step.held:
-        print(f"{prefix}   held: the rehearsal foresaw this failure; not executed", file=out)
+        sure = f", certainty {step.certainty:.2f}" if step.certainty is not None else ""
+        print(f"{prefix}   held: the rehearsal foresaw this failure{sure}; not executed", file=out)
     if step.real is not None:
         fid = "" if step.fidelity is None else f"  [fidelity {step.fidelity:.2f}]"
         label = "fetched:  " if step.fetched else "real:     "  # an imagined run's read, made for real

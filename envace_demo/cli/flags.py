@@ -113,6 +113,10 @@ class EpisodeFlags:
     top_k: int = _like(Sampling, "top_k")
     rehearse_temperature: float | None = _like(Sampling, "rehearse_temperature")
     check_given_up: bool = _like(EpisodeConfig, "check_given_up")
+    trust_certainty: float = _like(
+        EpisodeConfig, "trust_certainty", "trust a held call whose rehearser gave its foreseen failure at least this "
+        "probability: the answer stands and the call never runs; 0 checks every held call (--check-given-up)",
+    )
     imagined_reads: Literal[IMAGINED_READS] = _like(EpisodeConfig, "imagined_reads")
     json: bool = field(default=False, metadata={"help": "print JSON instead of text"})
 
@@ -148,6 +152,7 @@ def episode_config(args: argparse.Namespace, settings: Settings, backend: Any) -
         response_schema=settings.response_schema,
         check_given_up=getattr(args, "check_given_up", default_of(EpisodeConfig, "check_given_up")),
         imagined_reads=getattr(args, "imagined_reads", default_of(EpisodeConfig, "imagined_reads")),
+        trust_certainty=getattr(args, "trust_certainty", default_of(EpisodeConfig, "trust_certainty")) or None,
     )
 
 

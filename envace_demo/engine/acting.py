@@ -96,7 +96,7 @@ class TrajectoryRunner:
         # (a committed run appends to its caller's list, so the next user turn has them).
         real_results = [] if real_results is None else real_results
         execute = commit and self.committer.executor is not None
-        state = RunState(cfg.check_given_up)
+        state = RunState(cfg.check_given_up, cfg.trust_certainty)
         turn_index = 0
         while turn_index < cfg.max_steps:
             require = cfg.require_first_call and turn_index == 0

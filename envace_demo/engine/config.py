@@ -137,6 +137,12 @@ class EpisodeConfig:
                   "so a foreseen failure changes the plan but never the verdict; False trusts the prediction "
                   "(a refusal from the read, no failing write, and a wrong prediction costs the task)"},
     )
+    trust_certainty: float | None = field(
+        default=0.9,
+        metadata={"help": "a held call whose rehearser gave its foreseen failure at least this probability "
+                  "(CallStep.certainty) is trusted: an answer given without another path stands and the call never "
+                  "runs; a less sure one is checked (check_given_up); None checks every held call"},
+    )
     redact: Callable[[str], str] | None = field(
         default=None,
         repr=False,
@@ -162,6 +168,8 @@ class EpisodeConfig:
         for name in ("think_chars", "rehearser_think_chars"):
             if getattr(self, name) is not None and getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be 0 or more, not {getattr(self, name)}")
+        if self.trust_certainty is not None and not 0 < self.trust_certainty <= 1:
+            raise ConfigError(f"trust_certainty must be above 0 and at most 1, not {self.trust_certainty}")
         if self.memory_fidelity_floor is not None and not 0 <= self.memory_fidelity_floor <= 1:
             raise ConfigError(f"memory_fidelity_floor must be between 0 and 1, not {self.memory_fidelity_floor}")
 

@@ -9,6 +9,7 @@ from typing import Any, Generator
 
 from envace_demo import memory as memory_mod
 from envace_demo.calls import parse_execution_result
+from envace_demo.certainty import outcome_certainty
 from envace_demo.context import shots
 from envace_demo.engine.config import EpisodeConfig
 from envace_demo.engine.limits import cut_by
@@ -35,8 +36,8 @@ class CallRehearser:
         self.sampling = sampling
         self.constrained = constrained
         self.failures = failures  # a first rehearsal may predict a domain failure
-        # Rehearser prompt -> (output, rehearsal index).
-        self._predicted: dict[str, tuple[str, int | None]] = {}
+        # Rehearser prompt -> (output, rehearsal index, certainty).
+        self._predicted: dict[str, tuple[str, int | None, float | None]] = {}
 
     def rehearse(
         self,
@@ -72,7 +73,7 @@ class CallRehearser:
         prompt = rehearser_prompt(self.backend, messages)
         step.rehearser_prompt = prompt.shown()
         if where == "commit" and step.rehearser_prompt in self._predicted:
-            step.rehearsal_text, step.rehearsal_from = self._predicted[step.rehearser_prompt]
+            step.rehearsal_text, step.rehearsal_from, step.certainty = self._predicted[step.rehearser_prompt]
             step.rehearsed = parsed_rehearsal(step.rehearsal_text)
             return
         if not ask:
@@ -92,8 +93,9 @@ class CallRehearser:
         step.rehearse_tokens = gen.new_tokens
         cut = cut_by(self.sampling) if gen.finish_reason == "length" else None
         step.rehearsed = parsed_rehearsal(gen.text, cut)
+        step.certainty = outcome_certainty(gen) if cut is None else None
         if where == "rehearsal" and cut is None:
-            self._predicted.setdefault(step.rehearser_prompt, (gen.text, rindex))
+            self._predicted.setdefault(step.rehearser_prompt, (gen.text, rindex, step.certainty))
 
 
 def score_call(step: CallStep, tool: Tool | None, shown: list[tuple[ToolCall, Any]], conversation: Conversation) -> None:

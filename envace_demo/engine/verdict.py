@@ -4,12 +4,16 @@ A held call (its rehearsal foresaw a failure) gives the actor the chance of anot
 If it answers instead, with no real write since the hold, its answer is set aside and the
 held call runs for real: a wrong prediction of failure costs time, not the task. An answer
 resting on the memory alone (a failure an imagined run foresaw, no real write, the foreseen
-tool never tried) is set aside once and asked again without the memory."""
+tool never tried) is set aside once and asked again without the memory.
+
+A failure the rehearser was sure of (``EpisodeConfig.trust_certainty``: the probability it
+gave the failure where it chose it, ``certainty.py``) is trusted instead: the answer stands
+and the failing write never runs. That is where rehearsal saves a real error."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Generator
+from typing import Any, Callable, Generator
 
 from envace_demo import memory as memory_mod
 from envace_demo.context import shots
@@ -36,6 +40,7 @@ class RunState:
     """What one trajectory remembers between its turns."""
 
     check_given_up: bool
+    trust_certainty: float | None = None
     held_keys: set[str] = field(default_factory=set)  # calls held once (asked again, they run)
     withdrawn: bool = False  # an answer taken back once for values only rehearsals had
     pending: list[Held] = field(default_factory=list)  # held calls still looking for another path
@@ -45,29 +50,40 @@ class RunState:
         if step.write:
             self.pending.clear()
 
-    def set_aside(self, conversation: Conversation, memory: dict | None) -> str | None:
-        """Why an answer given now is set aside, or None."""
+    def trusts(self, certainty: float | None) -> bool:
+        """Whether a foreseen failure of this ``certainty`` stands without being run."""
         if not self.check_given_up:
-            return None
-        if self.pending:
-            names = ", ".join(h.step.call.name for h in self.pending)
+            return True
+        return self.trust_certainty is not None and certainty is not None and certainty >= self.trust_certainty
+
+    def set_aside(self, conversation: Conversation, memory: dict | None) -> str | None:
+        """Why an answer given now is set aside, or None: then it stands, and the held calls
+        still pending are trusted (``CallStep.trusted``)."""
+        doubted = [h for h in self.pending if not self.trusts(h.step.certainty)]
+        if doubted:
+            names = ", ".join(h.step.call.name for h in doubted)
             return f"it answered while the held {names} had found no other path"
-        if answered_from_memory(conversation, memory):
+        if self.check_given_up and answered_from_memory(conversation, memory, self.trusts):
             return "it answered from a failure only an imagined run foresaw, trying no write"
+        for held in self.pending:
+            held.step.trusted = True
         return None
 
     def take(self) -> list[Held]:
-        """The held calls to run for real now."""
-        out, self.pending = self.pending, []
+        """The held calls to run for real now: those not trusted."""
+        out, self.pending = [h for h in self.pending if not self.trusts(h.step.certainty)], []
         return out
 
 
-def answered_from_memory(conversation: Conversation, memory: dict | None) -> bool:
-    """Whether an answer rests on the memory's foreseen failures alone: shown them, the
-    actor made no real write in this user turn and tried no tool foreseen to fail."""
+def answered_from_memory(conversation: Conversation, memory: dict | None,
+                         trusts: Callable[[float | None], bool] = lambda _: False) -> bool:
+    """Whether an answer rests on the memory's foreseen failures alone (those not
+    ``trusts``-ed by their certainty): shown them, the actor made no real write in this
+    user turn and tried no tool foreseen to fail."""
     if not conversation.memory or not memory:
         return False
-    foreseen = {c["name"] for a in memory.get("attempts", []) for c in a.get("calls", []) if c.get("predicted_error")}
+    foreseen = {c["name"] for a in memory.get("attempts", []) for c in a.get("calls", [])
+                if c.get("predicted_error") and not trusts(c.get("certainty"))}
     made = [c for t in conversation.turns for c in t.calls]
     return bool(foreseen) and not any(c.write for c in made) and not foreseen & {c.call.name for c in made}
 

@@ -128,6 +128,10 @@ class Generation:
     finish_reason: Literal["stop", "length", "cancelled"] = "stop"
     prompt_ids: list[int] = field(default_factory=list)
     token_ids: list[int] = field(default_factory=list)
+    # Each token's probability under the model (and grammar), and where it ends in ``text``
+    # (characters): empty where the decoder does not report them (a batch, a chat server).
+    token_probs: list[float] = field(default_factory=list)
+    token_ends: list[int] = field(default_factory=list)
 
 
 # Called as tokens arrive: (row index within the batch, text so far of that row).

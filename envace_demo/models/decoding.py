@@ -253,22 +253,29 @@ def prefix_prefill(model, pad_id: int, encoded: list[list[int]], share: bool = T
     return cache, ids, mask
 
 
-def finished(backend, ids: list[int], prompt_ids: list[int], max_new: int, seconds: float, cancelled: bool) -> Generation:
+def finished(backend, ids: list[int], prompt_ids: list[int], max_new: int, seconds: float, cancelled: bool,
+             probs: list[float] | None = None) -> Generation:
     """The Generation of a row of ``backend`` (a TransformersBackend) that sampled ``ids``:
     its text stops before the first stop token; "length" where none came, "cancelled"
-    where a cancelled row was cut short."""
+    where a cancelled row was cut short. ``probs``: each id's probability, where the
+    decoder reports them (kept with where each token ends in the text)."""
     stop = next((i for i, token in enumerate(ids) if token in backend.stop_ids), None)
     if stop is not None:
         kept, count, reason = ids[:stop], stop + 1, "stop"
     else:
         kept, count = ids, len(ids)
         reason = "cancelled" if cancelled and count < max_new else "length"
+    decode = backend.tokenizer.decode
+    text = decode(kept, skip_special_tokens=True)
+    ends = [len(decode(kept[: k + 1], skip_special_tokens=True)) for k in range(len(kept))] if probs else []
     return Generation(
-        text=backend.tokenizer.decode(kept, skip_special_tokens=True),
+        text=text,
         new_tokens=count,
         prompt_tokens=len(prompt_ids),
         seconds=seconds,
         finish_reason=reason,
         prompt_ids=list(prompt_ids),
         token_ids=ids[:count],
+        token_probs=list(probs[: len(kept)]) if probs else [],
+        token_ends=ends,
     )

@@ -24,7 +24,7 @@ this path: it needs the model's own tokenization of every token it learns from.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Literal
 
 from envace_demo.errors import ModelError
@@ -47,6 +47,9 @@ class Decoded:
     finish_reason: Literal["stop", "length", "cancelled"]
     forward_passes: int
     reused_tokens: int  # prompt tokens whose KV came from an earlier call
+    # Each new id's probability under the model and the grammar (the masked scores before
+    # temperature and top-k/p): 1.0 for a token the grammar forced.
+    probs: list[float] = field(default_factory=list)
 
 
 class PrefixCache:
@@ -137,6 +140,7 @@ def decode_row(
     cache, reused = start
     pending = prompt_ids[reused:]  # tokens not yet through the model
     out: list[int] = []
+    probs: list[float] = []
     passes = 0
     bitmask = None
     reason: Literal["stop", "length", "cancelled"] = "length"
@@ -150,18 +154,15 @@ def decode_row(
         cache, pending = result.cache, []
         scores = result.logits[:, -1, :].float()
         if matcher is not None:
-            import xgrammar as xgr
-
-            if bitmask is None:  # as wide as the logits, which the grammar was compiled for
-                bitmask = xgr.allocate_token_bitmask(1, scores.shape[-1])
-            matcher.fill_next_token_bitmask(bitmask)
-            xgr.apply_token_bitmask_inplace(scores, bitmask.to(scores.device))
+            bitmask = _mask(scores, matcher, bitmask)
             if closers is not None and decode is not None and max_new_tokens - len(out) <= closing:
                 scores = close_scores(scores, closers, decode(out))
+        dist = scores[0].softmax(dim=-1)  # before a processor changes the scores in place
         token = _pick(scores, processors, prompt_ids, out)
         if matcher is not None and not matcher.accept_token(token):
             raise ModelError(f"constrained decoding: sampled token {token} its grammar forbids")
         out.append(token)
+        probs.append(float(dist[token]))
         if token in stop_ids:
             reason = "stop"
             break
@@ -173,6 +174,7 @@ def decode_row(
             for forced_token in forced:
                 matcher.accept_token(forced_token)
             out.extend(forced)
+            probs.extend([1.0] * len(forced))
             pending.extend(forced)
         if on_ids is not None:
             on_ids(out)
@@ -180,7 +182,19 @@ def decode_row(
         # The cache holds what went through the model; ``pending`` (and a stop token) did not.
         seen = prompt_ids + out[: len(out) - len(pending) - (reason == "stop")]
         prefix.keep(seen[: int(cache.get_seq_length())], cache, weights)
-    return Decoded(ids=out, finish_reason=reason, forward_passes=passes, reused_tokens=reused)
+    return Decoded(ids=out, finish_reason=reason, forward_passes=passes, reused_tokens=reused, probs=probs)
+
+
+def _mask(scores, matcher, bitmask):
+    """Mask ``scores`` in place by ``matcher``'s grammar; the bitmask, allocated on first
+    use as wide as the logits (which the grammar was compiled for)."""
+    import xgrammar as xgr
+
+    if bitmask is None:
+        bitmask = xgr.allocate_token_bitmask(1, scores.shape[-1])
+    matcher.fill_next_token_bitmask(bitmask)
+    xgr.apply_token_bitmask_inplace(scores, bitmask.to(scores.device))
+    return bitmask
 
 
 def _before_tags(forced: list[int], decode: Callable[[list[int]], str], tags: tuple[str, ...]) -> list[int]:
@@ -252,7 +266,8 @@ def decode_rows(backend, encoded: list[list[int]], sampling, constraints: list, 
         keep = share and (head is None or row == len(encoded) - 1)  # the head grows with each row: kept last
         new = generate_row(backend, ids, replace(sampling, seed=seed), constraint, stream, cancel, begin, keep)
         cancelled = cancel is not None and cancel.is_set()
-        out.append(finished(backend, new, ids, sampling.max_new_tokens, time.perf_counter() - start, cancelled))
+        out.append(finished(backend, new, ids, sampling.max_new_tokens, time.perf_counter() - start, cancelled,
+                            probs=backend.row_stats.probs))
     return out
 
 

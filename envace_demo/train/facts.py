@@ -19,10 +19,9 @@ import json
 import posixpath
 from typing import Any, Callable
 
+from envace_demo.certainty import OUTCOME_SAID
 from envace_demo.fidelity import outcome
 from envace_demo.record import ToolCall, error_code, is_error
-
-OUTCOME_SAID = "Outcome: "  # where a facts thought states its outcome: the rehearsal's decision
 
 # Longest reasoning the rows hold (characters): the bound an adapter trained on them is
 # served with (``models.adapters.write_reasoning``).

@@ -5,6 +5,7 @@
 - ``RuleBackend``: answers by what the user asked, thread-safe, for the app's fault and
   public-mode tests; ``BALANCE``, ``PREDICTED``, ``ANSWER``: what it says;
 - ``call_text``, ``result_text``: an actor's call and a rehearser's result as a model writes them;
+  ``sure``: a generation of a text whose every token (one per character) had probability ``p``;
 - ``record_calls``: the committed calls of an exported record.
 """
 
@@ -26,6 +27,12 @@ def result_text(value) -> str:
     return f"<think>simulate</think>\n<execution_result>\n{json.dumps(value)}\n</execution_result>"
 
 
+def sure(text: str, p: float) -> Generation:
+    """``text`` as a decoder that reports probabilities returns it: one token per character,
+    each of probability ``p`` (so the rehearser's certainty of its outcome is ``p``)."""
+    return Generation(text, len(text), 10, 0.0, token_probs=[p] * len(text), token_ends=list(range(1, len(text) + 1)))
+
+
 def record_calls(record: dict) -> list[dict]:
     """The committed calls of an exported record, in order (each call sits in its turn)."""
     return [c for turn in record["turns"] for c in turn["calls"]]
@@ -34,7 +41,8 @@ def record_calls(record: dict) -> list[dict]:
 class ScriptedBackend(Backend):
     """Replays scripted outputs: ``actor`` and ``rehearser`` lists, consumed in order.
 
-    An entry may be a string, or a callable taking the prompt text and returning one.
+    An entry may be a string, a ``Generation`` (returned as it is, probabilities and all),
+    or a callable taking the prompt text and returning one.
     ``delay`` makes each generation take that long (and honour ``cancel``).
     """
 
@@ -67,6 +75,8 @@ class ScriptedBackend(Backend):
             raise AssertionError("script exhausted")
         item = queue.pop(0)
         out = item(text) if callable(item) else item
+        if isinstance(out, Generation):
+            return out
         if on_token:
             on_token(0, out)
         return Generation(out, max(1, len(out) // 4), 10, self.delay)

@@ -261,7 +261,7 @@ def _step_html(i: int, turn: Turn, s: CallStep | None, traj: Trajectory, condens
                              f"{to_json(c['result'], SHORT_JSON, None)}", "ev-json") for c in s.context)
         rehearsed += f'<details class="ev-think"><summary>read first, for real ({len(s.context)})</summary>{reads}</details>'
     if s.held:
-        real = f'<div class="ev-note">{esc(HELD_NOTE)}</div>'
+        real = f'<div class="ev-note">{esc(held_note(s))}</div>'
     elif s.real is not None:
         real = pre(to_json(s.real, limit), "ev-json ev-is-error" if is_error(s.real) else "ev-json")
     elif traj.environment is None:
@@ -285,6 +285,18 @@ def _step_html(i: int, turn: Turn, s: CallStep | None, traj: Trajectory, condens
 
 HELD_NOTE = ("held: the rehearsal foresaw this failure, so the call was not executed; the actor read the "
              "prediction and chose again (the same call asked again runs for real)")
+TRUSTED_NOTE = ("trusted: the rehearser gave this failure {p:.2f}, sure enough to trust, so the answer stands "
+                "and the call never ran")
+
+
+def held_note(s: CallStep) -> str:
+    """What a held call's real column says: held (with how sure the rehearser was), or trusted."""
+    if s.trusted and s.certainty is not None:
+        return TRUSTED_NOTE.format(p=s.certainty)
+    sure = f" (the rehearser gave it {s.certainty:.2f})" if s.certainty is not None else ""
+    return HELD_NOTE.replace("foresaw this failure", f"foresaw this failure{sure}", 1)
+
+
 WITHDRAWN_ANSWER_NOTE = "taken back: {why}; the actor answered again from the real results alone"
 SET_ASIDE_NOTE = ("set aside: {why}; the foresight is checked for real (the held call runs, or the memory goes) "
                   "before the actor answers again")
@@ -343,6 +355,7 @@ def outcome_html(traj: Trajectory | None) -> str:
         ("real errors", t["real_errors"]),
         ("held calls", t["held_calls"]),
         ("checked calls", t["checked_calls"]),
+        ("trusted calls", t["trusted_calls"]),
         ("real writes", writes["real_writes"]),
         ("imagined calls", t["imagined_calls"]),
         ("tokens", t["tokens"]),
