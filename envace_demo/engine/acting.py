@@ -167,10 +167,10 @@ class TrajectoryRunner:
         elif execute and (why := state.set_aside(conversation, memory)):
             turn.set_aside = why
             yield TurnUpdated(where, rindex, turn, None, "acted")
-            if not state.pending:  # it answered from the memory: asked again without it
+            checked = state.take()
+            if not checked:  # it answered from the memory: asked again without it
                 conversation.memory = None
                 return None
-            checked = state.take()
             for held in checked:  # run for real after all, shown in place of the prediction
                 tool = find_tool(self.tools, held.step.call.name)
                 check(held, tool, self.committer, self.deadline, self.config.known_results, conversation, real_results)

@@ -70,8 +70,10 @@ class RunState:
         return None
 
     def take(self) -> list[Held]:
-        """The held calls to run for real now: those not trusted."""
-        out, self.pending = [h for h in self.pending if not self.trusts(h.step.certainty)], []
+        """The held calls to run for real now: those not trusted (the trusted ones stay
+        pending, to stand with the next answer)."""
+        out = [h for h in self.pending if not self.trusts(h.step.certainty)]
+        self.pending = [h for h in self.pending if h not in out]
         return out
 
 
@@ -82,8 +84,9 @@ def answered_from_memory(conversation: Conversation, memory: dict | None,
     user turn and tried no tool foreseen to fail."""
     if not conversation.memory or not memory:
         return False
+    # A fetched read's error is real, not foreseen; a sure foresight is trusted.
     foreseen = {c["name"] for a in memory.get("attempts", []) for c in a.get("calls", [])
-                if c.get("predicted_error") and not trusts(c.get("certainty"))}
+                if c.get("predicted_error") and not c.get("fetched") and not trusts(c.get("certainty"))}
     made = [c for t in conversation.turns for c in t.calls]
     return bool(foreseen) and not any(c.write for c in made) and not foreseen & {c.call.name for c in made}
 
