@@ -73,7 +73,7 @@ class RunState:
         """The held calls to run for real now: those not trusted (the trusted ones stay
         pending, to stand with the next answer)."""
         out = [h for h in self.pending if not self.trusts(h.step.certainty)]
-        self.pending = [h for h in self.pending if h not in out]
+        self.pending = [h for h in self.pending if self.trusts(h.step.certainty)]
         return out
 
 
