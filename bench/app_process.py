@@ -2,7 +2,8 @@
 benchmark (``bench.load``) and the tests (``helpers.LaunchedApp``) share.
 
 ``CHEAP_ENV`` is the cheap configuration it runs with unless told otherwise: the embedded
-model on CPU, one OpenMP thread, one actor turn, 96 new tokens, nothing fetched online.
+model on CPU, one OpenMP thread, one actor turn, 160 new tokens (a rehearser that states its
+facts first needs about 150 for an account's record), nothing fetched online.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LOOPBACK = "127.0.0.1"
-TOKENS = 96
+TOKENS = 160
 CHEAP_ENV = {
     "ENVACE_MODEL": "embedded",
     "ENVACE_DEVICE": "cpu",

@@ -1,7 +1,7 @@
 """The app launched for real (``python app.py`` on 127.0.0.1, embedded model, CPU)
 and driven through ``gradio_client``: every mode, compare, an invalid schema.
 
-Generations are kept short (96 new tokens, 1 actor turn): the point is the API's
+Generations are kept short (192 new tokens, 1 actor turn): the point is the API's
 contract, not the small model's skill.
 """
 
@@ -19,7 +19,7 @@ from helpers import LaunchedApp, RuleBackend
 ROOT = Path(__file__).resolve().parents[1]
 BANK_TOOLS = (ROOT / "examples" / "bank" / "tools.json").read_text(encoding="utf-8")
 PROMPT = "What is the current balance of account ACC-1003?"
-SHORT = {"max_new_tokens": 96, "max_steps": 1, "seed": 1}
+SHORT = {"max_new_tokens": 192, "max_steps": 1, "seed": 1}  # room for a facts-first rehearsal of a read
 CONTRACT_CODES = {
     "NO_TOOL_CALL_FOUND",
     "JSON_DECODE_ERROR",
@@ -62,7 +62,7 @@ def _check_record(record: dict, mode: str) -> None:
     assert record["mode"] == mode and record["model"]["model_id"].startswith("embedded")
     assert record["prompt"] == PROMPT and record["environment"] == "bank"
     assert record["task"] == "check-balance"  # an example request keeps its success check
-    assert record["sampling"]["max_new_tokens"] == 96 and record["seed"] == SHORT["seed"]
+    assert record["sampling"]["max_new_tokens"] == SHORT["max_new_tokens"] and record["seed"] == SHORT["seed"]
     assert {t["function"]["name"] for t in record["tools"]} >= {"get_account", "deposit"}
     assert set(record["totals"]) >= {"real_calls", "real_errors", "tokens", "seconds"}
 

@@ -41,3 +41,15 @@ def test_an_answer_rests_on_the_memory_only_for_an_unsure_foresight_never_a_fetc
     # A read an imagined run fetched failed for real: not a foresight to check.
     assert not answered_from_memory(shown, _memory(certainty=None, fetched=True), trusts)
     assert answered_from_memory(shown, _memory(certainty=None, fetched=False), trusts)
+
+
+def test_a_rehearsal_that_did_not_parse_foresaw_nothing():
+    from envace_demo import memory as memory_mod
+
+    cut = {"code": "REHEARSAL_FAILED", "message": "the token budget before the result was closed"}
+    memory = _memory(certainty=None, predicted={"error": cut})
+    assert not memory_mod.foresaw(memory)  # the committed actor is not shown it
+    shown = Conversation("What is the balance of ACC-1003?", memory="Rehearsal memory …")
+    assert not answered_from_memory(shown, memory)
+    refused = _memory(certainty=None, predicted={"error": {"code": "NOT_FOUND", "message": "no such account"}})
+    assert memory_mod.foresaw(refused) and answered_from_memory(shown, refused)

@@ -84,9 +84,11 @@ def answered_from_memory(conversation: Conversation, memory: dict | None,
     user turn and tried no tool foreseen to fail."""
     if not conversation.memory or not memory:
         return False
-    # A fetched read's error is real, not foreseen; a sure foresight is trusted.
+    # A fetched read's error is real, not foreseen; an unparsed rehearsal foresaw nothing; a
+    # sure foresight is trusted.
     foreseen = {c["name"] for a in memory.get("attempts", []) for c in a.get("calls", [])
-                if c.get("predicted_error") and not c.get("fetched") and not trusts(c.get("certainty"))}
+                if c.get("predicted_error") and not c.get("fetched") and not memory_mod.unparsed(c.get("predicted"))
+                and not trusts(c.get("certainty"))}
     made = [c for t in conversation.turns for c in t.calls]
     return bool(foreseen) and not any(c.write for c in made) and not foreseen & {c.call.name for c in made}
 
