@@ -137,6 +137,7 @@ def rehearse(backend, rows, tools_of) -> tuple[list, list[dict], float, list]:
     (certainty, outcome right) of each foreseen failure)."""
     from envace_demo.calls import parse_execution_result
     from envace_demo.certainty import outcome_certainty
+    from envace_demo.record import is_error
     from envace_demo.fidelity import score
     from envace_demo.models.base import Sampling
     from envace_demo.models.adapters import rehearser_think_chars
@@ -155,7 +156,7 @@ def rehearse(backend, rows, tools_of) -> tuple[list, list[dict], float, list]:
         rehearsed, problem = parse_execution_result(gen.text)
         s = score(None if problem else rehearsed, row.real, _context(row, tool))
         scores.append(s)
-        if not problem and isinstance(rehearsed, dict) and "error" in rehearsed:
+        if not problem and is_error(rehearsed):
             foreseen.append((outcome_certainty(gen), s.outcome_right))
         if not s.outcome_right and len(wrong) < 8:
             wrong.append({"task": row.task, "call": row.call.to_dict(), "real": row.real,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from envace_demo.record import CallStep, Rehearsal, call_steps, error_code, is_error
+from envace_demo.record import CallStep, Rehearsal, call_steps, error_code, is_error, rehearsal_failed
 
 _MAX_RESULT_CHARS = 240
 
@@ -51,17 +51,11 @@ def foresaw(memory: dict | None, attempt: int | None = None) -> bool:
     """Whether a rehearsal (or only the one of index ``attempt``) foresaw something the
     committed run can act on: a call predicted to fail, or one whose arguments were invalid."""
     return any(
-        (c.get("predicted_error") and not unparsed(c.get("predicted"))) or c.get("invalid_arguments")
+        (c.get("predicted_error") and not rehearsal_failed(c.get("predicted"))) or c.get("invalid_arguments")
         for a in (memory or {}).get("attempts", [])
         if attempt is None or a.get("index") == attempt
         for c in a.get("calls", [])
     )
-
-
-def unparsed(predicted: Any) -> bool:
-    """Whether a prediction is the engine's note that the rehearsal did not parse (cut by its
-    budget, or not JSON): it foresaw nothing, as it holds nothing (``Committer.hold``)."""
-    return is_error(predicted) and error_code(predicted) == "REHEARSAL_FAILED"
 
 
 def contradiction(step: CallStep, floor: float | None) -> str | None:

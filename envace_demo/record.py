@@ -255,6 +255,13 @@ def error_code(result: Any) -> str:
     return str(code) if code else "error"
 
 
+def rehearsal_failed(value: Any) -> bool:
+    """Whether ``value`` is the engine's note that a rehearsal did not parse (cut by its
+    budget, or not JSON): it predicted nothing, so it holds nothing and foresees nothing."""
+    err = value.get("error") if isinstance(value, dict) else None
+    return isinstance(err, dict) and err.get("code") == "REHEARSAL_FAILED"
+
+
 _ADAPTER = TypeAdapter(Trajectory)
 
 

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from envace_demo.context import read_context
 from envace_demo.envs.base import Environment
-from envace_demo.record import CallStep, ToolCall, Trajectory, call_steps, is_error
+from envace_demo.record import CallStep, ToolCall, Trajectory, call_steps, is_error, rehearsal_failed
 from envace_demo.schemas import Tool
 from envace_demo.supervise import supervise, wait
 from envace_demo.writes import read_only, unrequested_write
@@ -123,11 +123,6 @@ def real_call(
 
 def failure(code: str, message: str) -> dict:
     return {"error": {"code": code, "message": message}}
-
-
-def rehearsal_failed(value: Any) -> bool:
-    err = value.get("error") if isinstance(value, dict) else None
-    return isinstance(err, dict) and err.get("code") == "REHEARSAL_FAILED"
 
 
 def known_reads(traj: Trajectory, limit: int = 8) -> list[tuple[ToolCall, Any]]:

@@ -21,7 +21,7 @@ from envace_demo.engine.commit import Committer
 from envace_demo.engine.rehearsal import score_call
 from envace_demo.events import Event, MemoryReady
 from envace_demo.prompts import Conversation
-from envace_demo.record import CallStep, ToolCall, Turn
+from envace_demo.record import CallStep, ToolCall, Turn, rehearsal_failed
 from envace_demo.schemas import Tool
 
 
@@ -87,7 +87,7 @@ def answered_from_memory(conversation: Conversation, memory: dict | None,
     # A fetched read's error is real, not foreseen; an unparsed rehearsal foresaw nothing; a
     # sure foresight is trusted.
     foreseen = {c["name"] for a in memory.get("attempts", []) for c in a.get("calls", [])
-                if c.get("predicted_error") and not c.get("fetched") and not memory_mod.unparsed(c.get("predicted"))
+                if c.get("predicted_error") and not c.get("fetched") and not rehearsal_failed(c.get("predicted"))
                 and not trusts(c.get("certainty"))}
     made = [c for t in conversation.turns for c in t.calls]
     return bool(foreseen) and not any(c.write for c in made) and not foreseen & {c.call.name for c in made}
