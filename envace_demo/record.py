@@ -136,6 +136,14 @@ class Turn:
     # committed actor read nothing from the rehearsals) and the seed it would have drawn,
     # so asking again would only have repeated it (``engine/acting.py``).
     action_from: int | None = None
+    # A held turn whose foreseen failure a real run of the same call then contradicted: left
+    # out of the actor's history from there on, as the wrong prediction it was (``verdict.py``).
+    superseded: str | None = None
+
+    def read(self) -> bool:
+        """Whether the actor's later turns read this turn: not an answer taken back, not a
+        held turn a real result contradicted."""
+        return not self.withdrawn and not self.superseded
 
     def tokens(self) -> int:
         """New tokens this turn generated: the action and its rehearsals."""

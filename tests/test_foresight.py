@@ -2,6 +2,8 @@
 rehearser reads the state a write depends on first; an answer never tells a rehearsed
 value as real (scripted backend: exact outputs force each path)."""
 
+import json
+
 import pytest
 
 from conftest import call_text, result_text
@@ -122,6 +124,28 @@ def test_the_same_call_asked_again_after_a_hold_runs_for_real(scripted):
     first, second = call_steps(traj.turns)
     assert first.held and not second.held
     assert second.real["error"]["code"] == "INSUFFICIENT_FUNDS" and second.outcome_right is not False
+
+
+LIMIT = {"error": {"code": "DAILY_LIMIT_EXCEEDED", "message": "ACC-1005 can move 0.00 more today"}}
+
+
+@pytest.mark.parametrize("foreseen, left_out", [(LIMIT, True), (REFUSED, False)])
+def test_a_held_turn_the_real_call_contradicts_leaves_the_actors_history(scripted, foreseen, left_out):
+    """Asked again, the held call runs; where it fails otherwise than foreseen, the actor's
+    answer reads the real failure alone, not the one that never happened."""
+    backend = scripted(
+        actor=["<think></think>\nNo call.", WITHDRAW, WITHDRAW, "<think></think>\nRefused: insufficient funds."],
+        rehearser=[result_text(foreseen), result_text(foreseen)],
+    )
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), create("bank"))
+    held, ran = traj.turns[0], traj.turns[1]
+    assert held.calls[0].held and ran.calls[0].real["error"]["code"] == "INSUFFICIENT_FUNDS"
+    read = [m["content"] for m in json.loads(traj.turns[2].actor_prompt)["messages"] if m["role"] == "tool"]
+    assert bool(held.superseded) == left_out and held.read() != left_out
+    assert len(read) == (1 if left_out else 2) and "INSUFFICIENT_FUNDS" in read[-1]
+    assert not any("DAILY_LIMIT_EXCEEDED" in r for r in read)
+    if left_out:
+        assert "INSUFFICIENT_FUNDS" in held.superseded and "DAILY_LIMIT_EXCEEDED" in held.superseded
 
 
 def test_no_hold_without_rehearsal_or_when_switched_off(scripted):

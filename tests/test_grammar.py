@@ -15,6 +15,8 @@ from envace_demo.models.base import Constraint, Sampling
 from envace_demo.models.embedded import ensure_embedded_model
 from envace_demo.models.grammar import (
     ENFORCED_FORMATS,
+    GRAMMAR_STRING,
+    MAX_STRING,
     MAX_PATTERN_LENGTH,
     MAX_RESULT_ITEMS,
     MAX_RESULT_STRING,
@@ -210,7 +212,6 @@ def test_actor_grammar_accepts_calls(grammars, text):
         call("get_weather", {"city": "Paris", "unit": "kelvin"}),  # not in the enum
         call("get_weather", {"city": "Paris"}),  # a required argument missing
         call("set_alarm", {"hour": "7"}),  # a string for an integer
-        call("send_message", {"contact": "Ann", "text": "x" * 201}),  # past the string cap
         call("send_message", {"contact": "Ann", "text": "}}</tool_call> returns"}),  # the call's markup
         call("send_message", {"contact": "<think>", "text": "hi"}),
         call("send_message", {"contact": "Ann", "text": "a <tool_call> b"}),
@@ -228,15 +229,31 @@ def test_actor_grammar_rejects(grammars, text):
 
 def test_free_strings_may_carry_line_breaks_tabs_and_quotes_escaped(grammars):
     """A file's lines can be written (and rehearsed): xgrammar's own bounded strings admit no
-    escape at all; each escape counts one character of the bound; markup stays out."""
+    escape at all; markup stays out."""
     lines = "month,amount\njan,1200\tok\n\"quoted\" \\ end\n"
     assert accepts(grammars, ACTOR, call("send_message", {"contact": "Ann", "text": lines}))
     assert accepts(grammars, ACTOR, call("send_message", {"contact": "Ann", "text": "\n" * 200}))
-    assert not accepts(grammars, ACTOR, call("send_message", {"contact": "Ann", "text": "\n" * 201}))
     assert not accepts(grammars, ACTOR, call("send_message", {"contact": "Ann", "text": "a\n<tool_call>"}))
     raw = '<tool_call>\n{"name": "send_message", "arguments": {"contact": "Ann", "text": "a\\q"}}\n</tool_call>'
     assert not accepts(grammars, ACTOR, raw)  # not a JSON escape
     assert accepts(grammars, REHEARSER, result({"path": "/a.csv", "content": "a,b\n1,2\n"}))
+
+
+def test_a_short_string_is_bounded_by_the_grammar_a_long_one_by_the_decoder(grammars):
+    """Up to GRAMMAR_STRING characters the grammar counts them, escapes as one each; a longer
+    bound is left to the decoders (xgrammar's masks for a counted string grow with its
+    length): the grammar leaves it open and ``string_chars`` says where to close it."""
+    note = load_tools([{"name": "note", "description": "Write a note.", "parameters": {
+        "type": "object", "properties": {"tag": {"type": "string", "maxLength": 5}, "text": {"type": "string"}},
+        "required": ["tag", "text"]}}])
+    short = Constraint(role="actor", tools=tuple(note), require_call=True)
+    assert accepts(grammars, short, call("note", {"tag": "a\nbcd", "text": "x"}))  # the escape counts one
+    assert not accepts(grammars, short, call("note", {"tag": "abcdef", "text": "x"}))
+    assert accepts(grammars, short, call("note", {"tag": "ab", "text": "x" * 201}))  # open: the decoder closes it
+    assert grammars.string_chars(short) == MAX_STRING and grammars.string_chars(ACTOR) == MAX_STRING
+    untrained = Constraint(role="rehearser", response_schema=WEATHER.response, result_string=GRAMMAR_STRING)
+    assert grammars.string_chars(untrained) is None  # every string counted by the grammar
+    assert grammars.string_chars(Constraint(role="actor", tools=(TOOLS[1],))) is None  # no free string
 
 
 def test_a_trained_rehearser_may_write_longer_strings(grammars):
@@ -246,8 +263,7 @@ def test_a_trained_rehearser_may_write_longer_strings(grammars):
     untrained = Constraint(role="rehearser", response_schema=shape)
     trained = Constraint(role="rehearser", response_schema=shape, result_string=TRAINED_RESULT_STRING)
     assert not accepts(grammars, untrained, result(content)) and accepts(grammars, trained, result(content))
-    too_long = {**content, "content": "x" * (TRAINED_RESULT_STRING + 1)}
-    assert not accepts(grammars, trained, result(too_long))
+    assert grammars.string_chars(trained) == TRAINED_RESULT_STRING  # where the decoder closes a string
     assert result_string(True) == TRAINED_RESULT_STRING and result_string(False) == MAX_RESULT_STRING
 
 

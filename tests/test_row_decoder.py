@@ -297,3 +297,42 @@ def test_rows_decoded_together_close_their_values_too(tiny):
                 assert set(value) == {"entries", "note"}
     finally:
         tiny.row_decoder = True
+
+
+NOTE = {"type": "object", "properties": {"note": {"type": "string", "maxLength": 40}}, "required": ["note"],
+        "additionalProperties": False}
+
+
+@pytest.mark.parametrize("one_by_one", [True, False])
+def test_a_string_the_grammar_leaves_open_is_closed_at_its_bound(tiny, one_by_one):
+    """A bound past GRAMMAR_STRING is the decoder's (the row decoder's and the batch's): the
+    random model, which would write until its budget, closes the note once it holds 40
+    characters; the token that reached the bound may carry a few more."""
+    from envace_demo.models.grammar import GRAMMAR_STRING
+
+    assert 40 > GRAMMAR_STRING
+    constraint = Constraint(role="rehearser", response_schema=NOTE, think_chars=0, result_string=40)
+    longest = max(len(tiny.tokenizer.decode([i])) for i in range(len(tiny.tokenizer)))
+    tiny.row_decoder = one_by_one
+    try:
+        lengths = []
+        for seed in range(3):
+            sampling = Sampling(temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=160, seed=seed)
+            prompts = [_prompt(tiny, "Answer."), _prompt(tiny, "Answer, please.")] if not one_by_one else [
+                _prompt(tiny, "Answer.")]
+            for gen in tiny.generate_many(prompts, sampling, [constraint] * len(prompts)):
+                value, error = parse_execution_result(gen.text)
+                assert error is None, gen.text
+                lengths.append(len(value["note"]))
+    finally:
+        tiny.row_decoder = True
+    assert max(lengths) >= 40 and all(n < 40 + longest for n in lengths), lengths
+
+
+def test_open_string_counts_the_characters_of_the_string_the_output_ends_in():
+    from envace_demo.models.closing import open_string
+
+    assert open_string('<execution_result>\n{"note": "ab\\ncd') == 5  # the escape counts one
+    assert open_string('<execution_result>\n{"note": "ab"') is None
+    assert open_string('<execution_result>\n{"no') == 2  # a key is a string too
+    assert open_string('<tool_call>\n{"q": "x"}\n</tool_call>\n<execution_result>\n{"a": "') == 0

@@ -49,6 +49,8 @@ def _print_step(where: str, event: TurnUpdated, out) -> None:
     if step.held:
         sure = f", certainty {step.certainty:.2f}" if step.certainty is not None else ""
         print(f"{prefix}   held: the rehearsal foresaw this failure{sure}; not executed", file=out)
+    if turn.superseded and step.held:
+        print(f"{prefix}   left out of the actor's history: {turn.superseded}", file=out)
     if step.real is not None:
         fid = "" if step.fidelity is None else f"  [fidelity {step.fidelity:.2f}]"
         label = "fetched:  " if step.fetched else "real:     "  # an imagined run's read, made for real

@@ -30,7 +30,7 @@ from envace_demo.engine.imagined import (
     short_answers,
     wrote,
 )
-from envace_demo.engine.verdict import Held, RunState, check, drop_contradicted
+from envace_demo.engine.verdict import Held, RunState, check, drop_contradicted, supersede
 from envace_demo.events import Event, TurnUpdated
 from envace_demo.generation import BatchGenerator
 from envace_demo.models.base import Backend, Constraint, Generation, Sampling
@@ -135,6 +135,8 @@ class TrajectoryRunner:
                     state.executed(step)
                     real_results.append((call, step.real))
                     yield from drop_contradicted(turn, step, conversation, memory, cfg.memory_fidelity_floor)
+                    if (gone := supersede(step, conversation)) is not None:
+                        yield TurnUpdated(where, rindex, gone, None, "acted")
                     if step.error:
                         conversation.turns.append(turn)
                         return Outcome(None, "environment_error")

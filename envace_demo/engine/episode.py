@@ -166,7 +166,7 @@ class Episode:
             said = self._ungrounded(traj, outcome.final_answer)
             traj.ungrounded = sorted({*traj.ungrounded, *said})
             # The next turn reads this one as it happened: its steps and its answer.
-            answered = [t for t in traj.turns[first:] if not t.withdrawn]
+            answered = [t for t in traj.turns[first:] if t.read()]
             earlier.append((user, answered))
             if outcome.ended in ("environment_error", "no_environment"):
                 break  # nothing to build the next turn on
@@ -180,7 +180,7 @@ class Episode:
         traj.ungrounded = before.ungrounded
         self._trajectories.rehearsals = traj.rehearsals
         for k, user in enumerate(self.task.user_turns[: len(before.answers)]):
-            earlier.append((user, [t for t in before.turns if t.user_turn == k and not t.withdrawn]))
+            earlier.append((user, [t for t in before.turns if t.user_turn == k and t.read()]))
         real_results += [(c.call, c.real) for c in call_steps(before.turns) if c.real is not None]
         return len(before.answers)
 

@@ -8,7 +8,11 @@ tool never tried) is set aside once and asked again without the memory.
 
 A failure the rehearser was sure of (``EpisodeConfig.trust_certainty``: the probability it
 gave the failure where it chose it, ``certainty.py``) is trusted instead: the answer stands
-and the failing write never runs. That is where rehearsal saves a real error."""
+and the failing write never runs. That is where rehearsal saves a real error.
+
+A held call asked again runs for real. Where its real result contradicts the foreseen
+failure (another outcome, or another error), the held turn leaves the actor's history: the
+actor answers from what the call really did, not from a failure that never happened."""
 
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ from envace_demo.engine.commit import Committer
 from envace_demo.engine.rehearsal import score_call
 from envace_demo.events import Event, MemoryReady
 from envace_demo.prompts import Conversation
-from envace_demo.record import CallStep, ToolCall, Turn, rehearsal_failed
+from envace_demo.record import CallStep, ToolCall, Turn, error_code, is_error, rehearsal_failed
 from envace_demo.schemas import Tool
 
 
@@ -128,3 +132,23 @@ def drop_contradicted(
         at = len(turn.calls) - 1 if at is None else at
         memory["withdrawn"] = {"turn": turn.index, "position": at, "call": step.call.name, "why": why}
         yield MemoryReady(memory)
+
+
+def supersede(step: CallStep, conversation: Conversation) -> Turn | None:
+    """The held turn of ``conversation`` that the real ``step`` contradicts, taken out of
+    the actor's history (``Turn.superseded``), or None: a turn of held calls only, one of
+    them this very call, its foreseen error not the real outcome."""
+    if step.real is None:
+        return None
+    real = error_code(step.real) if is_error(step.real) else None
+    for turn in conversation.turns:
+        if not turn.calls or not all(c.held for c in turn.calls):
+            continue
+        for held in turn.calls:
+            foreseen = error_code(held.rehearsed)
+            if held.call == step.call and foreseen != real:
+                conversation.turns.remove(turn)
+                turn.superseded = (f"{step.call.name} ran for real and "
+                                   f"{'failed with ' + real if real else 'succeeded'}, not {foreseen} as foreseen")
+                return turn
+    return None

@@ -117,11 +117,13 @@ def compile_config(device_type: str, backend="inductor"):
 
 
 def closing(backend, sampling: Sampling, width: int, constraints: list[Constraint | None]) -> tuple | None:
-    """What a batch's grammars need to close an open value in the budget's last tokens
-    (``decoding.RowGrammars``); None without constraints or closers."""
+    """What a batch's grammars need to close an open value in the budget's last tokens, and
+    a string at each row's bound (``decoding.RowGrammars``); None without constraints or closers."""
     if not any(c is not None for c in constraints) or backend._grammar_cache() is None:
         return None
     closers = closer_tensors(backend.closing_ids(), backend.model.device)
     if closers is None:
         return None
-    return closers, sampling.max_new_tokens, width, backend.tokenizer.decode
+    grammars = backend._grammar_cache()
+    strings = [grammars.string_chars(c) if c is not None else None for c in constraints]
+    return closers, sampling.max_new_tokens, width, backend.tokenizer.decode, strings

@@ -33,16 +33,26 @@ def value_open(text: str) -> bool:
 
 def in_string(text: str) -> bool:
     """Whether ``text`` ends inside a JSON string of the value its last opening tag began."""
+    return open_string(text) is not None
+
+
+def open_string(text: str) -> int | None:
+    """How many characters the JSON string ``text`` ends inside holds so far (an escape
+    counts one), in the value its last opening tag began; None outside a string."""
     last = max(OPEN_TAGS, key=text.rfind)
-    inside = escaped = False
+    length: int | None = None
+    escaped = False
     for char in text[text.rfind(last) + len(last):]:
         if escaped:
             escaped = False
-        elif char == "\\" and inside:
+        elif char == "\\" and length is not None:
             escaped = True
+            length += 1
         elif char == '"':
-            inside = not inside
-    return inside
+            length = 0 if length is None else None
+        elif length is not None:
+            length += 1
+    return length
 
 
 def closable(text: str) -> bool:
@@ -51,15 +61,19 @@ def closable(text: str) -> bool:
     return value_open(text) or any(close in text for close in OPEN_TAGS.values())
 
 
-def close_scores(scores, closers, text: str):
+def close_scores(scores, closers, text: str, ending: bool = True, string_chars: int | None = None):
     """``scores`` (one row) with every token but the closers removed where ``text`` (the
     output so far) should close and the grammar allows a closer; unchanged otherwise (the
-    value needs more first). ``closers``: (in a string, outside one), from ``closer_tensors``."""
+    value needs more first). It should close in the budget's last tokens (``ending``) and,
+    anywhere, inside a string of ``string_chars`` characters or more. ``closers``: (in a
+    string, outside one), from ``closer_tensors``."""
     import torch
 
-    if not closable(text):
+    length = open_string(text)
+    long_string = string_chars is not None and length is not None and length >= string_chars
+    if not long_string and not (ending and closable(text)):
         return scores
-    closers = closers[0] if in_string(text) else closers[1]
+    closers = closers[0] if length is not None else closers[1]
     allowed = torch.isfinite(scores[0, closers])
     if not bool(allowed.any()):
         return scores

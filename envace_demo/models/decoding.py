@@ -50,8 +50,9 @@ def row_grammars_class():
     class RowGrammars(LogitsProcessor):
         """A grammar per batch row (None: that row is free); one instance per ``generate``.
         xgrammar's own HF processor takes per-row grammars too, but not free rows.
-        ``closing``: (closer ids, new-token budget, prompt width, ids -> text): in the
-        budget's last tokens an open value is closed, as the row decoder does."""
+        ``closing``: (closer ids, new-token budget, prompt width, ids -> text, each row's
+        string bound): in the budget's last tokens an open value is closed, and a string at
+        its row's bound, as the row decoder does."""
 
         def __init__(self, compiled: list, closing: tuple | None = None):
             self.matchers = [xgr.GrammarMatcher(c) if c is not None else None for c in compiled]
@@ -81,12 +82,13 @@ def row_grammars_class():
         def _close(self, input_ids, scores, live: list[int]):
             if self.closing is None:
                 return scores
-            closers, budget, width, decode = self.closing
-            if budget - self.steps > CLOSING_TOKENS:
-                return scores
+            closers, budget, width, decode, strings = self.closing
+            ending = budget - self.steps <= CLOSING_TOKENS
             for row in live:
+                if not ending and strings[row] is None:
+                    continue
                 text = decode(input_ids[row, width:].tolist())
-                scores[row : row + 1] = close_scores(scores[row : row + 1], closers, text)
+                scores[row : row + 1] = close_scores(scores[row : row + 1], closers, text, ending, strings[row])
             return scores
 
     return RowGrammars

@@ -102,13 +102,30 @@ def text_pattern(max_length: int, min_length: int = 0) -> str:
 # pattern is replaced by one that also admits the escapes \n, \t, \" and \\ (each one
 # character of the bound).
 _TEXT_REGEX = re.compile(r'Regex\("\^\[\^<\]\{(\d+),(\d+)\}\$", json_string=true\)')
-_TEXT_EBNF = '(([^\\0-\\x1f\\"\\\\<]) | ("\\\\" [nt\\"\\\\])){{{low},{high}}}'
+_TEXT_CHAR = '(([^\\0-\\x1f\\"\\\\<]) | ("\\\\" [nt\\"\\\\]))'
+# A counted repetition of that choice costs xgrammar a mask computation that grows with the
+# position in the string (xgrammar 0.2.9, the embedded tokenizer, 2 cores: 75 ms per token
+# at the 10th character, 780 ms at the 150th; one rehearsed refusal of 93 tokens spent 8.6 s
+# in masks, a third of its episode); an unbounded one costs 0.1 ms. So a string longer than
+# this is unbounded in the grammar and bounded by the decoders instead, which close it once
+# it is that long (``closing.close_scores``; ``GrammarCache.string_chars``).
+GRAMMAR_STRING = 32
 
 
-def escapable_strings(ebnf: str) -> str:
+def escapable_strings(ebnf: str, opened: list[int] | None = None) -> str:
     """``ebnf`` (a JSON schema compiled by xgrammar) with every :func:`text_pattern` string
-    able to carry the escapes of line breaks, tabs, quotes and backslashes."""
-    return _TEXT_REGEX.sub(lambda m: _TEXT_EBNF.format(low=m.group(1), high=m.group(2)), ebnf)
+    able to carry the escapes of line breaks, tabs, quotes and backslashes: counted up to
+    ``GRAMMAR_STRING`` characters, open beyond (its bound appended to ``opened``)."""
+
+    def text(match: re.Match) -> str:
+        low, high = int(match.group(1)), int(match.group(2))
+        if high <= GRAMMAR_STRING:
+            return f"{_TEXT_CHAR}{{{low},{high}}}"
+        if opened is not None:
+            opened.append(high)
+        return (f"{_TEXT_CHAR}{{{low},{low}}} " if low else "") + f"{_TEXT_CHAR}*"
+
+    return _TEXT_REGEX.sub(text, ebnf)
 
 
 def free_string(max_length: int, min_length: int = 0) -> dict:
@@ -377,9 +394,11 @@ def result_schema(response_schema: dict | None, max_string: int = MAX_RESULT_STR
 
 
 def structural_tag(
-    constraint: Constraint, max_think_chars: int = MAX_THINK_CHARS, max_calls: int = MAX_CALLS
+    constraint: Constraint, max_think_chars: int = MAX_THINK_CHARS, max_calls: int = MAX_CALLS,
+    opened: list[int] | None = None,
 ) -> dict:
-    """The xgrammar structural tag for ``constraint``."""
+    """The xgrammar structural tag for ``constraint``; the bounds of the strings it leaves to
+    the decoders are appended to ``opened`` (:func:`escapable_strings`)."""
     import xgrammar as xgr
 
     def const(text: str) -> dict:
@@ -393,7 +412,7 @@ def structural_tag(
             raise ModelError(
                 f"{constraint.role} constraint: xgrammar cannot compile the schema: {err}"
             ) from err
-        return {"type": "grammar", "grammar": escapable_strings(str(grammar))}
+        return {"type": "grammar", "grammar": escapable_strings(str(grammar), opened)}
 
     think_chars = max_think_chars
     if constraint.role == "rehearser" and constraint.think_chars is None:
@@ -503,6 +522,7 @@ class GrammarCache:
         self.max_calls = max_calls
         self.max_entries = max_entries
         self._entries: OrderedDict[str, xgrammar.CompiledGrammar] = OrderedDict()
+        self._string_chars: dict[str, int | None] = {}  # per entry: see ``string_chars``
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -514,7 +534,8 @@ class GrammarCache:
                 self._entries.move_to_end(key)
                 self.hits += 1
                 return self._entries[key]
-        tag = structural_tag(constraint, self.max_think_chars, self.max_calls)
+        opened: list[int] = []
+        tag = structural_tag(constraint, self.max_think_chars, self.max_calls, opened)
         try:
             compiled = self._compiler.compile_structural_tag(tag)
         except (RuntimeError, ValueError) as err:
@@ -522,9 +543,23 @@ class GrammarCache:
         with self._lock:
             self.misses += 1
             self._entries[key] = compiled
+            self._string_chars[key] = max(opened, default=None)
             while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
+                dropped, _ = self._entries.popitem(last=False)
+                self._string_chars.pop(dropped, None)
         return compiled
+
+    def string_chars(self, constraint: Constraint) -> int | None:
+        """How long a string of ``constraint``'s output may grow before the decoder closes it:
+        the longest bound its grammar left open (``escapable_strings``); None where it left
+        none. Compiles the constraint if it is not compiled yet."""
+        key = constraint_key(constraint, self.max_think_chars, self.max_calls)
+        with self._lock:
+            if key in self._string_chars:
+                return self._string_chars[key]
+        self.compile(constraint)
+        with self._lock:
+            return self._string_chars.get(key)
 
     def logits_processor(self, constraint: Constraint):
         """A fresh transformers LogitsProcessor (one per ``generate`` call: it keeps

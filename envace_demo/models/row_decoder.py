@@ -30,6 +30,7 @@ from typing import Callable, Literal
 from envace_demo.errors import ModelError
 from envace_demo.models.closing import CLOSING_TOKENS, close_scores, closer_tensors
 from envace_demo.models.decoding import RowStreamer, finished, sampling_processors, seeded, shared_length
+from envace_demo.models.kv import growing_cache
 from envace_demo.models.loops import loop_guard
 
 
@@ -121,6 +122,7 @@ def decode_row(
     closers=None,
     closing: int = CLOSING_TOKENS,
     start: tuple | None = None,
+    string_chars: int | None = None,
 ) -> Decoded:
     """Decode one row after ``prompt_ids`` with ``model`` (a transformers causal LM).
 
@@ -130,19 +132,18 @@ def decode_row(
     (the role adapter serving the row, or None); ``tags``: texts the tokenizer has one special token for (with
     ``decode``, ids to text); ``closers``: the ids that close a value (``closing_ids``, a
     tensor; with ``decode``), preferred in the last ``closing`` tokens while a call or a
-    result is open; ``start``: (cache, tokens) of the prompt's first tokens to start from
-    instead of a kept prefix (the rows' shared prefix, ``shared_head``). The caller holds
+    result is open, and in a string once it holds ``string_chars`` characters; ``start``:
+    (cache, tokens) of the prompt's first tokens to start from instead of a kept prefix
+    (the rows' shared prefix, ``shared_head``). The caller holds
     ``torch.inference_mode`` and the seed."""
     import torch
 
     if start is None:
         start = prefix.take(prompt_ids, weights) if prefix is not None else (None, 0)
     cache, reused = start
+    cache = growing_cache() if cache is None else cache
     pending = prompt_ids[reused:]  # tokens not yet through the model
-    out: list[int] = []
-    probs: list[float] = []
-    passes = 0
-    bitmask = None
+    out, probs, passes, bitmask = [], [], 0, None
     reason: Literal["stop", "length", "cancelled"] = "length"
     while len(out) < max_new_tokens:
         if cancel is not None and cancel.is_set():
@@ -155,8 +156,9 @@ def decode_row(
         scores = result.logits[:, -1, :].float()
         if matcher is not None:
             bitmask = _mask(scores, matcher, bitmask)
-            if closers is not None and decode is not None and max_new_tokens - len(out) <= closing:
-                scores = close_scores(scores, closers, decode(out))
+            ending = max_new_tokens - len(out) <= closing
+            if closers is not None and decode is not None and (ending or string_chars is not None):
+                scores = close_scores(scores, closers, decode(out), ending, string_chars)
         dist = scores[0].softmax(dim=-1)  # before a processor changes the scores in place
         token = _pick(scores, processors, prompt_ids, out)
         if matcher is not None and not matcher.accept_token(token):
@@ -169,8 +171,7 @@ def decode_row(
         pending = [token]
         if matcher is not None:
             forced = matcher.find_jump_forward_tokens()[: max_new_tokens - len(out)]
-            if tags and forced:
-                forced = _before_tags(forced, decode, tags)
+            forced = _before_tags(forced, decode, tags) if tags and forced else forced
             for forced_token in forced:
                 matcher.accept_token(forced_token)
             out.extend(forced)
@@ -280,6 +281,7 @@ def shared_head(backend, encoded: list[list[int]]) -> tuple | None:
     if shared < 1:
         return None
     cache, reused = backend.row_prefixes.take(encoded[0][: shared + 1], _weights_key(backend))
+    cache = growing_cache() if cache is None else cache
     if reused < shared:
         ids = torch.tensor([encoded[0][reused:shared]], dtype=torch.long, device=backend.model.device)
         with torch.inference_mode():
@@ -334,6 +336,7 @@ def generate_row(
             decode=backend.tokenizer.decode,
             closers=closer_tensors(closers, backend.model.device),
             start=start,
+            string_chars=grammars.string_chars(constraint) if grammars is not None else None,
         )
     backend.row_stats = decoded
     return decoded.ids

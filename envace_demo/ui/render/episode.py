@@ -268,6 +268,8 @@ def _step_html(i: int, turn: Turn, s: CallStep | None, traj: Trajectory, condens
         real = '<div class="ev-empty">no environment: not executed</div>'
     else:
         real = '<div class="ev-empty">…</div>'
+    if turn.superseded:
+        real += f'<div class="ev-note">{esc(SUPERSEDED_NOTE.format(why=turn.superseded))}</div>'
     if withdrawn_here(traj, turn, s):
         real += f'<div class="ev-note">{esc(WITHDRAWN_NOTE.format(why=traj.memory["withdrawn"]["why"]))}</div>'
     err = f'<div class="ev-err">{esc(s.error)}</div>' if s.error else ""
@@ -297,6 +299,7 @@ def held_note(s: CallStep) -> str:
     return HELD_NOTE.replace("foresaw this failure", f"foresaw this failure{sure}", 1)
 
 
+SUPERSEDED_NOTE = "left out of the actor's history: {why}"
 WITHDRAWN_ANSWER_NOTE = "taken back: {why}; the actor answered again from the real results alone"
 SET_ASIDE_NOTE = ("set aside: {why}; the foresight is checked for real (the held call runs, or the memory goes) "
                   "before the actor answers again")
