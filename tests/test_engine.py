@@ -314,7 +314,8 @@ def _config(mode, n=2):
     # One committed turn: the point is every mode's mechanics on the real model, not its skill
     # (and no time limit that a busy machine would reach first).
     return EpisodeConfig(mode=mode, n=n, sampling=Sampling(seed=0, max_new_tokens=160), max_steps=1,
-                         require_first_call=True, episode_seconds=1800, imagined_reads="rehearse")
+                         require_first_call=True, episode_seconds=1800, imagined_reads="rehearse",
+                         imagined_others="always")
 
 
 @pytest.mark.slow

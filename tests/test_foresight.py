@@ -364,7 +364,7 @@ def test_the_committed_actor_draws_the_seeds_of_an_episode_without_rehearsal(scr
     committed actor's k-th generation has the seed it has without rehearsal."""
     from envace_demo.models.base import Sampling
 
-    def seeds_of(mode, actor, rehearser=()):
+    def seeds_of(mode, actor, rehearser=(), **values):
         backend = scripted(actor=actor, rehearser=rehearser)
         drawn = []
         generate = backend.generate
@@ -375,25 +375,43 @@ def test_the_committed_actor_draws_the_seeds_of_an_episode_without_rehearsal(scr
             return generate(prompt, sampling, *args, **kwargs)
 
         backend.generate = recording
-        config = EpisodeConfig(mode=mode, n=2, sampling=Sampling(seed=11))
+        config = EpisodeConfig(mode=mode, n=2, sampling=Sampling(seed=11), **values)
         run_episode(backend, _task("Deposit $100 into ACC-1003."), config, create("bank"))
         return drawn
 
     none = seeds_of("none", [DEPOSIT, SAID])
     # Two imagined runs in lockstep: their first actions (row 0 with the committed actor's
     # first seed, row 1 another), their answers; the commit takes row 0's action, then answers.
-    parallel = seeds_of("parallel", [DEPOSIT, DEPOSIT, SAID], [result_text(DEPOSITED)] * 2)
+    parallel = seeds_of("parallel", [DEPOSIT, DEPOSIT, SAID], [result_text(DEPOSITED)] * 2, imagined_others="always")
     assert none == [11, 12]
     # Row 0 of the imagined first actions drew the committed actor's first seed, row 1 its own;
     # the commit took row 0's action and answered with the second seed, as without rehearsal.
     assert len(parallel) == 3 and parallel[0] == 11 and parallel[1] not in none and parallel[2] == 12
+    # By default the lead runs alone first; foreseeing nothing, the other run never starts.
+    assert seeds_of("parallel", [DEPOSIT, SAID], [result_text(DEPOSITED)]) == none
+
+
+def test_the_other_imagined_runs_start_only_where_the_lead_foresaw_a_failure(scripted):
+    """A lead run that foresaw nothing leaves the memory unshown: the other runs could change
+    nothing, so they never start (``EpisodeConfig.imagined_others``); one that foresaw a
+    failure brings them in, to find another path."""
+    quiet = scripted(actor=[DEPOSIT, SAID], rehearser=[result_text(DEPOSITED)])
+    traj = run_episode(quiet, _task("Deposit $100 into ACC-1003."), EpisodeConfig(mode="parallel", n=3),
+                       create("bank"))
+    assert len(traj.rehearsals) == 1 and traj.memory["others_skipped"] == 2 and not traj.memory["shown"]
+    assert traj.success is not False and traj.n == 3
+    warned = scripted(actor=[WITHDRAW, WITHDRAW, BALANCE, "<think></think>\nRefused: insufficient funds."],
+                      rehearser=[result_text(REFUSED), result_text(REFUSED)])
+    traj = run_episode(warned, _task(), EpisodeConfig(mode="parallel", n=2), create("bank"))
+    assert len(traj.rehearsals) == 2 and "others_skipped" not in traj.memory and traj.memory["shown"]
 
 
 def test_a_greedy_rehearser_is_asked_a_question_once_when_two_imagined_runs_ask_it(scripted):
     from envace_demo.models.base import Sampling
 
     backend = scripted(actor=[DEPOSIT, DEPOSIT, SAID], rehearser=[result_text(DEPOSITED)])
-    config = EpisodeConfig(mode="parallel", n=2, sampling=Sampling(seed=3, rehearse_temperature=0.0))
+    config = EpisodeConfig(mode="parallel", n=2, sampling=Sampling(seed=3, rehearse_temperature=0.0),
+                           imagined_others="always")
     traj = run_episode(backend, _task("Deposit $100 into ACC-1003."), config, create("bank"))
     first, second = (call_steps(r.turns)[0] for r in traj.rehearsals)
     assert first.rehearsed == second.rehearsed == DEPOSITED and first.rehearser_prompt == second.rehearser_prompt
@@ -487,15 +505,15 @@ def test_only_the_lead_runs_foresight_is_shown_to_the_committed_actor(scripted):
     other = call_text("withdraw", {"account_id": "ACC-1003", "amount": 5000})
     refused = {"error": {"code": "INSUFFICIENT_FUNDS", "message": "ACC-1003 holds 310.25"}}
     backend = scripted(actor=[DEPOSIT, other, SAID], rehearser=[result_text(DEPOSITED), result_text(refused)])
-    traj = run_episode(backend, _task("Deposit $100 into ACC-1003."), EpisodeConfig(mode="parallel", n=2),
-                       create("bank"))
+    both = EpisodeConfig(mode="parallel", n=2, imagined_others="always")
+    traj = run_episode(backend, _task("Deposit $100 into ACC-1003."), both, create("bank"))
     assert [a["calls"][0]["predicted_error"] for a in traj.memory["attempts"]] == [False, True]
     assert traj.memory["shown"] is False
     assert all("Rehearsal memory" not in t.actor_prompt for t in traj.turns if t.actor_prompt)
     assert [c.call.name for c in call_steps(traj.turns)] == ["deposit"] and traj.final_answer.startswith("Deposited")
     # The same foresight in the lead run is shown.
     lead = scripted(actor=[other, DEPOSIT, SAID, SAID], rehearser=[result_text(refused), result_text(DEPOSITED)])
-    shown = run_episode(lead, _task("Deposit $100 into ACC-1003."), EpisodeConfig(mode="parallel", n=2), create("bank"))
+    shown = run_episode(lead, _task("Deposit $100 into ACC-1003."), both, create("bank"))
     assert shown.memory["shown"] is True
 
 

@@ -55,7 +55,8 @@ def _parallel_events(scripted) -> list:
         rehearser=[result_text(PREDICTED)] * 3,
     )
     task = find_task("bank", "check-balance")
-    return list(Episode(backend, task, EpisodeConfig(mode="parallel", n=2, imagined_reads="rehearse"), create("bank")).run())
+    return list(Episode(backend, task, EpisodeConfig(mode="parallel", n=2, imagined_reads="rehearse",
+                                                              imagined_others="always"), create("bank")).run())
 
 
 def _view(events) -> render.LiveView:
@@ -750,3 +751,21 @@ def test_resolve_turns_a_request_into_its_task_and_config_in_one_call(scripted):
     cut = Trajectory.from_dict({**traj.to_dict(), "answers": traj.answers[:1], "ended": "cancelled"})
     with pytest.raises(ConfigError, match=r"the last message was not answered \(ended: cancelled\)"):
         resolve(_request(), UIOptions(), Settings(), backend, previous=cut, follow_up="more")
+
+
+def test_the_memory_card_says_how_many_imagined_runs_never_started():
+    card = render.memory_html({"attempts": [], "text": "", "shown": False, "others_skipped": 3})
+    assert "3 other imagined runs never started" in card and "lead run foresaw nothing" in card
+    assert "never started" not in render.memory_html({"attempts": [], "text": "", "shown": False})
+
+
+def test_a_superseded_held_turn_says_it_left_the_actors_history():
+    from envace_demo.record import Action, CallStep, ToolCall, Turn
+
+    step = CallStep(ToolCall("withdraw", {"account_id": "ACC-1005", "amount": 40}), valid=True, held=True,
+                    rehearsed={"error": {"code": "DAILY_LIMIT_EXCEEDED", "message": "no"}})
+    turn = Turn(0, Action(text="", calls=[step.call]), calls=[step],
+                superseded="withdraw ran for real and failed with INSUFFICIENT_FUNDS, not DAILY_LIMIT_EXCEEDED as foreseen")
+    traj = Trajectory(mode="parallel", model={}, tools=[], prompt=PROMPT, environment="bank", turns=[turn])
+    page = html.unescape(render.steps_html(_view([EpisodeStarted(traj), EpisodeFinished(traj)])))
+    assert "left out of the actor's history: withdraw ran for real and failed with INSUFFICIENT_FUNDS" in page

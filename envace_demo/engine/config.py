@@ -17,6 +17,7 @@ MEMORY_SHOWN = ("foresight", "always")
 REHEARSE_COMMITTED = ("writes", "all")
 IMAGINED_UNTIL = ("first_write", "answer")
 IMAGINED_READS = ("fetch", "rehearse")
+IMAGINED_OTHERS = ("on_foresight", "always")
 
 
 def _settings_sampling() -> Sampling:
@@ -112,6 +113,13 @@ class EpisodeConfig:
                   "has rehearsed a call that changes state, or whose environment does not say: that outcome is what "
                   "the committed run needs; past it the world is imagined), or 'answer'"},
     )
+    imagined_others: str = field(
+        default="on_foresight",
+        metadata={"help": "when parallel's other imagined runs (beside the lead one) run: 'on_foresight' (the "
+                  "lead runs first, the others only where it foresaw a failure or an invalid call: with "
+                  "memory_shown 'foresight' nothing else of theirs reaches the committed run, and on a CPU each "
+                  "run costs its own time), or 'always' (all N in step)"},
+    )
     imagined_reads: str = field(
         default="fetch",
         metadata={"help": "what an imagined run does with a call of a tool the environment declares read-only, "
@@ -162,6 +170,7 @@ class EpisodeConfig:
             raise ConfigError(f"rehearsal_share must be between 0 and 1 (exclusive), not {self.rehearsal_share}")
         for name, choices in (("memory", MEMORY_VIEWS), ("memory_shown", MEMORY_SHOWN),
                               ("imagined_until", IMAGINED_UNTIL), ("imagined_reads", IMAGINED_READS),
+                              ("imagined_others", IMAGINED_OTHERS),
                               ("rehearse_committed", REHEARSE_COMMITTED)):
             if getattr(self, name) not in choices:
                 raise ConfigError(f"{name} must be one of {', '.join(choices)}, not {getattr(self, name)!r}")

@@ -225,18 +225,35 @@ class Episode:
                         raise
                     yield from ended(rehearsal.index, outcome)
             else:
-                traj.rehearsals.extend(rehearsals)
-                runs = {r.index: self._rehearsal(Conversation(user, earlier=list(earlier)), r) for r in rehearsals}
-                yield from lockstep(runs, self._batcher, ended)
+                for group in self._imagined_groups(rehearsals):
+                    traj.rehearsals.extend(group)
+                    runs = {r.index: self._rehearsal(Conversation(user, earlier=list(earlier)), r) for r in group}
+                    yield from lockstep(runs, self._batcher, ended)
         except Stop as stop:
             if stop.reason != REHEARSAL_TIME:
                 raise
         finally:
             self._batcher.cutoff = None
-        traj.memory = memory_mod.summarize(rehearsals)
+        ran = traj.rehearsals[base:]
+        traj.memory = memory_mod.summarize(ran)
+        if len(ran) < len(rehearsals) and not self.policy.sequential:
+            traj.memory["others_skipped"] = len(rehearsals) - len(ran)
         if len(self.task.user_turns) > 1:
             traj.memory["user_turn"] = user_turn
         yield MemoryReady(traj.memory)
+
+    def _imagined_groups(self, rehearsals: list[Rehearsal]) -> Iterator[list[Rehearsal]]:
+        """Parallel's imagined runs, in the groups that run in step: all at once, or the lead
+        first and the others only where it foresaw something (``EpisodeConfig.imagined_others``)."""
+        lazy = (self.config.imagined_others == "on_foresight" and self.config.memory_shown == "foresight"
+                and self.policy.commit and len(rehearsals) > 1)
+        if not lazy:
+            yield rehearsals
+            return
+        lead, others = rehearsals[0], rehearsals[1:]
+        yield [lead]
+        if memory_mod.foresaw(memory_mod.summarize([lead]), lead.index):
+            yield others
 
     def _rehearsal(self, conversation: Conversation, rehearsal: Rehearsal) -> Run:
         return self._trajectories.run(conversation, "rehearsal", rehearsal.index, rehearsal.turns, commit=False)

@@ -152,6 +152,8 @@ def memory_html(memory: dict | None) -> str:
             f"<code>{esc(mark['call'])}</code> of turn {mark['turn'] + 1}: {esc(mark['why'])}. The actor read "
             "the real results alone from then on.</div>"
         )
+    if skipped := memory.get("others_skipped"):
+        rows.append(f'<div class="ev-note">{esc(SKIPPED_NOTE.format(n=skipped, s="" if skipped == 1 else "s"))}</div>')
     if memory.get("shown") is False:
         rows.append(
             '<div class="ev-note">Not shown to the committed actor: no rehearsal foresaw a failure or an invalid '
@@ -299,6 +301,8 @@ def held_note(s: CallStep) -> str:
     return HELD_NOTE.replace("foresaw this failure", f"foresaw this failure{sure}", 1)
 
 
+SKIPPED_NOTE = ("{n} other imagined run{s} never started: the lead run foresaw nothing, so the memory stays unread "
+                "and they could change nothing in the committed run (EpisodeConfig.imagined_others)")
 SUPERSEDED_NOTE = "left out of the actor's history: {why}"
 WITHDRAWN_ANSWER_NOTE = "taken back: {why}; the actor answered again from the real results alone"
 SET_ASIDE_NOTE = ("set aside: {why}; the foresight is checked for real (the held call runs, or the memory goes) "
