@@ -29,9 +29,11 @@ def test_a_withdrawal_over_the_balance_states_the_balance_the_amount_and_the_ref
 
     facts, result = _facts("bank", "withdraw", {"account_id": "ACC-1005", "amount": 40.0}, low)
     assert result["error"]["code"] == "INSUFFICIENT_FUNDS"
-    assert facts == "ACC-1005: active, balance 15.5; amount 40.0. Outcome: INSUFFICIENT_FUNDS."
+    assert facts == "ACC-1005: active, balance 15.5; amount 40.0 vs balance 15.5: over. Outcome: INSUFFICIENT_FUNDS."
     facts, result = _facts("bank", "withdraw", {"account_id": "ACC-1005", "amount": 10.0}, low)
-    assert "error" not in result and facts.endswith("amount 10.0. Outcome: success.")
+    assert "error" not in result and facts.endswith("amount 10.0 vs balance 15.5: within. Outcome: success.")
+    facts, _ = _facts("bank", "deposit", {"account_id": "ACC-1005", "amount": 40.0}, low)
+    assert facts.endswith("amount 40.0. Outcome: success.")  # a deposit passes no bound
 
 
 def test_a_transfer_states_both_accounts_and_what_is_left_of_the_days_limit():
@@ -43,7 +45,8 @@ def test_a_transfer_states_both_accounts_and_what_is_left_of_the_days_limit():
     )
     assert result["error"]["code"] == "DAILY_LIMIT_EXCEEDED"
     assert facts.startswith("ACC-1002: active, balance 5000.0, 200.0 left today; ACC-1001: ")
-    assert facts.endswith("amount 500.0. Outcome: DAILY_LIMIT_EXCEEDED.")
+    assert facts.endswith("amount 500.0 vs balance 5000.0: within, vs left today 200.0: over. "
+                          "Outcome: DAILY_LIMIT_EXCEEDED.")
 
 
 def test_a_write_states_whether_its_file_or_directory_is_there_and_the_overwrite_flag():

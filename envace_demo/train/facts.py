@@ -46,7 +46,7 @@ def _bank(call: ToolCall, shown: list[tuple[ToolCall, Any]]) -> list[str]:
     accounts = _reads(shown, "get_account", "account_id")
     args = call.arguments
     keys = ("from_account_id", "to_account_id") if call.name == "transfer" else ("account_id",)
-    facts = []
+    facts, bounds = [], []
     for n, key in enumerate(keys):
         raw = args.get(key)
         account = accounts.get(raw.strip().upper()) if isinstance(raw, str) else None
@@ -56,13 +56,28 @@ def _bank(call: ToolCall, shown: list[tuple[ToolCall, Any]]) -> list[str]:
             facts.append(f"{raw}: {error_code(account)}")
             continue
         fact = f"{account['account_id']}: {account['status']}, balance {_value(account['balance'])}"
+        if n == 0 and call.name in ("withdraw", "transfer"):
+            bounds.append(("balance", account["balance"]))
         if call.name == "transfer" and n == 0:
             left = round(account["daily_transfer_limit"] - account["transferred_today"], 2)
             fact += f", {_value(left)} left today"
+            bounds.append(("left today", left))
         facts.append(fact)
     if facts and "amount" in args:
-        facts.append(f"amount {_value(args['amount'])}")
+        amount = args["amount"]
+        # Each number the amount must not pass, set right beside it: a 135M rehearser that
+        # saw the balance earlier in its facts did not compare it with the amount.
+        said = [f"vs {what} {_value(v)}: {_over(amount, v)}" for what, v in bounds]
+        facts.append(f"amount {_value(amount)}" + (" " + ", ".join(said) if said else ""))
     return facts
+
+
+def _over(amount: Any, bound: Any) -> str:
+    """Whether ``amount`` passes ``bound``: "over" or "within"."""
+    try:
+        return "over" if float(amount) > float(bound) + 1e-9 else "within"
+    except (TypeError, ValueError):
+        return "within"
 
 
 def _files(call: ToolCall, shown: list[tuple[ToolCall, Any]]) -> list[str]:
