@@ -79,6 +79,9 @@ class CallStep:
     # The committed call's prediction is the one rehearsal k made for the same call in the
     # same rehearser prompt (byte for byte): the model is not asked twice the same question.
     rehearsal_from: int | None = None
+    # A committed call asked again with no real call since (after its hold): its prediction
+    # is the one the same call had, in the same world, and the rehearser is not asked again.
+    repeats_hold: bool = False
     # The real call went to a tool that changes state (the environment declares which);
     # None: not executed, or the environment does not say.
     write: bool | None = None

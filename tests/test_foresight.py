@@ -549,3 +549,30 @@ def test_a_failure_the_rehearser_was_unsure_of_is_checked(scripted, certainty, t
     assert step.checked and not step.trusted and step.real["error"]["code"] == "INSUFFICIENT_FUNDS"
     assert step.certainty == certainty
     assert traj.totals()["trusted_calls"] == 0 and traj.turns[1].set_aside
+
+
+def test_a_held_call_asked_again_keeps_its_prediction_and_the_rehearser_is_not_asked_twice(scripted):
+    """Nothing real happened between the hold and the same call asked again: its prediction
+    is the one it had (one rehearser answer in the script: a second question would exhaust it)."""
+    backend = scripted(
+        actor=["<think></think>\nNo call.", WITHDRAW, WITHDRAW, "<think></think>\nRefused: insufficient funds."],
+        rehearser=[result_text(REFUSED)],
+    )
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), create("bank"))
+    first, second = call_steps(traj.turns)
+    assert first.held and not second.held and second.repeats_hold and not first.repeats_hold
+    assert second.rehearsed == first.rehearsed and second.real["error"]["code"] == "INSUFFICIENT_FUNDS"
+    assert second.outcome_right is True  # the prediction is still scored against the real call
+
+
+def test_a_greedy_rehearser_answers_an_imagined_run_from_an_earlier_ones_same_question(scripted):
+    """The lead foresaw a failure, so the other run starts after it; asked the same question
+    in the same prompt, the greedy rehearser's answer is the lead's (one answer in the script)."""
+    from envace_demo.models.base import Sampling
+
+    backend = scripted(actor=[WITHDRAW, WITHDRAW, BALANCE, "<think></think>\nRefused: insufficient funds."],
+                       rehearser=[result_text(REFUSED)])
+    config = EpisodeConfig(mode="parallel", n=2, sampling=Sampling(seed=5, rehearse_temperature=0.0))
+    traj = run_episode(backend, _task(), config, create("bank"))
+    lead, other = (call_steps(r.turns)[0] for r in traj.rehearsals)
+    assert other.rehearsal_from == 0 and other.rehearsed == lead.rehearsed and lead.rehearsal_from is None

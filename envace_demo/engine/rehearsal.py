@@ -27,7 +27,10 @@ from envace_demo.validation import repeated_failure, validation_error
 
 class CallRehearser:
     """Asks the rehearser for one call's response. A committed call asked in a prompt an
-    imagined run already answered takes that answer: its prediction for this very call."""
+    imagined run already answered takes that answer: its prediction for this very call; so
+    does an imagined run's call, where the rehearser is greedy (asked again, it would only
+    say the same). A committed call asked again with no real call since (after its hold)
+    takes the prediction it had: the world it was made in has not changed."""
 
     def __init__(self, backend: Backend, config: EpisodeConfig, sampling: Sampling, constrained: bool,
                  failures: bool):
@@ -38,6 +41,9 @@ class CallRehearser:
         self.failures = failures  # a first rehearsal may predict a domain failure
         # Rehearser prompt -> (output, rehearsal index, certainty).
         self._predicted: dict[str, tuple[str, int | None, float | None]] = {}
+        # (committed call, real results before it) -> (output, certainty).
+        self._committed: dict[tuple[str, int], tuple[str, float | None]] = {}
+        self._greedy = sampling.for_role("rehearser").temperature == 0
 
     def rehearse(
         self,
@@ -65,6 +71,11 @@ class CallRehearser:
             step.rehearsed = decided
             step.rehearsal_text = None
             return
+        again = (json.dumps(step.call.to_dict(), sort_keys=True, default=str), len(real_results))
+        if where == "commit" and again in self._committed:
+            step.rehearsal_text, step.certainty = self._committed[again]
+            step.rehearsed, step.repeats_hold = parsed_rehearsal(step.rehearsal_text), True
+            return
         cfg = self.config
         messages = rehearser_messages(
             tools, shots(cfg.known_results, real_results, list(context)), conversation, turn.action.text, step.call, tool,
@@ -72,9 +83,11 @@ class CallRehearser:
         )
         prompt = rehearser_prompt(self.backend, messages)
         step.rehearser_prompt = prompt.shown()
-        if where == "commit" and step.rehearser_prompt in self._predicted:
+        if (where == "commit" or self._greedy) and step.rehearser_prompt in self._predicted:
             step.rehearsal_text, step.rehearsal_from, step.certainty = self._predicted[step.rehearser_prompt]
             step.rehearsed = parsed_rehearsal(step.rehearsal_text)
+            if where == "commit":
+                self._committed[again] = (step.rehearsal_text, step.certainty)
             return
         if not ask:
             step.rehearser_prompt = None
@@ -96,6 +109,8 @@ class CallRehearser:
         step.certainty = outcome_certainty(gen) if cut is None else None
         if where == "rehearsal" and cut is None:
             self._predicted.setdefault(step.rehearser_prompt, (gen.text, rindex, step.certainty))
+        elif cut is None:
+            self._committed[again] = (gen.text, step.certainty)
 
 
 def score_call(step: CallStep, tool: Tool | None, shown: list[tuple[ToolCall, Any]], conversation: Conversation) -> None:

@@ -114,6 +114,7 @@ def reused_note(index: int) -> str:
     return f"predicted in rehearsal {index + 1}: the same call in the same rehearser prompt"
 
 
+REPEATED_NOTE = "the prediction this call had when it was held: asked again, nothing real had happened since"
 CUT_NOTE = "cut short: the rehearsal time ran out before this call was rehearsed"
 READ_NOTE = "not rehearsed: a read, safe to make for real (only writes are rehearsed before they run)"
 FETCHED_TITLE = "real response (a read, fetched while the world was still the real one: not rehearsed)"
@@ -258,6 +259,8 @@ def _step_html(i: int, turn: Turn, s: CallStep | None, traj: Trajectory, condens
         rehearsed += f'<div class="ev-note">{esc(why)}</div>'
     elif s.rehearsal_from is not None:
         rehearsed += f'<div class="ev-note">{esc(reused_note(s.rehearsal_from))}</div>'
+    elif s.repeats_hold:
+        rehearsed += f'<div class="ev-note">{esc(REPEATED_NOTE)}</div>'
     if s.context:
         reads = "".join(pre(f"{c['call']['name']} {to_json(c['call']['arguments'], None, None)} -> "
                              f"{to_json(c['result'], SHORT_JSON, None)}", "ev-json") for c in s.context)
