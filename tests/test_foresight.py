@@ -576,3 +576,20 @@ def test_a_greedy_rehearser_answers_an_imagined_run_from_an_earlier_ones_same_qu
     traj = run_episode(backend, _task(), config, create("bank"))
     lead, other = (call_steps(r.turns)[0] for r in traj.rehearsals)
     assert other.rehearsal_from == 0 and other.rehearsed == lead.rehearsed and lead.rehearsal_from is None
+
+
+def test_an_imagined_runs_fetched_read_is_its_rehearsers_few_shot_as_the_committed_runs_is(scripted):
+    """Read, then write: the lead run fetches the read and rehearses the write with that real
+    result among its few-shot, as the committed run will; so the committed write, asked in the
+    same prompt, takes the lead's prediction (one rehearser answer in the script)."""
+    small = call_text("withdraw", {"account_id": "ACC-1005", "amount": 10})
+    paid = {"transaction_id": "TX-5008", "account_id": "ACC-1005", "amount": 10, "new_balance": 5.5}
+    backend = scripted(actor=[BALANCE, small, "<think></think>\nWithdrew 10.00; 5.50 left."],
+                       rehearser=[result_text(paid)])
+    traj = run_episode(backend, _task("Withdraw $10 from ACC-1005."), EpisodeConfig(mode="parallel", n=1),
+                       create("bank"))
+    imagined = call_steps(traj.rehearsals[0].turns)
+    assert imagined[0].fetched and "Tool name:\\nget_account" in imagined[1].rehearser_prompt  # its few-shot
+    read, write = call_steps(traj.turns)
+    assert write.rehearsal_from == 0 and write.rehearser_prompt == imagined[1].rehearser_prompt
+    assert write.real["new_balance"] == 5.5

@@ -92,8 +92,7 @@ class TrajectoryRunner:
     ) -> Run:
         """One trajectory: up to ``max_steps`` turns that call tools, then an answer."""
         cfg = self.config
-        # Few-shot entries for the rehearser: the real results of the conversation so far
-        # (a committed run appends to its caller's list, so the next user turn has them).
+        # The rehearser's few-shot: the real results so far, appended to (the caller's list).
         real_results = [] if real_results is None else real_results
         execute = commit and self.committer.executor is not None
         state = RunState(cfg.check_given_up, cfg.trust_certainty)
@@ -226,6 +225,7 @@ class TrajectoryRunner:
                 if real_world and fetches(step, self._writes, self.config, self.committer.executor is not None):
                     # A read in the real world is fetched: it changes nothing and is never held.
                     self.committer.fetch(step, tool, self.deadline)
+                    real_results += [(step.call, step.real)] if step.error is None else []
                     yield TurnUpdated(where, rindex, turn, at, "executed")
                     self.batcher.check_limits()
                     return

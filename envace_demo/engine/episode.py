@@ -145,7 +145,7 @@ class Episode:
             if k:
                 yield UserTurnStarted(k, user)
             if self.policy.rehearsals:
-                yield from self._rehearse_all(traj, start, earlier)
+                yield from self._rehearse_all(traj, start, earlier, real_results)
             memory = traj.memory if self.policy.rehearsals else None
             if memory is not None:  # read by the committed actor? (EpisodeConfig.memory_shown)
                 # In parallel, the lead run is the committed run's own path (its seeds and,
@@ -192,10 +192,12 @@ class Episode:
     # ---- rehearsal ----------------------------------------------------------------
 
     def _rehearse_all(
-        self, traj: Trajectory, start: float, earlier: list[tuple[str, list[Turn]]]
+        self, traj: Trajectory, start: float, earlier: list[tuple[str, list[Turn]]],
+        real_results: list[tuple[ToolCall, Any]] = (),
     ) -> Generator[Event, None, None]:
         """The N imagined trajectories of the current user turn, from the real conversation
-        before it (``earlier``); their memory becomes ``traj.memory``."""
+        before it (``earlier``, and its ``real_results``, the rehearser's few-shot as the
+        committed run's); their memory becomes ``traj.memory``."""
         user_turn = self._trajectories.user_turn
         user = self.task.user_turns[user_turn]
         base = len(traj.rehearsals)
@@ -219,7 +221,7 @@ class Episode:
                     mem = memory_mod.summarize(rehearsals[:k])
                     conversation = Conversation(user, memory=(mem or {}).get("text") or None, earlier=list(earlier))
                     try:
-                        outcome = yield from drive(self._rehearsal(conversation, rehearsal), self._batcher)
+                        outcome = yield from drive(self._rehearsal(conversation, rehearsal, real_results), self._batcher)
                     except Stop as stop:
                         yield from ended(rehearsal.index, Outcome(None, stop.reason))
                         raise
@@ -227,7 +229,8 @@ class Episode:
             else:
                 for group in self._imagined_groups(rehearsals):
                     traj.rehearsals.extend(group)
-                    runs = {r.index: self._rehearsal(Conversation(user, earlier=list(earlier)), r) for r in group}
+                    runs = {r.index: self._rehearsal(Conversation(user, earlier=list(earlier)), r, real_results)
+                            for r in group}
                     yield from lockstep(runs, self._batcher, ended)
         except Stop as stop:
             if stop.reason != REHEARSAL_TIME:
@@ -255,8 +258,10 @@ class Episode:
         if memory_mod.foresaw(memory_mod.summarize([lead]), lead.index):
             yield others
 
-    def _rehearsal(self, conversation: Conversation, rehearsal: Rehearsal) -> Run:
-        return self._trajectories.run(conversation, "rehearsal", rehearsal.index, rehearsal.turns, commit=False)
+    def _rehearsal(self, conversation: Conversation, rehearsal: Rehearsal, real_results=()) -> Run:
+        # Its own copy of the real results: its fetched reads join them, as a committed run's do.
+        return self._trajectories.run(conversation, "rehearsal", rehearsal.index, rehearsal.turns, commit=False,
+                                      real_results=list(real_results))
 
     # ---- parts made when the run starts ------------------------------------------------
 
