@@ -238,6 +238,20 @@ def test_a_call_cut_by_the_rehearsal_time_says_so_in_the_memory():
     assert "error: the rehearsal time ran out" not in traj.memory["text"]  # said once, on its line
 
 
+def test_imagined_runs_the_time_left_unstarted_are_not_said_to_be_skipped_by_foresight():
+    """The lead goes first; cut by the rehearsal time, it foresaw nothing, but the others
+    were left out by the time, not by that: the memory does not say they were skipped."""
+    from helpers import PacedBackend
+
+    slow_rehearser = PacedBackend(actor=[BALANCE] * 50 + [ANSWER] * 5, rehearser=[PREDICTED] * 50,
+                                  pace=lambda text, committing: 0.6 if CURRENT_TOOL in text and not committing else 0.0)
+    config = EpisodeConfig(mode="parallel", n=2, max_steps=50, episode_seconds=2.0, rehearsal_share=0.25,
+                           imagined_reads="rehearse")
+    traj = run_episode(slow_rehearser, _task(), config, create("bank"))
+    (rehearsal,) = traj.rehearsals
+    assert rehearsal.cut and "others_skipped" not in traj.memory
+
+
 def test_a_committed_call_whose_rehearsal_runs_long_is_still_made_for_real():
     from helpers import PacedBackend
 

@@ -210,6 +210,7 @@ class Episode:
             rehearsal.cut = outcome.ended == REHEARSAL_TIME
             yield RehearsalFinished(rehearsal)
 
+        skipped: list[int] = []  # how many imagined runs the lead's foresight left unstarted
         if self.policy.commit:  # the rest of the time is the committed run's
             share = self.config.episode_seconds * self.config.rehearsal_share
             self._batcher.cutoff = Cutoff(start + share, REHEARSAL_TIME)
@@ -227,7 +228,7 @@ class Episode:
                         raise
                     yield from ended(rehearsal.index, outcome)
             else:
-                for group in self._imagined_groups(rehearsals):
+                for group in self._imagined_groups(rehearsals, skipped):
                     traj.rehearsals.extend(group)
                     runs = {r.index: self._rehearsal(Conversation(user, earlier=list(earlier)), r, real_results)
                             for r in group}
@@ -237,17 +238,17 @@ class Episode:
                 raise
         finally:
             self._batcher.cutoff = None
-        ran = traj.rehearsals[base:]
-        traj.memory = memory_mod.summarize(ran)
-        if len(ran) < len(rehearsals) and not self.policy.sequential:
-            traj.memory["others_skipped"] = len(rehearsals) - len(ran)
+        traj.memory = memory_mod.summarize(rehearsals if self.policy.sequential else traj.rehearsals[base:])
+        if skipped:
+            traj.memory["others_skipped"] = skipped[0]
         if len(self.task.user_turns) > 1:
             traj.memory["user_turn"] = user_turn
         yield MemoryReady(traj.memory)
 
-    def _imagined_groups(self, rehearsals: list[Rehearsal]) -> Iterator[list[Rehearsal]]:
+    def _imagined_groups(self, rehearsals: list[Rehearsal], skipped: list[int]) -> Iterator[list[Rehearsal]]:
         """Parallel's imagined runs, in the groups that run in step: all at once, or the lead
-        first and the others only where it foresaw something (``EpisodeConfig.imagined_others``)."""
+        first and the others only where it foresaw something (``EpisodeConfig.imagined_others``;
+        how many it left unstarted goes into ``skipped``)."""
         lazy = (self.config.imagined_others == "on_foresight" and self.config.memory_shown == "foresight"
                 and self.policy.commit and len(rehearsals) > 1)
         if not lazy:
@@ -257,6 +258,8 @@ class Episode:
         yield [lead]
         if memory_mod.foresaw(memory_mod.summarize([lead]), lead.index):
             yield others
+        else:
+            skipped.append(len(others))
 
     def _rehearsal(self, conversation: Conversation, rehearsal: Rehearsal, real_results=()) -> Run:
         # Its own copy of the real results: its fetched reads join them, as a committed run's do.
