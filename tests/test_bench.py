@@ -214,7 +214,7 @@ def test_parallel_trajectories_advance_in_lockstep_one_batch_per_role_and_round(
     other = call_text("get_account", {"account_id": "ACC-1003"}, thinking="look it up")
     backend = Batching(actor=[BALANCE, other, ANSWER, ANSWER, ANSWER, BALANCE, ANSWER],
                        rehearser=[lambda p: result_text({"balance": 1.0})] * 3, linger=0.15)
-    rehearsing = {"imagined_reads": "rehearse"}  # the lockstep of rehearsals, on a read
+    rehearsing = {"imagined_reads": "rehearse", "imagined_others": "always"}  # the lockstep of rehearsals, on a read
     events = list(Episode(backend, find_task("bank", "check-balance"), EpisodeConfig(mode="parallel", n=3, **rehearsing),
                           create("bank")).run())
     traj = events[-1].trajectory
@@ -248,7 +248,8 @@ def test_stop_during_lockstep_ends_every_running_trajectory():
 
     backend = Batching(actor=[BALANCE, BALANCE], rehearser=[stop_now, lambda p: result_text({})], delay=0.02)
     events = list(Episode(backend, find_task("bank", "check-balance"),
-                          EpisodeConfig(mode="parallel", n=2, imagined_reads="rehearse"), create("bank"), cancel=cancel).run())
+                          EpisodeConfig(mode="parallel", n=2, imagined_reads="rehearse", imagined_others="always"),
+                          create("bank"), cancel=cancel).run())
     traj = events[-1].trajectory
     assert traj.ended == "cancelled" and traj.turns == [] and traj.memory is None
     assert [r.ended for r in traj.rehearsals] == ["cancelled", "cancelled"]

@@ -70,7 +70,8 @@ def test_unknown_environment_is_a_clear_error():
 @pytest.mark.slow
 def test_run_parallel_json_has_action_rehearsed_and_real_on_each_committed_call():
     out = cli("run", "--env", "bank", "--task", "check-balance", "--mode", "parallel", "--n", "2", "--json",
-              "--max-new-tokens", "128", "--max-steps", "1", "--imagined-reads", "rehearse")
+              "--max-new-tokens", "128", "--max-steps", "1", "--imagined-reads", "rehearse",
+              "--imagined-others", "always")
     assert out.returncode == 0, out.stderr
     record = json.loads(out.stdout)
     assert record["mode"] == "parallel" and len(record["rehearsals"]) == 2 and record["memory"]["text"]

@@ -154,6 +154,7 @@ def test_eval_through_transformers_serve_with_concurrency(transformers_server, t
     out = tmp_path / "serve"
     assert main(["eval", "--tasks", str(BFCL / "bfcl_multiple.jsonl"), "--limit", "2", "--modes", "none,parallel",
                  "--n", "2", "--seeds", "1", "--concurrency", "4", "--max-new-tokens", "24", "--max-steps", "1",
+                 "--imagined-others", "always",
                  "--out", str(out), "--backend", "openai", "--base-url", url, "--json", "--no-progress"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert {(r["task_id"], r["mode"]) for r in report["tasks"]} == {

@@ -12,7 +12,7 @@ from typing import Any, Literal, Sequence, get_type_hints
 from transformers import HfArgumentParser
 
 from envace_demo.engine import MODES, EpisodeConfig
-from envace_demo.engine.config import IMAGINED_READS
+from envace_demo.engine.config import IMAGINED_OTHERS, IMAGINED_READS
 from envace_demo.models.base import Sampling
 from envace_demo.settings import Settings, default_of
 
@@ -118,6 +118,7 @@ class EpisodeFlags:
         "probability: the answer stands and the call never runs; 0 checks every held call (--check-given-up)",
     )
     imagined_reads: Literal[IMAGINED_READS] = _like(EpisodeConfig, "imagined_reads")
+    imagined_others: Literal[IMAGINED_OTHERS] = _like(EpisodeConfig, "imagined_others")
     json: bool = field(default=False, metadata={"help": "print JSON instead of text"})
 
 
@@ -152,6 +153,7 @@ def episode_config(args: argparse.Namespace, settings: Settings, backend: Any) -
         response_schema=settings.response_schema,
         check_given_up=getattr(args, "check_given_up", default_of(EpisodeConfig, "check_given_up")),
         imagined_reads=getattr(args, "imagined_reads", default_of(EpisodeConfig, "imagined_reads")),
+        imagined_others=getattr(args, "imagined_others", default_of(EpisodeConfig, "imagined_others")),
         trust_certainty=getattr(args, "trust_certainty", default_of(EpisodeConfig, "trust_certainty")) or None,
     )
 
