@@ -129,10 +129,34 @@ def test_failing_environment_gives_an_error_step_not_a_crash(scripted):
     assert traj.turns[0].calls[0].real["error"]["code"] == "ENVIRONMENT_FAILURE"
 
 
-def test_max_steps_ends_the_episode(scripted):
-    backend = scripted(actor=[BALANCE] * 2)
+def test_past_its_last_step_a_committed_run_answers_and_makes_no_more_calls(scripted):
+    """max_steps turns that call tools, then an answer: the step budget spent, the actor is
+    asked once more with no call on offer; a call it makes anyway is not run."""
+    backend = scripted(actor=[BALANCE] * 2 + [ANSWER])
     traj = run_episode(backend, _task(), EpisodeConfig(mode="none", max_steps=2), create("bank"))
-    assert traj.ended == "max_steps" and len(traj.turns) == 2
+    assert traj.ended == "answer" and len(traj.turns) == 3 and traj.final_answer
+    assert traj.totals()["real_calls"] == 2
+    backend = scripted(actor=[BALANCE] * 3)
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="none", max_steps=2), create("bank"))
+    assert traj.ended == "max_steps" and len(traj.turns) == 3 and traj.totals()["real_calls"] == 2
+    assert "past the last step" in traj.turns[-1].error and not traj.turns[-1].calls
+
+
+def test_the_answer_past_the_last_step_is_offered_no_call(scripted):
+    seen = []
+
+    class Constrained(type(scripted(actor=[]))):
+        supports_constraints = True
+
+        def generate(self, prompt, sampling, constraint=None, on_token=None, cancel=None):
+            seen.append(constraint)
+            return super().generate(prompt, sampling, constraint, on_token, cancel)
+
+    backend = Constrained(actor=[BALANCE, ANSWER])
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="none", max_steps=1, require_first_call=True),
+                       create("bank"))
+    assert traj.ended == "answer" and [bool(c.tools) for c in seen] == [True, False]
+    assert seen[0].require_call and not seen[1].require_call
 
 
 @pytest.mark.timing

@@ -30,7 +30,7 @@ from envace_demo.engine.imagined import (
     short_answers,
     wrote,
 )
-from envace_demo.engine.verdict import Held, RunState, check, drop_contradicted, supersede
+from envace_demo.engine.verdict import Held, RunState, drop_contradicted, run_checked, supersede
 from envace_demo.events import Event, TurnUpdated
 from envace_demo.generation import BatchGenerator
 from envace_demo.models.base import Backend, Constraint, Generation, Sampling
@@ -97,11 +97,13 @@ class TrajectoryRunner:
         execute = commit and self.committer.executor is not None
         state = RunState(cfg.check_given_up, cfg.trust_certainty)
         turn_index = 0
-        while turn_index < cfg.max_steps:
-            require = cfg.require_first_call and turn_index == 0
+        # Past its last step a committed run still answers: no call on offer, none made.
+        while turn_index < cfg.max_steps or (execute and turn_index == cfg.max_steps):
+            last = turn_index == cfg.max_steps
+            require = cfg.require_first_call and turn_index == 0 and not last
             prompt = actor_prompt(self.backend, conversation, self.tools)
             lead = where == "rehearsal" and rindex == self.lead and not state.withdrawn
-            gen, taken = yield from self._act(prompt, where, rindex, require, turn_index, state.withdrawn, lead)
+            gen, taken = yield from self._act(prompt, where, rindex, require, turn_index, state.withdrawn, lead, last)
             action = parse_action(gen.text, self.tool_names, require_call=require, cut=gen.finish_reason == "length")
             turn = new_turn(turns, action, gen, prompt, self.user_turn)
             turn.action_from = taken
@@ -120,6 +122,10 @@ class TrajectoryRunner:
                     continue  # not a step: the actor is asked again
                 return outcome
             turn_index += 1
+            if last:
+                turn.error = "a call past the last step (max_steps): not made"
+                yield TurnUpdated(where, rindex, turn, None, "acted")
+                break
             if where == "rehearsal" and repeats_reads(conversation.turns, action.calls, self._writes, cfg, self.policy):
                 yield TurnUpdated(where, rindex, turn, None, "acted")
                 return Outcome(None, REPEATED_READ)
@@ -172,13 +178,8 @@ class TrajectoryRunner:
             if not checked:  # it answered from the memory: asked again without it
                 conversation.memory = None
                 return None
-            for held in checked:  # run for real after all, shown in place of the prediction
-                tool = find_tool(self.tools, held.step.call.name)
-                check(held, tool, self.committer, self.deadline, self.config.known_results, conversation, real_results)
-                yield TurnUpdated("commit", None, held.turn, held.at, "executed")
-                yield from drop_contradicted(held.turn, held.step, conversation, memory,
-                                             self.config.memory_fidelity_floor, held.at)
-                self.batcher.check_limits()
+            yield from run_checked(checked, self.tools, self.committer, self.deadline, self.config, conversation,
+                                   real_results, memory, self.batcher.check_limits)
             return Outcome(None, "environment_error") if any(h.step.error for h in checked) else None
         elif execute and not state.withdrawn and self.policy.rehearse_calls:
             # An answer that tells a rehearsed value as real is taken back once; the
@@ -259,7 +260,8 @@ class TrajectoryRunner:
             raise
 
     def _act(
-        self, prompt: Any, where: str, rindex: int | None, require: bool, k: int, withdrawn: bool, lead: bool
+        self, prompt: Any, where: str, rindex: int | None, require: bool, k: int, withdrawn: bool, lead: bool,
+        last: bool = False,
     ) -> Generator[Request, Generation, tuple[Generation, int | None]]:
         """The actor's ``k``-th generation, and the rehearsal it was taken from: a committed
         actor asked what the lead imagined run was asked at its ``k``-th turn, with the same
@@ -268,23 +270,21 @@ class TrajectoryRunner:
         if taken is not None:
             self.batcher.skip_committed_seed()
             return replace(taken[0], seconds=0.0), taken[1]
-        gen = yield self._act_request(prompt, where, rindex, require, aligned=k if lead else None)
+        gen = yield self._act_request(prompt, where, rindex, require, aligned=k if lead else None, last=last)
         return gen, None
 
     def _act_request(
-        self, prompt: Any, where: str, rindex: int | None, require: bool, aligned: int | None = None
+        self, prompt: Any, where: str, rindex: int | None, require: bool, aligned: int | None = None, last: bool = False
     ) -> Request:
         # The committed actor reads which calls an imagined run made and what they were
         # predicted to do, never its answer (unless the memory view is "full"): an imagined
         # answer stops after its first words.
         short = where == "rehearsal" and self._short_answers()
-        constraint = self._constraint(
-            "actor", tools=tuple(self.tools), require_call=require, answer_chars=IMAGINED_ANSWER_CHARS if short else None
-        )
+        constraint = self._constraint("actor", tools=() if last else tuple(self.tools), require_call=require,
+                                      answer_chars=IMAGINED_ANSWER_CHARS if short else None)
         return Request(prompt, constraint, "actor", where, rindex, aligned=aligned)
 
-    def _writes(self, name: str) -> bool | None:
-        """Whether the offered tool ``name`` changes state, as the environment says (None: unknown)."""
+    def _writes(self, name: str) -> bool | None:  # as the environment says (None: unknown)
         return self.committer.writes(find_tool(self.tools, name))
 
     def _short_answers(self) -> bool:

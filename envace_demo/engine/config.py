@@ -38,7 +38,9 @@ class EpisodeConfig:
         metadata={"help": "sampling of every generation; default: Sampling's, with the settings' max_new_tokens"},
     )
     max_steps: int = field(
-        default=default_of(Settings, "max_steps"), metadata={"help": "actor turns per trajectory (Settings.max_steps)"}
+        default=default_of(Settings, "max_steps"),
+        metadata={"help": "actor turns that call tools per trajectory (Settings.max_steps); past them a committed "
+                  "run is asked once more for an answer, with no call on offer"},
     )
     episode_seconds: float = field(
         default=default_of(Settings, "episode_seconds"),

@@ -23,10 +23,10 @@ from envace_demo import memory as memory_mod
 from envace_demo.context import shots
 from envace_demo.engine.commit import Committer
 from envace_demo.engine.rehearsal import score_call
-from envace_demo.events import Event, MemoryReady
+from envace_demo.events import Event, MemoryReady, TurnUpdated
 from envace_demo.prompts import Conversation
 from envace_demo.record import CallStep, ToolCall, Turn, error_code, is_error, rehearsal_failed
-from envace_demo.schemas import Tool
+from envace_demo.schemas import Tool, find_tool
 
 
 @dataclass
@@ -116,6 +116,20 @@ def check(
     step.held, step.checked = False, True
     if step.error is None:
         real_results.append((step.call, step.real))
+
+
+def run_checked(
+    checked: list[Held], tools: list[Tool], committer: Committer, deadline: float, config, conversation: Conversation,
+    real_results: list[tuple[ToolCall, Any]], memory: dict | None, check_limits: Callable[[], None],
+) -> Generator[Event, None, None]:
+    """Run each held call in ``checked`` for real after all (``check``), shown in place of its
+    prediction; a contradicted memory is dropped as after any real call."""
+    for held in checked:
+        check(held, find_tool(tools, held.step.call.name), committer, deadline, config.known_results, conversation,
+              real_results)
+        yield TurnUpdated("commit", None, held.turn, held.at, "executed")
+        yield from drop_contradicted(held.turn, held.step, conversation, memory, config.memory_fidelity_floor, held.at)
+        check_limits()
 
 
 def drop_contradicted(
