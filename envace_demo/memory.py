@@ -47,11 +47,15 @@ def _seen(step: CallStep) -> Any:
     return step.real if step.fetched else step.rehearsed
 
 
-def foresaw(memory: dict | None, attempt: int | None = None) -> bool:
+def foresaw(memory: dict | None, attempt: int | None = None, sure: float | None = None) -> bool:
     """Whether a rehearsal (or only the one of index ``attempt``) foresaw something the
-    committed run can act on: a call predicted to fail, or one whose arguments were invalid."""
+    committed run can act on: a call predicted to fail (with ``sure``, only one whose
+    rehearser gave the failure at least that probability: ``CallStep.certainty``), or one
+    whose arguments were invalid."""
     return any(
-        (c.get("predicted_error") and not rehearsal_failed(c.get("predicted"))) or c.get("invalid_arguments")
+        (c.get("predicted_error") and not rehearsal_failed(c.get("predicted"))
+         and (sure is None or (c.get("certainty") is not None and c["certainty"] >= sure)))
+        or c.get("invalid_arguments")
         for a in (memory or {}).get("attempts", [])
         if attempt is None or a.get("index") == attempt
         for c in a.get("calls", [])

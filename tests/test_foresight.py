@@ -299,7 +299,9 @@ def test_the_memory_is_shown_once_a_rehearsal_foresaw_a_failure(scripted):
         actor=[WITHDRAW, "<think></think>\nThe account holds too little."],
         rehearser=[result_text(REFUSED)],
     )
-    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1, check_given_up=False), create("bank"))
+    # trust_certainty None: any foreseen failure is shown (none is sure enough to trust).
+    config = EpisodeConfig(mode="parallel", n=1, check_given_up=False, trust_certainty=None)
+    traj = run_episode(backend, _task(), config, create("bank"))
     assert traj.memory["shown"] is True
     assert "predicted error INSUFFICIENT_FUNDS" in traj.turns[0].actor_prompt
     assert call_steps(traj.turns) == []  # the committed run answered from the foresight alone
@@ -314,7 +316,7 @@ def test_an_answer_from_the_memory_alone_is_set_aside_and_the_call_tried(scripte
                "<think></think>\nToo little.", "<think></think>\nRefused: insufficient funds."],
         rehearser=[result_text(REFUSED)],
     )
-    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), create("bank"))
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1, trust_certainty=None), create("bank"))
     first, tried, checked_at, _ = traj.turns
     assert "imagined run" in first.set_aside and "Rehearsal memory" not in tried.actor_prompt
     assert tried.action_from == 0 and tried.calls[0].rehearsal_from == 0
@@ -332,7 +334,8 @@ def test_an_imagined_run_reads_the_real_state_only_until_it_imagines_a_write(scr
     env = create("bank")
     before = env.state()
     traj = run_episode(backend, _task("Deposit $100 into ACC-1003, then withdraw $5."),
-                       EpisodeConfig(mode="parallel", n=1, imagined_until="answer", check_given_up=False), env)
+                       EpisodeConfig(mode="parallel", n=1, imagined_until="answer", check_given_up=False,
+                                     trust_certainty=None), env)
     deposit, withdraw = call_steps(traj.rehearsals[0].turns)
     assert deposit.context and deposit.context[0]["result"]["balance"] == 310.25
     # After the imagined deposit the real account no longer shows the imagined world.
@@ -402,7 +405,7 @@ def test_the_other_imagined_runs_start_only_where_the_lead_foresaw_a_failure(scr
     assert traj.success is not False and traj.n == 3
     warned = scripted(actor=[WITHDRAW, WITHDRAW, BALANCE, "<think></think>\nRefused: insufficient funds."],
                       rehearser=[result_text(REFUSED), result_text(REFUSED)])
-    traj = run_episode(warned, _task(), EpisodeConfig(mode="parallel", n=2), create("bank"))
+    traj = run_episode(warned, _task(), EpisodeConfig(mode="parallel", n=2, trust_certainty=None), create("bank"))
     assert len(traj.rehearsals) == 2 and "others_skipped" not in traj.memory and traj.memory["shown"]
 
 
@@ -505,7 +508,7 @@ def test_only_the_lead_runs_foresight_is_shown_to_the_committed_actor(scripted):
     other = call_text("withdraw", {"account_id": "ACC-1003", "amount": 5000})
     refused = {"error": {"code": "INSUFFICIENT_FUNDS", "message": "ACC-1003 holds 310.25"}}
     backend = scripted(actor=[DEPOSIT, other, SAID], rehearser=[result_text(DEPOSITED), result_text(refused)])
-    both = EpisodeConfig(mode="parallel", n=2, imagined_others="always")
+    both = EpisodeConfig(mode="parallel", n=2, imagined_others="always", trust_certainty=None)
     traj = run_episode(backend, _task("Deposit $100 into ACC-1003."), both, create("bank"))
     assert [a["calls"][0]["predicted_error"] for a in traj.memory["attempts"]] == [False, True]
     assert traj.memory["shown"] is False
@@ -572,7 +575,8 @@ def test_a_greedy_rehearser_answers_an_imagined_run_from_an_earlier_ones_same_qu
 
     backend = scripted(actor=[WITHDRAW, WITHDRAW, BALANCE, "<think></think>\nRefused: insufficient funds."],
                        rehearser=[result_text(REFUSED)])
-    config = EpisodeConfig(mode="parallel", n=2, sampling=Sampling(seed=5, rehearse_temperature=0.0))
+    config = EpisodeConfig(mode="parallel", n=2, sampling=Sampling(seed=5, rehearse_temperature=0.0),
+                           trust_certainty=None)
     traj = run_episode(backend, _task(), config, create("bank"))
     lead, other = (call_steps(r.turns)[0] for r in traj.rehearsals)
     assert other.rehearsal_from == 0 and other.rehearsed == lead.rehearsed and lead.rehearsal_from is None
@@ -593,3 +597,24 @@ def test_an_imagined_runs_fetched_read_is_its_rehearsers_few_shot_as_the_committ
     read, write = call_steps(traj.turns)
     assert write.rehearsal_from == 0 and write.rehearser_prompt == imagined[1].rehearser_prompt
     assert write.real["new_balance"] == 5.5
+
+
+def test_an_unsure_foresight_is_not_shown_upfront_and_its_call_is_held_then_checked(scripted):
+    """The lead foresaw a failure its rehearser was unsure of (no probability at all here):
+    the memory stays unread and the other run never starts, so the committed run acts as
+    one without rehearsal would; its call is held when it comes, then checked for real."""
+    backend = scripted(
+        actor=[WITHDRAW, "<think></think>\nToo little.", "<think></think>\nRefused: insufficient funds."],
+        rehearser=[result_text(REFUSED)],
+    )
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=2), create("bank"))
+    assert traj.memory["shown"] is False and traj.memory["others_skipped"] == 1 and len(traj.rehearsals) == 1
+    assert all("Rehearsal memory" not in t.actor_prompt for t in traj.turns if t.actor_prompt)
+    (step,) = call_steps(traj.turns)
+    assert step.checked and step.rehearsal_from == 0 and step.real["error"]["code"] == "INSUFFICIENT_FUNDS"
+    assert traj.final_answer == "Refused: insufficient funds."
+    # Sure of it, the lead's foresight is shown and brings the other run in.
+    sure_backend = scripted(actor=[WITHDRAW, WITHDRAW, "<think></think>\nThe account holds too little."],
+                            rehearser=[sure(result_text(REFUSED), 0.95), sure(result_text(REFUSED), 0.95)])
+    traj = run_episode(sure_backend, _task(), EpisodeConfig(mode="parallel", n=2), create("bank"))
+    assert traj.memory["shown"] is True and len(traj.rehearsals) == 2

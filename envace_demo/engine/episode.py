@@ -152,7 +152,7 @@ class Episode:
                 # while nothing is foreseen, its actions): another run's foresight is about a
                 # path the committed run does not take, and reading it only distracts.
                 lead = None if self.policy.sequential else self._trajectories.lead
-                memory["shown"] = self.config.memory_shown == "always" or memory_mod.foresaw(memory, lead)
+                memory["shown"] = self.config.memory_shown == "always" or self._foresaw(memory, lead)
             conversation = Conversation(
                 user, memory=memory_text(memory, self.config.memory) if memory and memory["shown"] else None,
                 executed=self.executor is not None, earlier=list(earlier),
@@ -256,10 +256,18 @@ class Episode:
             return
         lead, others = rehearsals[0], rehearsals[1:]
         yield [lead]
-        if memory_mod.foresaw(memory_mod.summarize([lead]), lead.index):
+        if self._foresaw(memory_mod.summarize([lead]), lead.index):
             yield others
         else:
             skipped.append(len(others))
+
+    def _foresaw(self, memory: dict, attempt: int | None) -> bool:
+        """Whether the memory is worth the committed actor's reading: a failure foreseen as
+        surely as a held call is trusted (``EpisodeConfig.trust_certainty``; any, where it is
+        None), or an invalid call. A less sure one still holds the committed call when it
+        comes, and the call is checked: shown upfront it only changed what the actor wrote (a
+        shopping list written with a full stop, against a check that wanted none)."""
+        return memory_mod.foresaw(memory, attempt, sure=self.config.trust_certainty)
 
     def _rehearsal(self, conversation: Conversation, rehearsal: Rehearsal, real_results=()) -> Run:
         # Its own copy of the real results: its fetched reads join them, as a committed run's do.
