@@ -157,9 +157,9 @@ def memory_html(memory: dict | None) -> str:
         rows.append(f'<div class="ev-note">{esc(SKIPPED_NOTE.format(n=skipped, s="" if skipped == 1 else "s"))}</div>')
     if memory.get("shown") is False:
         rows.append(
-            '<div class="ev-note">Not shown to the committed actor: no rehearsal foresaw a failure or an invalid '
-            "call, so the committed run acts as one without rehearsal would (its writes are still rehearsed "
-            "before they run).</div>"
+            '<div class="ev-note">Not shown to the committed actor: no rehearsal foresaw a failure it was sure of, '
+            "or an invalid call, so the committed run acts as one without rehearsal would (its writes are still "
+            "rehearsed before they run, and one foreseen to fail is held, then checked).</div>"
         )
     return (
         '<div class="ev-card ev-memory"><div class="ev-card-title">Rehearsal memory</div>'
