@@ -618,3 +618,22 @@ def test_an_unsure_foresight_is_not_shown_upfront_and_its_call_is_held_then_chec
                             rehearser=[sure(result_text(REFUSED), 0.95), sure(result_text(REFUSED), 0.95)])
     traj = run_episode(sure_backend, _task(), EpisodeConfig(mode="parallel", n=2), create("bank"))
     assert traj.memory["shown"] is True and len(traj.rehearsals) == 2
+
+
+def test_a_failed_other_path_leaves_the_hold_to_be_checked_before_the_answer_stands(scripted):
+    """Held, the $40 withdrawal; the actor tried $20 instead, which failed for real: no path
+    went through, so its answer is set aside and the held call is checked, as a run without
+    rehearsal would have made it."""
+    twenty = call_text("withdraw", {"account_id": "ACC-1005", "amount": 20})
+    paid = {"transaction_id": "TX-5008", "account_id": "ACC-1005", "amount": 20, "new_balance": 0}
+    backend = scripted(
+        actor=["<think></think>\nNo call.", WITHDRAW, twenty, "<think></think>\nWithdrew $20.",
+               "<think></think>\nRefused: insufficient funds."],
+        rehearser=[result_text(REFUSED), result_text(paid)],
+    )
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), create("bank"))
+    forty, tried = call_steps(traj.turns)
+    assert tried.real["error"]["code"] == "INSUFFICIENT_FUNDS" and not tried.held
+    assert forty.checked and forty.real["error"]["code"] == "INSUFFICIENT_FUNDS"
+    assert [t.set_aside is not None for t in traj.turns if not t.calls] == [True, False]
+    assert traj.final_answer == "Refused: insufficient funds."

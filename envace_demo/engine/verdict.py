@@ -1,8 +1,8 @@
 """A prediction changes the plan, never the verdict (``EpisodeConfig.check_given_up``).
 
 A held call (its rehearsal foresaw a failure) gives the actor the chance of another path.
-If it answers instead, with no real write since the hold, its answer is set aside and the
-held call runs for real: a wrong prediction of failure costs time, not the task. An answer
+If it answers instead, with no real write gone through since the hold, its answer is set
+aside and the held call runs for real: a wrong prediction of failure costs time, not the task. An answer
 resting on the memory alone (a failure an imagined run foresaw, no real write, the foreseen
 tool never tried) is set aside once and asked again without the memory.
 
@@ -50,9 +50,13 @@ class RunState:
     pending: list[Held] = field(default_factory=list)  # held calls still looking for another path
 
     def executed(self, step: CallStep) -> None:
-        """A real call ran: a write is another path, and the held calls are moot."""
-        if step.write:
+        """A real call ran: a write that went through is another path, and the held calls are
+        moot. One that failed found no path: the other holds stay pending, to be checked
+        before an answer stands (its own hold, asked again, is resolved)."""
+        if step.write and step.error is None and not is_error(step.real):
             self.pending.clear()
+        else:
+            self.pending = [h for h in self.pending if h.step.call != step.call]
 
     def trusts(self, certainty: float | None) -> bool:
         """Whether a foreseen failure of this ``certainty`` stands without being run."""
