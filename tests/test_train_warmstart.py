@@ -129,8 +129,9 @@ def test_a_mistaken_call_is_never_an_actor_target_and_a_foreseen_one_is_skipped(
         actor=[call_text_of(s.steps[0].call), remembered[0].completion, remembered[1].completion],
         rehearser=[rows_of(rows, s.steps[0].result), rows_of(rows, s.steps[1].result)],
     )
+    # trust_certainty None: a scripted rehearsal has no probability, and any foresight is shown.
     config = EpisodeConfig(mode="parallel", n=1, sampling=Sampling(max_new_tokens=64), max_steps=4,
-                           constrained=False, require_first_call=False)
+                           constrained=False, require_first_call=False, trust_certainty=None)
     traj = None
     for event in Episode(backend, s.task, config, environment=create("files")).run():
         if isinstance(event, EpisodeFinished):
