@@ -247,14 +247,19 @@ def test_a_run_whose_rehearsals_exceed_their_share_still_commits():
     assert traj.ended == "answer" and traj.success is True
 
 
-def test_a_call_cut_by_the_rehearsal_time_says_so_in_the_memory():
+def _cut_by_the_rehearsal_time(n: int):
+    """A parallel episode of ``n`` imagined runs whose rehearsals outlast their share of the time."""
     from helpers import PacedBackend
 
     slow_rehearser = PacedBackend(actor=[BALANCE] * 50 + [ANSWER] * 5, rehearser=[PREDICTED] * 50,
                                   pace=lambda text, committing: 0.6 if CURRENT_TOOL in text and not committing else 0.0)
-    config = EpisodeConfig(mode="parallel", n=1, max_steps=50, episode_seconds=2.0, rehearsal_share=0.25,
+    config = EpisodeConfig(mode="parallel", n=n, max_steps=50, episode_seconds=2.0, rehearsal_share=0.25,
                            imagined_reads="rehearse")
-    traj = run_episode(slow_rehearser, _task(), config, create("bank"))
+    return run_episode(slow_rehearser, _task(), config, create("bank"))
+
+
+def test_a_call_cut_by_the_rehearsal_time_says_so_in_the_memory():
+    traj = _cut_by_the_rehearsal_time(1)
     (rehearsal,) = traj.rehearsals
     last = rehearsal.turns[-1].calls[-1]
     assert rehearsal.cut and last.rehearsal_cut and last.rehearsed is None
@@ -265,13 +270,7 @@ def test_a_call_cut_by_the_rehearsal_time_says_so_in_the_memory():
 def test_imagined_runs_the_time_left_unstarted_are_not_said_to_be_skipped_by_foresight():
     """The lead goes first; cut by the rehearsal time, it foresaw nothing, but the others
     were left out by the time, not by that: the memory does not say they were skipped."""
-    from helpers import PacedBackend
-
-    slow_rehearser = PacedBackend(actor=[BALANCE] * 50 + [ANSWER] * 5, rehearser=[PREDICTED] * 50,
-                                  pace=lambda text, committing: 0.6 if CURRENT_TOOL in text and not committing else 0.0)
-    config = EpisodeConfig(mode="parallel", n=2, max_steps=50, episode_seconds=2.0, rehearsal_share=0.25,
-                           imagined_reads="rehearse")
-    traj = run_episode(slow_rehearser, _task(), config, create("bank"))
+    traj = _cut_by_the_rehearsal_time(2)
     (rehearsal,) = traj.rehearsals
     assert rehearsal.cut and "others_skipped" not in traj.memory
 
