@@ -90,6 +90,9 @@ class CallStep:
     # Held: the rehearsal predicted a failure, so the call was not executed; the actor was
     # shown the prediction instead (``real`` stays None). The same call asked again runs.
     held: bool = False
+    # Its rehearsal predicted a failure less surely than ``EpisodeConfig.hold_certainty``:
+    # not held, run for real at once, as it would have without rehearsal.
+    unsure: bool = False
     # Held, then run for real: the actor answered without another path (no real write
     # since the hold), so the prediction was checked (``EpisodeConfig.check_given_up``).
     checked: bool = False
@@ -234,6 +237,7 @@ class Trajectory:
             "held_calls": sum(1 for c in committed if c.held),
             "checked_calls": sum(1 for c in committed if c.checked),
             "trusted_calls": sum(1 for c in committed if c.trusted),
+            "unsure_calls": sum(1 for c in committed if c.unsure),
             "context_reads": sum(len(c.context) for c in committed),
             "imagined_calls": len(call_steps(imagined)),
             "fetched_reads": sum(1 for c in call_steps(imagined) if c.fetched),

@@ -547,11 +547,33 @@ def test_a_failure_the_rehearser_was_unsure_of_is_checked(scripted, certainty, t
                "<think></think>\nThe bank refused: insufficient funds."],
         rehearser=[sure(result_text(REFUSED), certainty)],
     )
-    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1, trust_certainty=trust), create("bank"))
+    config = EpisodeConfig(mode="parallel", n=1, trust_certainty=trust, hold_certainty=None)
+    traj = run_episode(backend, _task(), config, create("bank"))
     (step,) = call_steps(traj.turns)
     assert step.checked and not step.trusted and step.real["error"]["code"] == "INSUFFICIENT_FUNDS"
     assert step.certainty == certainty
     assert traj.totals()["trusted_calls"] == 0 and traj.turns[1].set_aside
+
+
+@pytest.mark.parametrize("real_fails", [True, False])
+def test_a_failure_foreseen_below_hold_certainty_runs_at_once_as_without_rehearsal(scripted, real_fails):
+    """A wrong, unsure foresight (a $10 withdrawal from 15.50 foreseen as refused at 0.6) must
+    not send the actor down another path: the call runs for real at once, and the actor goes
+    on from the real result, as a run without rehearsal would; a right one costs the same
+    real error a run without rehearsal makes."""
+    amount = 40 if real_fails else 10
+    backend = scripted(
+        actor=["<think></think>\nNo call.", call_text("withdraw", {"account_id": "ACC-1005", "amount": amount}),
+               "<think></think>\nDone."],
+        rehearser=[sure(result_text(REFUSED), 0.6)],
+    )
+    env = create("bank")
+    traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), env)
+    (step,) = call_steps(traj.turns)
+    assert step.unsure and not step.held and not step.checked and step.real is not None
+    assert ("error" in step.real) is real_fails and step.outcome_right is real_fails
+    assert env.state()["accounts"]["ACC-1005"]["balance"] == (15.5 if real_fails else 5.5)
+    assert len(traj.turns) == 2 and traj.totals()["held_calls"] == 0
 
 
 def test_a_held_call_asked_again_keeps_its_prediction_and_the_rehearser_is_not_asked_twice(scripted):

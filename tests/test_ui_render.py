@@ -213,6 +213,18 @@ def test_a_trusted_held_call_says_how_sure_the_rehearser_was(scripted):
     assert "<b>1</b> trusted calls" in render.outcome_html(view.trajectory)
 
 
+def test_an_unsure_foreseen_failure_says_it_ran_at_once(scripted):
+    withdraw = call_text("withdraw", {"account_id": "ACC-1005", "amount": 40})
+    refused = {"error": {"code": "INSUFFICIENT_FUNDS", "message": "too little"}}
+    backend = scripted(actor=["<think></think>\nNo call.", withdraw, "<think></think>\nRefused."],
+                       rehearser=[sure(result_text(refused), 0.55)])
+    task = Task("w", "Withdraw $40 from ACC-1005.", create("bank").tools())
+    view = _view(list(Episode(backend, task, EpisodeConfig(mode="parallel", n=1), create("bank")).run()))
+    page = html.unescape(render.steps_html(view))
+    assert "not held: the rehearser gave this failure only 0.55" in page and "INSUFFICIENT_FUNDS" in page
+    assert "<b>1</b> failures foreseen unsure" in render.outcome_html(view.trajectory)
+
+
 def test_memory_card_lists_each_rehearsal_by_the_name_the_panels_use(scripted):
     view = _view(_parallel_events(scripted))
     card = render.memory_html(view.trajectory.memory)

@@ -117,8 +117,13 @@ class EpisodeFlags:
         EpisodeConfig, "trust_certainty", "trust a held call whose rehearser gave its foreseen failure at least this "
         "probability: the answer stands and the call never runs; 0 checks every held call (--check-given-up)",
     )
+    hold_certainty: float = _like(
+        EpisodeConfig, "hold_certainty", "hold a call whose rehearsal predicts a failure only where the rehearser gave "
+        "it at least this probability; a less sure one runs for real at once; 0 holds every predicted failure",
+    )
     imagined_reads: Literal[IMAGINED_READS] = _like(EpisodeConfig, "imagined_reads")
     imagined_others: Literal[IMAGINED_OTHERS] = _like(EpisodeConfig, "imagined_others")
+    grounded_ids: bool = _like(EpisodeConfig, "grounded_ids")
     json: bool = field(default=False, metadata={"help": "print JSON instead of text"})
 
 
@@ -154,7 +159,9 @@ def episode_config(args: argparse.Namespace, settings: Settings, backend: Any) -
         check_given_up=getattr(args, "check_given_up", default_of(EpisodeConfig, "check_given_up")),
         imagined_reads=getattr(args, "imagined_reads", default_of(EpisodeConfig, "imagined_reads")),
         imagined_others=getattr(args, "imagined_others", default_of(EpisodeConfig, "imagined_others")),
+        grounded_ids=getattr(args, "grounded_ids", default_of(EpisodeConfig, "grounded_ids")),
         trust_certainty=getattr(args, "trust_certainty", default_of(EpisodeConfig, "trust_certainty")) or None,
+        hold_certainty=getattr(args, "hold_certainty", default_of(EpisodeConfig, "hold_certainty")) or None,
     )
 
 

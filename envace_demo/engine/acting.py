@@ -31,6 +31,7 @@ from envace_demo.engine.imagined import (
     wrote,
 )
 from envace_demo.engine.verdict import Held, RunState, drop_contradicted, run_checked, supersede
+from envace_demo.identifiers import ground
 from envace_demo.events import Event, TurnUpdated
 from envace_demo.generation import BatchGenerator
 from envace_demo.models.base import Backend, Constraint, Generation, Sampling
@@ -280,7 +281,8 @@ class TrajectoryRunner:
         # predicted to do, never its answer (unless the memory view is "full"): an imagined
         # answer stops after its first words.
         short = where == "rehearsal" and self._short_answers()
-        constraint = self._constraint("actor", tools=() if last else tuple(self.tools), require_call=require,
+        tools = () if last else ground(self.tools, prompt.messages) if self.config.grounded_ids else tuple(self.tools)
+        constraint = self._constraint("actor", tools=tools, require_call=require,
                                       answer_chars=IMAGINED_ANSWER_CHARS if short else None)
         return Request(prompt, constraint, "actor", where, rindex, aligned=aligned)
 

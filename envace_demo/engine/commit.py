@@ -32,6 +32,7 @@ class Committer:
         hold_predicted_failures: bool,
         tool_seconds: float,
         shown: Callable[[str], str],
+        hold_certainty: float | None = None,
     ):
         self.environment = environment
         self.executor = executor
@@ -40,6 +41,7 @@ class Committer:
         self.hold_predicted_failures = hold_predicted_failures
         self.tool_seconds = tool_seconds
         self.shown = shown
+        self.hold_certainty = hold_certainty
 
     def read_context(self, step: CallStep, tool: Tool | None) -> list[tuple[ToolCall, Any]]:
         """The real reads that show what ``step``'s call depends on (the environment names
@@ -61,12 +63,15 @@ class Committer:
         return self.environment.writes(tool.original_name)
 
     def hold(self, step: CallStep, held: set[str], tool: Tool | None = None) -> bool:
-        """Whether ``step`` is held: its rehearsal predicted a failure, the call may change
-        state (a read's real result costs nothing and is what the answer needs), and the
-        same call was not held before in this run."""
+        """Whether ``step`` is held: its rehearsal predicted a failure, surely enough
+        (``hold_certainty``), the call may change state (a read's real result costs nothing
+        and is what the answer needs), and the same call was not held before in this run."""
         if not self.hold_predicted_failures or not is_error(step.rehearsed) or rehearsal_failed(step.rehearsed):
             return False
         if self.writes(tool) is False:
+            return False
+        if self.hold_certainty is not None and step.certainty is not None and step.certainty < self.hold_certainty:
+            step.unsure = True
             return False
         key = json.dumps(step.call.to_dict(), sort_keys=True, default=str)
         if key in held:

@@ -123,6 +123,13 @@ class EpisodeConfig:
                   "memory_shown 'foresight' nothing else of theirs reaches the committed run, and on a CPU each "
                   "run costs its own time), or 'always' (all N in step)"},
     )
+    grounded_ids: bool = field(
+        default=True,
+        metadata={"help": "an identifier argument (id, *_id) with a declared pattern is, in the actor's grammar, one "
+                  "of the values of that shape in the user's messages or the tool results so far; a tool whose "
+                  "required identifier has none is not on offer until a call finds one (envace_demo.identifiers). "
+                  "Only decoding changes; False lets the actor pass any value the pattern allows"},
+    )
     imagined_reads: str = field(
         default="fetch",
         metadata={"help": "what an imagined run does with a call of a tool the environment declares read-only, "
@@ -140,6 +147,13 @@ class EpisodeConfig:
         metadata={"help": "a committed call whose rehearsal predicts a failure is held the first time: not "
                   "executed, the actor shown the prediction, so it can take another path (asked again, it runs); "
                   "a call to a tool the environment declares read-only is never held: its real result is safe"},
+    )
+    hold_certainty: float | None = field(
+        default=0.9,
+        metadata={"help": "a predicted failure is held only where the rehearser gave it at least this probability "
+                  "(CallStep.certainty); a less sure one runs for real at once, as without rehearsal "
+                  "(CallStep.unsure): a wrong, unsure foresight must not send the actor down another path. None, "
+                  "or a rehearser that gives no probability: every predicted failure is held"},
     )
     check_given_up: bool = field(
         default=True,
@@ -180,8 +194,10 @@ class EpisodeConfig:
         for name in ("think_chars", "rehearser_think_chars"):
             if getattr(self, name) is not None and getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be 0 or more, not {getattr(self, name)}")
-        if self.trust_certainty is not None and not 0 < self.trust_certainty <= 1:
-            raise ConfigError(f"trust_certainty must be above 0 and at most 1, not {self.trust_certainty}")
+        for name in ("trust_certainty", "hold_certainty"):
+            value = getattr(self, name)
+            if value is not None and not 0 < value <= 1:
+                raise ConfigError(f"{name} must be above 0 and at most 1, not {value}")
         if self.memory_fidelity_floor is not None and not 0 <= self.memory_fidelity_floor <= 1:
             raise ConfigError(f"memory_fidelity_floor must be between 0 and 1, not {self.memory_fidelity_floor}")
 

@@ -75,7 +75,7 @@ class Episode:
         self._rehearser = CallRehearser(backend, config, self.sampling, self._constrained, failures)
         self._committer = Committer(
             environment, executor, self.cancel, task.check, config.hold_predicted_failures, config.tool_seconds,
-            self._shown,
+            self._shown, config.hold_certainty,
         )
         self._runner: TrajectoryRunner | None = None  # made when the run starts (its deadline)
 

@@ -124,7 +124,7 @@ def episode_record(
         "ungrounded": list(traj.ungrounded),
         "withdrawn_answers": sum(1 for t in traj.turns if t.withdrawn),
         **{k: totals[k] for k in ("real_calls", "real_errors", "held_calls", "checked_calls", "trusted_calls",
-                                     "context_reads")},
+                                     "unsure_calls", "context_reads")},
         **_fidelity_parts(tool_steps),
         **_baseline_parts(traj, tool_steps),
         "trajectory": traj.to_dict(),

@@ -273,6 +273,8 @@ def _step_html(i: int, turn: Turn, s: CallStep | None, traj: Trajectory, condens
         real = '<div class="ev-empty">no environment: not executed</div>'
     else:
         real = '<div class="ev-empty">…</div>'
+    if s.unsure and s.certainty is not None:
+        real += f'<div class="ev-note">{esc(UNSURE_NOTE.format(p=s.certainty))}</div>'
     if turn.superseded:
         real += f'<div class="ev-note">{esc(SUPERSEDED_NOTE.format(why=turn.superseded))}</div>'
     if withdrawn_here(traj, turn, s):
@@ -304,6 +306,8 @@ def held_note(s: CallStep) -> str:
     return HELD_NOTE.replace("foresaw this failure", f"foresaw this failure{sure}", 1)
 
 
+UNSURE_NOTE = ("not held: the rehearser gave this failure only {p:.2f}, below EpisodeConfig.hold_certainty, so the "
+               "call ran for real at once, as it would have without rehearsal")
 SKIPPED_NOTE = ("{n} other imagined run{s} never started: the lead run foresaw nothing, so the memory stays unread "
                 "and they could change nothing in the committed run (EpisodeConfig.imagined_others)")
 SUPERSEDED_NOTE = "left out of the actor's history: {why}"
@@ -366,6 +370,7 @@ def outcome_html(traj: Trajectory | None) -> str:
         ("held calls", t["held_calls"]),
         ("checked calls", t["checked_calls"]),
         ("trusted calls", t["trusted_calls"]),
+        ("failures foreseen unsure", t["unsure_calls"]),
         ("real writes", writes["real_writes"]),
         ("imagined calls", t["imagined_calls"]),
         ("tokens", t["tokens"]),
