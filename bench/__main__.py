@@ -176,7 +176,7 @@ class Bench:
         self.details["dtype"] = out
 
     def parallel(self) -> None:
-        from bench.parallel import parallel_ratio
+        from bench.parallel import batch_pass_ratio, parallel_ratio
         from envace_demo.tasks import find_task
 
         seeds = (0, 1) if self.quick else (0, 1, 2, 3, 4)
@@ -184,6 +184,10 @@ class Bench:
         log(f"parallel: N=4 {figures.many_s:.1f} s, N=1 {figures.one_s:.1f} s, ratio {figures.ratio:.2f}")
         self.figures["parallel_rehearsal_ratio"] = round(figures.ratio, 3)
         self.details["parallel"] = vars(figures)
+        floor = batch_pass_ratio(self.backend().model)
+        log(f"parallel: one pass of 4 rows {floor['many_ms']} ms, of 1 row {floor['one_ms']} ms")
+        self.figures["batch_pass_ratio"] = floor["ratio"]
+        self.details["batch_pass"] = floor
         if not self.quick:
             # The same on a task that writes: an imagined run fetches its reads, so on a read
             # task the N runs are mostly actor turns; here each ends at its rehearsed deposit.

@@ -78,3 +78,28 @@ def parallel_ratio(backend, task: Task, n: int = 4, seeds: tuple[int, ...] = (0,
         runs.append({"seed": seed, "one": vars(a), "many": vars(b)})
     one_s, many_s = statistics.median(one), statistics.median(many)
     return ParallelFigures(n=n, ratio=many_s / one_s, one_s=one_s, many_s=many_s, runs=runs)
+
+
+def batch_pass_ratio(model, rows: int = 4, cached: int = 1200, passes: int = 12) -> dict:
+    """One decoding pass of ``rows`` rows against one row, each over ``cached`` tokens of
+    KV cache: the least N rehearsals batched could cost against one, were every row as long
+    as the longest and no token forced (one row skips the forced ones, a batch cannot)."""
+    import torch
+
+    def per_pass(batch: int) -> float:
+        generator = torch.Generator().manual_seed(batch)
+        ids = torch.randint(100, model.config.vocab_size - 100, (batch, cached), generator=generator)
+        step = ids[:, -1:]
+        with torch.no_grad():
+            cache = model(ids, use_cache=True).past_key_values
+            times = []
+            for _ in range(passes + 2):  # the first two warm up
+                start = time.perf_counter()
+                model(step, past_key_values=cache, use_cache=True)
+                times.append(time.perf_counter() - start)
+                cache.crop(-1)
+        return statistics.median(times[2:])
+
+    one, many = per_pass(1), per_pass(rows)
+    return {"rows": rows, "cached": cached, "one_ms": round(one * 1e3, 3), "many_ms": round(many * 1e3, 3),
+            "ratio": round(many / one, 3)}

@@ -465,3 +465,15 @@ def test_the_worlds_section_baselines_and_table():
     side.update(worlds.foresight_split([(0.95, True), (0.5, False)], 0.9))
     rows = report.worlds_table({"calls": {}, "rehearsers": {"new": {"unseen": side}}})
     assert "new, its foreseen failures right: unseen 1 of 1 sure (certainty ≥ 0.9: trusted), 0 of 1 unsure" in rows[-1]
+
+
+def test_batch_pass_ratio_times_one_pass_of_many_rows_against_one():
+    """Mechanics on a tiny random Llama (no quality): both sides timed, the cache cropped back
+    after each pass so every pass sees the same length."""
+    from bench.parallel import batch_pass_ratio
+    from helpers.tiny import tiny_llama
+
+    figures = batch_pass_ratio(tiny_llama(vocab_size=512), rows=3, cached=40, passes=3)
+    assert figures["rows"] == 3 and figures["cached"] == 40
+    assert figures["one_ms"] > 0 and figures["many_ms"] > 0
+    assert figures["ratio"] == pytest.approx(figures["many_ms"] / figures["one_ms"], rel=0.01)
