@@ -192,3 +192,7 @@ def test_even_outcomes_caps_each_tool_and_outcome():
     assert counts == {("withdraw", "success"): 3, ("withdraw", "ACCOUNT_FROZEN"): 2, ("deposit", "success"): 3}
     assert [rows.index(r) for r in kept] == sorted(rows.index(r) for r in kept)  # their order kept
     assert even_outcomes(rows, 3, seed=1) == kept  # drawn by the seed
+    more = even_outcomes(rows, 1, seed=1, success_cap=6)  # successes have a cap of their own
+    assert sum(1 for r in more if r.call.name == "withdraw" and outcome_of(r.real) == "success") == 6
+    assert sum(1 for r in more if outcome_of(r.real) == "ACCOUNT_FROZEN") == 1
+    assert sum(1 for r in more if r.call.name == "deposit") == 3

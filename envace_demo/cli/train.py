@@ -86,6 +86,9 @@ def register(sub) -> argparse.ArgumentParser:
     p.add_argument("--world-rows-per-outcome", type=int,
                    help="demo-cpu: the varied worlds' rehearser rows drawn evenly, at most N of each tool and "
                    "outcome (success or an error code) from all their tasks (default: off)")
+    p.add_argument("--success-rows-per-outcome", type=int,
+                   help="demo-cpu: with --world-rows-per-outcome, at most N successes of each tool instead "
+                   "(default: as many as of each error code)")
     p.add_argument("--outcome-weight", type=float,
                    help="demo-cpu: weight of a rehearser target's outcome tokens (success or which error) in "
                    "the loss (default: 1)")
@@ -158,7 +161,8 @@ def recipe_from(args: argparse.Namespace):
         changes["roles"] = ("actor", "rehearser") if args.roles == "both" else (args.roles,)
     for name in ("rehearser_epochs", "actor_variants", "rehearser_phrasings", "memory_every", "memory_elsewhere",
                  "from_adapter", "rehearser_worlds", "world_tasks", "seeded_rows", "world_contrast",
-                 "world_rows_per_outcome", "outcome_weight", "rehearser_facts", "drill_worlds"):
+                 "world_rows_per_outcome", "success_rows_per_outcome", "outcome_weight", "rehearser_facts",
+                 "drill_worlds"):
         if getattr(args, name, None) is not None:
             changes[name] = getattr(args, name)
     return replace(recipe, **changes)

@@ -82,6 +82,11 @@ class DemoRecipe:
     # ``world_tasks``). Successes outnumber most refusals several times over; evenly drawn,
     # the rows teach that the state shown decides, not which outcome is usual.
     world_rows_per_outcome: int | None = None
+    # Successes drawn up to this many a tool instead (None: as many as each error code). Drawn
+    # as evenly as the errors, successes were one row in four of a transfer's, and the
+    # rehearser foresaw refusals where the bank took the call (a $300 transfer within a $2,000
+    # limit rehearsed as DAILY_LIMIT_EXCEEDED): the state decides, but most calls go through.
+    success_rows_per_outcome: int | None = None
     # The weight of a rehearser target's outcome tokens in the loss (``sft.token_weights``).
     outcome_weight: float = 1.0
     # A rehearser target reasons from the deciding facts its context shows, then says the
@@ -260,15 +265,17 @@ def outcome_of(result) -> str:
     return error_code(result) if is_error(result) else "success"
 
 
-def even_outcomes(rows: list, cap: int, seed: int = 0) -> list:
-    """At most ``cap`` rows of each (tool, outcome), drawn by ``seed``, in their order."""
+def even_outcomes(rows: list, cap: int, seed: int = 0, success_cap: int | None = None) -> list:
+    """At most ``cap`` rows of each (tool, outcome), drawn by ``seed``, in their order; of a
+    tool's successes at most ``success_cap`` where given."""
     import random
 
     by: dict[tuple[str, str], list[int]] = {}
     for i, row in enumerate(rows):
         by.setdefault((row.call.name, outcome_of(row.real)), []).append(i)
     rng = random.Random(f"even-outcomes:{seed}")
-    kept = sorted(i for idx in by.values() for i in (rng.sample(idx, cap) if len(idx) > cap else idx))
+    caps = {key: success_cap if key[1] == "success" and success_cap is not None else cap for key in by}
+    kept = sorted(i for key, idx in by.items() for i in (rng.sample(idx, caps[key]) if len(idx) > caps[key] else idx))
     return [rows[i] for i in kept]
 
 
@@ -285,7 +292,9 @@ def recipe_rows(backend, recipe: DemoRecipe, scripted: list[ScriptedTask]):
     seeded_roles = tuple(r for r in recipe.roles if r != "rehearser" or recipe.seeded_rows != "none")
 
     def capped(rows: list) -> list:
-        return even_outcomes(rows, recipe.world_rows_per_outcome, recipe.seed) if recipe.world_rows_per_outcome else rows
+        if not recipe.world_rows_per_outcome:
+            return rows
+        return even_outcomes(rows, recipe.world_rows_per_outcome, recipe.seed, recipe.success_rows_per_outcome)
 
     rows = warm_rows(backend, scripted, memory_every=recipe.memory_every, thoughts=recipe.thoughts,
                      roles=seeded_roles, rehearse=recipe.seeded_rows, facts=facts)
