@@ -140,6 +140,11 @@ def test_episode_flags_default_to_the_sampling_and_episode_definitions(scripted)
     assert episode_config(run, Settings(), scripted(actor=[])).imagined_reads == config.imagined_reads == "fetch"
     rehearsing = build_parser().parse_args(["eval", "--tasks", "a.jsonl", "--imagined-reads", "rehearse"])
     assert episode_config(rehearsing, Settings(), scripted(actor=[])).imagined_reads == "rehearse"
+    defaults = episode_config(run, Settings(), scripted(actor=[]))
+    assert (defaults.hold_certainty, defaults.grounded_ids) == (config.hold_certainty, config.grounded_ids) == (0.9, True)
+    holding = build_parser().parse_args(["eval", "--tasks", "a.jsonl", "--hold-certainty", "0", "--no-grounded-ids"])
+    held = episode_config(holding, Settings(), scripted(actor=[]))
+    assert (held.hold_certainty, held.grounded_ids) == (None, False)  # 0: every foreseen failure held
 
 
 def test_model_flags_leave_the_environment_alone_unless_given(monkeypatch):

@@ -281,9 +281,8 @@ class TrajectoryRunner:
         # predicted to do, never its answer (unless the memory view is "full"): an imagined
         # answer stops after its first words.
         short = where == "rehearsal" and self._short_answers()
-        tools = () if last else ground(self.tools, prompt.messages) if self.config.grounded_ids else tuple(self.tools)
-        constraint = self._constraint("actor", tools=tools, require_call=require,
-                                      answer_chars=IMAGINED_ANSWER_CHARS if short else None)
+        constraint = self._constraint("actor", tools=offered(self.tools, prompt, last, self.config),
+                                      require_call=require, answer_chars=IMAGINED_ANSWER_CHARS if short else None)
         return Request(prompt, constraint, "actor", where, rindex, aligned=aligned)
 
     def _writes(self, name: str) -> bool | None:  # as the environment says (None: unknown)
@@ -295,6 +294,14 @@ class TrajectoryRunner:
     def _constraint(self, role: str, **values: Any) -> Constraint | None:
         """What a ``role`` turn's grammar enforces, where decoding is constrained."""
         return Constraint(role=role, think_chars=self.config.think_chars, **values) if self.constrained else None
+
+
+def offered(tools: list[Tool], prompt: Any, last: bool, config: EpisodeConfig) -> tuple[Tool, ...]:
+    """The tools an actor turn's grammar may call: none past the last step; those whose
+    identifiers the conversation can fill (``EpisodeConfig.grounded_ids``)."""
+    if last:
+        return ()
+    return ground(tools, prompt.messages) if config.grounded_ids else tuple(tools)
 
 
 def new_turn(turns: list[Turn], action: Action, gen: Generation, prompt: Any, user_turn: int = 0) -> Turn:
