@@ -164,7 +164,7 @@ def test_the_summary_counts_what_rehearsal_changed_from_the_rows_alone(tmp_path)
     assert par["knowable"]["mean"] == 1.0 and par["unknowable"]["mean"] == pytest.approx(1 / 6)
     assert none["outcome_right"]["n"] == 0
     text = changes_table(summary)
-    assert "| bank | parallel | 0.67 | 0.00 | 0.33 / 0.00 / 0.00 | 1 of 4 | 66.7% | 100.0% | 16.7% | 100.0% / — | 100.0% / — | 1 / 2 / 1 |" in text
+    assert "| bank | parallel | 0.67 | 0.00 | 0.33 / 0.00 / 0.00 / 0.00 | 1 of 4 | 66.7% | 100.0% | 16.7% | 100.0% / — | 100.0% / — | 1 / 2 / 1 |" in text
     assert "failure avoided 1, rehearsed value 1, nothing 1 (1 pair without call records)" in text
     from envace_demo.evaluation.table import changes_line
 
@@ -173,6 +173,6 @@ def test_the_summary_counts_what_rehearsal_changed_from_the_rows_alone(tmp_path)
         "failure avoided 1, rehearsed value 1, nothing 1 (1 pair without call records))"
     )
     (none_line,) = [line for line in text.splitlines() if line.startswith("| bank | none |")]
-    assert none_line == "| bank | none | 1.00 | 0.33 | 0.00 / 0.00 / 0.00 | 0 of 4 | — | — | — | — / — | — / — | — | — |"  # no rehearsal, no pairs
+    assert none_line == "| bank | none | 1.00 | 0.33 | 0.00 / 0.00 / 0.00 / 0.00 | 0 of 4 | — | — | — | — / — | — / — | — | — |"  # no rehearsal, no pairs
     report = write_report(tmp_path, summary, {"n": 2}).read_text()
     assert "## What rehearsal changed" in report and "1 / 2 / 1" in report

@@ -50,8 +50,8 @@ from envace_demo.schemas import Tool, find_tool
 METRICS = ("validity", "success", "fidelity", "tokens", "seconds")
 # What rehearsal changed, per episode: counts of the committed run, and the fidelity's parts.
 PARTS = (
-    "real_calls", "real_errors", "held_calls", "checked_calls", "trusted_calls", "context_reads", "outcome_right",
-    "knowable", "unknowable",
+    "real_calls", "real_errors", "held_calls", "checked_calls", "trusted_calls", "unsure_calls", "context_reads",
+    "outcome_right", "knowable", "unknowable",
 )
 # The same parts for two rehearsers with no model, on the same calls and contexts as the
 # model's (``envace_demo.baselines``): what knowing only the schema, or echoing, scores.
@@ -345,7 +345,8 @@ def markdown_table(summary: dict) -> str:
 # ---- what rehearsal changed -----------------------------------------------------------------
 
 CHANGE_COLUMNS = [
-    "category", "mode", "real calls", "real errors", "held / checked / trusted calls", "ungrounded answers",
+    "category", "mode", "real calls", "real errors", "held / checked / trusted / unsure calls",
+    "ungrounded answers",
     "outcome right", "knowable right", "unknowable right", "schema-only: outcome / knowable",
     "echo: outcome / knowable", "helped / hurt / same", "first divergence",
 ]
@@ -395,7 +396,7 @@ def change_rows(summary: dict) -> list[list[Any]]:
             row["category"], row["mode"],
             _fmt_count(row.get("real_calls")), _fmt_count(row.get("real_errors")),
             f'{_fmt_count(row.get("held_calls"))} / {_fmt_count(row.get("checked_calls"))} / '
-            f'{_fmt_count(row.get("trusted_calls"))}',
+            f'{_fmt_count(row.get("trusted_calls"))} / {_fmt_count(row.get("unsure_calls"))}',
             f"{row.get('ungrounded_answers', 0)} of {done}",
             _fmt("outcome_right", row.get("outcome_right")), _fmt("knowable", row.get("knowable")),
             _fmt("unknowable", row.get("unknowable")),
@@ -418,7 +419,8 @@ def changes_table(summary: dict) -> str:
 CHANGES_NOTE = (
     "Per episode: real calls, real errors, held calls (not executed: the rehearsal foresaw a failure) and "
     "checked calls (held, then run for real: the run found no other path; trusted: held and never run, the "
-    "rehearser sure of the failure, `EpisodeConfig.trust_certainty`); "
+    "rehearser sure of the failure, `EpisodeConfig.trust_certainty`; unsure: foreseen below "
+    "`EpisodeConfig.hold_certainty`, so not held and run at once); "
     "ungrounded answers: episodes whose answer carries values only rehearsals had; outcome right: the share "
     "of calls whose rehearsed outcome (success, or which error) was right; knowable / unknowable right: the "
     "share of real values the rehearsal got right among those its context made knowable and among the rest; "
