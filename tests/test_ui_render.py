@@ -201,26 +201,26 @@ def test_an_answer_set_aside_and_its_checked_call_are_shown(scripted):
     assert "<b>1</b> checked calls" in render.outcome_html(view.trajectory)
 
 
-def test_a_trusted_held_call_says_how_sure_the_rehearser_was(scripted):
+def _foreseen_refusal(scripted, certainty: float, answer: str):
+    """A $40 withdrawal from 15.50 whose rehearser foresaw the refusal with ``certainty``:
+    the view, and its steps page unescaped."""
     withdraw = call_text("withdraw", {"account_id": "ACC-1005", "amount": 40})
     refused = {"error": {"code": "INSUFFICIENT_FUNDS", "message": "too little"}}
-    backend = scripted(actor=["<think></think>\nNo call.", withdraw, "<think></think>\nToo little."],
-                       rehearser=[sure(result_text(refused), 0.97)])
+    backend = scripted(actor=["<think></think>\nNo call.", withdraw, f"<think></think>\n{answer}"],
+                       rehearser=[sure(result_text(refused), certainty)])
     task = Task("w", "Withdraw $40 from ACC-1005.", create("bank").tools())
     view = _view(list(Episode(backend, task, EpisodeConfig(mode="parallel", n=1), create("bank")).run()))
-    page = html.unescape(render.steps_html(view))
+    return view, html.unescape(render.steps_html(view))
+
+
+def test_a_trusted_held_call_says_how_sure_the_rehearser_was(scripted):
+    view, page = _foreseen_refusal(scripted, 0.97, "Too little.")
     assert "trusted: the rehearser gave this failure 0.97" in page and "answer set aside" not in page
     assert "<b>1</b> trusted calls" in render.outcome_html(view.trajectory)
 
 
 def test_an_unsure_foreseen_failure_says_it_ran_at_once(scripted):
-    withdraw = call_text("withdraw", {"account_id": "ACC-1005", "amount": 40})
-    refused = {"error": {"code": "INSUFFICIENT_FUNDS", "message": "too little"}}
-    backend = scripted(actor=["<think></think>\nNo call.", withdraw, "<think></think>\nRefused."],
-                       rehearser=[sure(result_text(refused), 0.55)])
-    task = Task("w", "Withdraw $40 from ACC-1005.", create("bank").tools())
-    view = _view(list(Episode(backend, task, EpisodeConfig(mode="parallel", n=1), create("bank")).run()))
-    page = html.unescape(render.steps_html(view))
+    view, page = _foreseen_refusal(scripted, 0.55, "Refused.")
     assert "not held: the rehearser gave this failure only 0.55" in page and "INSUFFICIENT_FUNDS" in page
     assert "<b>1</b> failures foreseen unsure" in render.outcome_html(view.trajectory)
 

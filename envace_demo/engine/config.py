@@ -106,7 +106,7 @@ class EpisodeConfig:
         default="foresight",
         metadata={"help": "when the committed actor reads the memory: 'foresight' (only when a rehearsal foresaw "
                   "a failure as surely as trust_certainty asks, or an invalid call, in parallel the lead one, whose "
-                  "path is the committed run's: a less sure one still holds the committed call; a "
+                  "path is the committed run's: a less sure one runs at once, hold_certainty; a "
                   "rehearsal that foresaw nothing changes nothing, and the committed run acts as one without "
                   "rehearsal would), or 'always'"},
     )

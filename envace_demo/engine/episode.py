@@ -264,8 +264,8 @@ class Episode:
     def _foresaw(self, memory: dict, attempt: int | None) -> bool:
         """Whether the memory is worth the committed actor's reading: a failure foreseen as
         surely as a held call is trusted (``EpisodeConfig.trust_certainty``; any, where it is
-        None), or an invalid call. A less sure one still holds the committed call when it
-        comes, and the call is checked: shown upfront it only changed what the actor wrote (a
+        None), or an invalid call. A less sure one is not shown (``EpisodeConfig.hold_certainty``
+        decides what its call does): shown upfront it only changed what the actor wrote (a
         shopping list written with a full stop, against a check that wanted none)."""
         return memory_mod.foresaw(memory, attempt, sure=self.config.trust_certainty)
 

@@ -159,7 +159,7 @@ def memory_html(memory: dict | None) -> str:
         rows.append(
             '<div class="ev-note">Not shown to the committed actor: no rehearsal foresaw a failure it was sure of, '
             "or an invalid call, so the committed run acts as one without rehearsal would (its writes are still "
-            "rehearsed before they run, and one foreseen to fail is held, then checked).</div>"
+            "rehearsed before they run, and one foreseen surely to fail is held).</div>"
         )
     return (
         '<div class="ev-card ev-memory"><div class="ev-card-title">Rehearsal memory</div>'
