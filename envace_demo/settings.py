@@ -20,6 +20,8 @@ DType = Literal["auto", "bfloat16", "float16", "float32"]
 Device = Literal["auto", "cpu", "cuda"]
 # oracle: replays BFCL multi-turn ground truth (envace_demo.bfcl_multi.oracle), the harness's upper bound.
 BackendName = Literal["transformers", "openai", "oracle"]
+# ZeroGPU's sizes of GPU call (spaces.GPU(size=...)); auto: the plan's (envace_demo.plan.zerogpu).
+GpuSize = Literal["auto", "large", "xlarge"]
 
 
 def _bool(name: str, raw: str) -> bool:
@@ -200,6 +202,14 @@ class Settings:
             "(a visitor's daily quota is a few minutes)",
         },
     )
+    gpu_size: GpuSize = field(
+        default="auto",
+        metadata={
+            "env": "ENVACE_GPU_SIZE",
+            "help": "ZeroGPU: the size of a GPU call, large (half a card) or xlarge (the whole card, counted twice "
+            "against a visitor's quota); auto: the plan's, xlarge where only the whole card holds a run with rehearsal",
+        },
+    )
     hardware: str | None = field(
         default=None,
         metadata={
@@ -251,6 +261,7 @@ class Settings:
             raise ConfigError("max_input_bytes and max_tools must be positive")
         if self.mcp_timeout <= 0:
             raise ConfigError(f"mcp_timeout={self.mcp_timeout!r}: must be positive")
+        _check_choice("gpu_size", self.gpu_size, GpuSize)
         if self.gpu_seconds < 20:
             raise ConfigError(f"gpu_seconds={self.gpu_seconds!r}: at least 20 (one GPU call holds a whole episode)")
         return self

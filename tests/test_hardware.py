@@ -85,11 +85,17 @@ def test_the_plan_fills_in_the_settings():
     settings = Settings.from_env(ZERO)
     resolved = plan_model(settings, GPU).apply(settings)
     assert (resolved.model, resolved.device, resolved.dtype) == (DEFAULT_GPU_MODEL, "cuda", "bfloat16")
-    # An episode ends before the GPU call's own limit: 60 s scheduled, 40 s asked after
-    # ZeroGPU's factor of 1.5, less the margin; the plan's default run fits that.
+    # An episode ends before the GPU call's own limit, less the margin; the plan's default
+    # run fits that. The 8B's plan takes the whole card (size xlarge): 60 s asked, 60 s
+    # scheduled. On half a card, 40 s asked, 60 s scheduled after ZeroGPU's factor of 1.5.
     zero = hardware_plan_of("zero-a10g", DEFAULT_GPU_MODEL)
-    assert hardware.zero_call_seconds(settings) == 40
-    assert resolved.episode_seconds == zero.episode_seconds <= 40 - hardware.GPU_MARGIN_SECONDS
+    assert (zero.gpu_size, resolved.gpu_size) == ("xlarge", "xlarge")
+    assert hardware.zero_call_seconds(settings) == 40 and hardware.zero_call_seconds(resolved) == 60
+    assert resolved.episode_seconds == zero.episode_seconds <= 60 - hardware.GPU_MARGIN_SECONDS
+    half = Settings.from_env({**ZERO, "ENVACE_GPU_SIZE": "large"})
+    resolved_half = plan_model(half, GPU).apply(half)
+    assert resolved_half.gpu_size == "large" and hardware.zero_call_seconds(resolved_half) == 40
+    assert resolved_half.episode_seconds <= 40 - hardware.GPU_MARGIN_SECONDS
     # An unknown card: the settings' own limit.
     assert plan_model(Settings.from_env(SPACE), GPU).episode_seconds == Settings().episode_seconds
 
@@ -157,8 +163,9 @@ def test_every_gpu_function_requests_a_bounded_duration():
         sides = {m: runner.fitted_to_call(config, share=2) for m in ("none", "parallel")}
         assert gpu.scheduled_seconds(compare(task, sides)) <= 60
         # A budget beyond any quota (an API caller's, a misconfiguration) is still capped.
-        assert episode(task, EpisodeConfig(episode_seconds=10_000)) == 40
-        assert runner.fitted_to_call(EpisodeConfig(episode_seconds=600)).episode_seconds == 40 - hardware.GPU_MARGIN_SECONDS
+        most = hardware.zero_call_seconds(zero)  # 60 on the whole card the plan takes
+        assert episode(task, EpisodeConfig(episode_seconds=10_000)) == most
+        assert runner.fitted_to_call(EpisodeConfig(episode_seconds=600)).episode_seconds == most - hardware.GPU_MARGIN_SECONDS
     finally:
         gpu.configure(Settings())
     # Off ZeroGPU nothing is cut short.
@@ -245,7 +252,8 @@ def test_the_model_tab_shows_the_plan():
     text = plan_markdown("t4-small", DEFAULT_GPU_MODEL)
     assert "quantization 4bit" in text and "float16" in text
     assert "python -m envace_demo plan --hardware t4-small" in text
-    assert "ZeroGPU: each run asks for 40 s, scheduled as 60 s" in plan_markdown("zero-a10g", DEFAULT_GPU_MODEL)
+    zero = "ZeroGPU: each run asks for 60 s, scheduled as 60 s (size xlarge, 120 s of the visitor's quota)"
+    assert zero in plan_markdown("zero-a10g", DEFAULT_GPU_MODEL)
     assert "expected one of" in plan_markdown("h100", DEFAULT_GPU_MODEL)
 
 

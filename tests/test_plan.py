@@ -25,7 +25,8 @@ def test_every_flavor_and_model_has_a_consistent_plan(flavor, model):
     m = p.memory
     assert m.total_gib == pytest.approx(m.weights_gib + m.kv_cache_gib + m.workspace_gib)
     assert p.fits == (m.total_gib <= m.available_gib)
-    assert m.available_gib < FLAVORS[flavor].memory_gib  # headroom kept
+    # Headroom kept, on the memory one call gets (a ZeroGPU call on the whole card: twice the slice's).
+    assert m.available_gib < FLAVORS[flavor].memory_gib * (2 if p.gpu_size == "xlarge" else 1)
     assert p.device == ("cuda" if FLAVORS[flavor].cuda else "cpu")
     if SHAPES[model].reasoning:
         assert p.think_tokens >= 128
@@ -47,24 +48,47 @@ def test_the_plan_fills_both_envace_models_on_every_gpu():
 
 
 def test_zerogpu_schedules_at_most_a_minute_with_room_to_think():
+    for size in ("large", "xlarge"):
+        p = plan("zero-a10g", DEFAULT_GPU_MODEL, gpu_size=size)
+        assert p.gpu_size == size and p.gpu_request_seconds is not None and p.gpu_request_seconds <= 60
+        factor = 1.5 if size == "large" else 1.0
+        assert p.gpu_request_seconds == round(p.gpu_duration_seconds * factor)
+        # An xlarge call is checked twice against the visitor's quota.
+        assert p.gpu_quota_seconds == p.gpu_request_seconds * (2 if size == "xlarge" else 1)
+        assert p.think_tokens >= 128 and p.max_new_tokens >= p.think_tokens + 128
+        assert p.estimated_episode_seconds <= p.episode_seconds < p.gpu_duration_seconds
+        assert p.fits and p.dtype == "bfloat16" and p.quantization is None
+
+
+def test_zerogpu_rehearses_by_default_on_the_whole_card():
+    """The 8B's run with rehearsal does not fit a call on half a card; the plan takes the
+    whole card for it (256 thinking tokens, at most a minute scheduled) and says what that
+    costs a visitor's quota."""
     p = plan("zero-a10g", DEFAULT_GPU_MODEL)
-    assert p.gpu_request_seconds is not None and p.gpu_request_seconds <= 60
-    assert p.gpu_request_seconds == round(p.gpu_duration_seconds * 1.5)
-    assert p.think_tokens >= 128 and p.max_new_tokens >= p.think_tokens + 128
-    assert p.estimated_episode_seconds <= p.episode_seconds < p.gpu_duration_seconds
-    assert p.fits and p.dtype == "bfloat16" and p.quantization is None
+    assert (p.mode, p.gpu_size) == ("parallel", "xlarge") and p.usable
+    assert p.think_tokens >= 256 and p.gpu_request_seconds <= 60
+    assert p.estimated_episode_seconds <= p.episode_seconds == p.gpu_duration_seconds - plan_mod.ZERO_MARGIN_SECONDS
+    assert p.memory.available_gib > FLAVORS["zero-a10g"].memory_gib  # the whole card's memory
+    assert f"as {p.gpu_quota_seconds} s (an xlarge call counts twice)" in p.notes[0]
+    # Half a card is cheaper per run and runs without rehearsal, as the note says.
+    half = plan("zero-a10g", DEFAULT_GPU_MODEL, gpu_size="large")
+    assert f"ENVACE_GPU_SIZE=large runs without rehearsal at {half.gpu_quota_seconds} s" in p.notes[0]
+    # The smaller model rehearses on half a card: no need to pay for the whole one.
+    assert plan("zero-a10g", ENVACE_SMALL).gpu_size == "large"
+    with pytest.raises(ConfigError, match="gpu size 'huge'"):
+        plan("zero-a10g", DEFAULT_GPU_MODEL, gpu_size="huge")
 
 
 def test_zerogpu_says_so_where_rehearsal_does_not_fit_one_call():
-    p = plan("zero-a10g", DEFAULT_GPU_MODEL)
-    if p.mode != "parallel":  # as the speed model stands, the 8B's smallest rehearsal needs more
-        assert "rehearsal does not fit" in p.advice and "pick" in p.advice
-        # ... and what rehearsal would need: one step eager and with a compiled decode, against the call.
-        import re
+    p = plan("zero-a10g", DEFAULT_GPU_MODEL, gpu_size="large")
+    assert p.mode != "parallel"  # as the speed model stands, the 8B's smallest rehearsal needs more
+    assert "rehearsal does not fit" in p.advice and "pick" in p.advice
+    # ... and what rehearsal would need: one step eager and with a compiled decode, against the call.
+    import re
 
-        eager, compiled, hold = map(int, re.search(
-            r"takes about (\d+) s eager and (\d+) s with a compiled decode.* against the (\d+) s", p.advice).groups())
-        assert compiled < eager and hold == round(p.episode_seconds)
+    eager, compiled, hold = map(int, re.search(
+        r"takes about (\d+) s eager and (\d+) s with a compiled decode.* against the (\d+) s", p.advice).groups())
+    assert compiled < eager and hold == round(p.episode_seconds)
 
 
 @pytest.mark.parametrize("flavor", ["t4-small", "t4-medium"])
@@ -141,7 +165,9 @@ def test_the_plan_command_prints_json(capsys):
     rc = main(["plan", "--hardware", "zero-a10g", "--model", DEFAULT_GPU_MODEL, "--json"])
     out = json.loads(capsys.readouterr().out)
     assert rc == 0
-    assert out["gpu_request_seconds"] <= 60 and out["think_tokens"] >= 128
+    assert out["gpu_request_seconds"] <= 60 and out["think_tokens"] >= 256 and out["mode"] == "parallel"
+    assert main(["plan", "--hardware", "zero-a10g", "--model", DEFAULT_GPU_MODEL, "--json", "--gpu-size", "large"]) == 0
+    assert json.loads(capsys.readouterr().out)["gpu_size"] == "large"
     assert out["max_new_tokens"] >= out["think_tokens"] + 128
     assert set(out["memory"]) == {"weights_gib", "kv_cache_gib", "workspace_gib", "total_gib", "available_gib"}
     for key in ("dtype", "quantization", "fits", "n", "max_steps", "episode_seconds", "estimated_episode_seconds"):
@@ -171,10 +197,11 @@ def test_the_zerogpu_factor_is_spaces_own():
     assert hw.memory_gib * 2 * plan_mod.GIB == pytest.approx(blackwell["memory"])
     from spaces.zero import client
 
-    p = plan("zero-a10g", DEFAULT_GPU_MODEL)
-    with mock.patch.object(client.config, "get_config", return_value=blackwell):
-        scheduled = client.get_duration_seconds(timedelta(seconds=p.gpu_duration_seconds), None)
-    assert round(scheduled) == p.gpu_request_seconds
+    for size in ("large", "xlarge"):
+        p = plan("zero-a10g", DEFAULT_GPU_MODEL, gpu_size=size)
+        with mock.patch.object(client.config, "get_config", return_value=blackwell):
+            scheduled = client.get_duration_seconds(timedelta(seconds=p.gpu_duration_seconds), size)
+        assert round(scheduled) == p.gpu_request_seconds, size
 
 
 def test_plan_round_trips_to_a_dict():

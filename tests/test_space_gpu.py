@@ -47,18 +47,22 @@ def blackwell() -> dict:
     return next(c for c in configs if "Blackwell" in c["model"])
 
 
-@pytest.fixture
-def zero_settings():
-    settings = hardware.plan_model(Settings.from_env(ZERO), GPU).apply(Settings.from_env(ZERO))
+@pytest.fixture(params=["auto", "large"])
+def zero_settings(request):
+    """ZeroGPU as planned (the 8B's calls on the whole card, size xlarge), and on half a card."""
+    env = {**ZERO, "ENVACE_GPU_SIZE": request.param}
+    settings = hardware.plan_model(Settings.from_env(env), GPU).apply(Settings.from_env(env))
+    assert settings.gpu_size == ("xlarge" if request.param == "auto" else "large")
     gpu.configure(settings)
     yield settings
     gpu.configure(Settings())
 
 
 def spaces_schedules(duration: int) -> int:
-    """What spaces' scheduler is asked for, on today's ZeroGPU card, for a request of ``duration``."""
+    """What spaces' scheduler is asked for, on today's ZeroGPU card, for a request of
+    ``duration`` of the size the app's GPU calls ask for."""
     with mock.patch.object(spaces_client.config, "get_config", return_value=blackwell()):
-        return round(spaces_client.get_duration_seconds(timedelta(seconds=duration), None))
+        return round(spaces_client.get_duration_seconds(timedelta(seconds=duration), gpu.gpu_size()))
 
 
 def test_the_default_run_schedules_a_minute_at_most(zero_settings):
@@ -66,7 +70,7 @@ def test_the_default_run_schedules_a_minute_at_most(zero_settings):
     config = runner.fitted_to_call(EpisodeConfig(episode_seconds=zero_settings.episode_seconds))
     asked = gpu.GPU_FUNCTIONS["envace_demo.ui.runner._episode"](task, config)
     assert spaces_schedules(asked) == gpu.scheduled_seconds(asked) <= 60
-    assert asked == plan("zero-a10g", DEFAULT_GPU_MODEL).gpu_duration_seconds
+    assert asked == plan("zero-a10g", DEFAULT_GPU_MODEL, gpu_size=zero_settings.gpu_size).gpu_duration_seconds
     # A visitor's longer budget is cut to one call's bound, never asked for in full.
     long = runner.fitted_to_call(EpisodeConfig(episode_seconds=300))
     assert spaces_schedules(gpu.GPU_FUNCTIONS["envace_demo.ui.runner._episode"](task, long)) <= 60
@@ -112,7 +116,10 @@ def test_a_quota_refusal_shows_spaces_message_and_a_way_on(zero_settings, script
     text = str(err.value.message)
     assert "41s left" in text and "Try again in 0:10:00" in text  # spaces' own words
     assert "smaller N" in text and "signing in" in text  # and a way on
-    assert "this run asked for 40 s, scheduled as 60 s" in text
+    asked = int(zero_settings.episode_seconds) + hardware.GPU_MARGIN_SECONDS
+    assert f"this run asked for {asked} s, scheduled as {gpu.scheduled_seconds(asked)} s" in text
+    if zero_settings.gpu_size == "xlarge":  # what it costs: twice, on the whole card
+        assert f"on a whole card, {2 * gpu.scheduled_seconds(asked)} s of the quota" in text
     assert err.value.title == "ZeroGPU quota exceeded"
 
 
@@ -148,6 +155,7 @@ def test_nothing_touches_cuda_while_the_model_loads_on_zerogpu(monkeypatch, scri
         assert st.state == "ready" and measured == []
         zero = plan("zero-a10g", DEFAULT_GPU_MODEL)
         assert st.plan == zero and st.budget.max_new_tokens == zero.max_new_tokens
+        assert (zero.mode, settings.gpu_size, gpu.gpu_size()) == ("parallel", "xlarge", "xlarge")
         assert st.speed.decode == pytest.approx(zero.decode_tokens_per_s)
         assert settings.concurrency == zero.concurrency > 1  # several visitors at once
         # Public mode caps the controls at the settings' values: they carry the plan's.
@@ -370,7 +378,9 @@ def scheduler(monkeypatch, zero_settings):
     def scheduled(fn, duration):
         def run(*args):
             request = gradio_request_var().get(None)
-            granted = spaces_client.schedule(task_id=1, request=request, duration=timedelta(seconds=duration(*args)))
+            granted = spaces_client.schedule(
+                task_id=1, request=request, duration=timedelta(seconds=duration(*args)), gpu_size=gpu.gpu_size()
+            )
             try:
                 yield from fn(*args)
             finally:
@@ -398,11 +408,14 @@ def test_a_refusal_from_the_scheduler_end_to_end(scheduler, scripted, zero_setti
     finally:
         gradio_request_var().reset(token)
     text = str(err.value.message)
-    # spaces' own words (the request after its factor, the quota left), then a way on.
-    assert "(60s requested vs. 33s left)" in text and "Try again in" in text
+    # spaces' own words (the request after its factor, twice on a whole card; the quota
+    # left), then a way on.
+    asked = hardware.zero_call_seconds(zero_settings)  # the longest run a call holds
+    assert f"({gpu.quota_seconds(asked)}s requested vs. 33s left)" in text and "Try again in" in text
     assert "smaller N" in text and "signing in" in text
     path, params = server.seen[0]
     assert path == "/schedule" and params["durationSeconds"] == "60" and params["token"].startswith("h.")
+    assert params["gpuSize"] == zero_settings.gpu_size
 
 
 def test_a_granted_suite_is_scheduled_as_the_visitor(scheduler, scripted, zero_settings):
@@ -426,5 +439,45 @@ def test_a_granted_suite_is_scheduled_as_the_visitor(scheduler, scripted, zero_s
     releases = [params for path, params in server.seen if path == "/release"]
     assert len(schedules) == len(releases) == 2
     assert all(p.get("token", "").startswith("h.") for p in schedules)  # the visitor's, in the pool's threads
-    scheduled = str(plan("zero-a10g", DEFAULT_GPU_MODEL).gpu_request_seconds)
+    scheduled = str(plan("zero-a10g", DEFAULT_GPU_MODEL, gpu_size=zero_settings.gpu_size).gpu_request_seconds)
     assert all(p["durationSeconds"] == scheduled for p in schedules)
+
+
+def test_each_call_asks_for_the_size_the_plan_chose(monkeypatch):
+    """spaces fixes a function's size when it is decorated, at import, before the plan has
+    chosen one: the wrapper decorates one copy a size (a generator stays one) and sends each
+    call to the configured size's. A recording stand-in for spaces.GPU: its ZeroGPU mode
+    needs a CUDA build of torch."""
+    import inspect
+
+    made: list[str] = []
+
+    class Recording:
+        @staticmethod
+        def GPU(duration, size):
+            def wrap(fn):
+                assert inspect.isgeneratorfunction(fn)  # spaces streams a generator function's items
+                made.append(size)
+
+                def run(*args, **kwargs):
+                    yield size
+                    yield from fn(*args, **kwargs)
+
+                return run
+
+            return wrap
+
+    monkeypatch.setattr(gpu, "_spaces", Recording)
+    monkeypatch.setattr(gpu, "GPU_FUNCTIONS", {})
+
+    @gpu.gpu(10)
+    def stream(x):
+        yield x
+
+    assert made == ["large", "xlarge"] and inspect.isgeneratorfunction(stream)
+    try:
+        for size in ("large", "xlarge", "large"):
+            gpu.configure(Settings.from_env({**ZERO, "ENVACE_GPU_SIZE": size}))
+            assert list(stream(1)) == [size, 1]
+    finally:
+        gpu.configure(Settings())

@@ -27,6 +27,7 @@ from pathlib import Path
 from envace_demo.errors import ModelError
 from envace_demo.models.ids import DEFAULT_GPU_MODEL, EMBEDDED, ENVACE_SMALL, QWEN3_SMALL  # noqa: F401 (imported from here too)
 from envace_demo.plan import FLAVORS, ZERO_MARGIN_SECONDS, Plan, plan
+from envace_demo.plan.zerogpu import size_factor
 from envace_demo.settings import Settings, default_of
 
 # One ZeroGPU call holds a whole episode; the episode stops itself this long before the
@@ -61,6 +62,7 @@ class ModelPlan:
     load_at_import: bool  # ZeroGPU: placed on cuda in the main thread before launch
     reason: str
     plan: Plan | None = None  # the hardware plan followed (a GPU of a known flavor)
+    gpu_size: str | None = None  # ZeroGPU: the size of its GPU calls ("large" or "xlarge")
 
     def apply(self, settings: Settings) -> Settings:
         """The settings with every choice made, so loading needs no further decision. A
@@ -83,6 +85,7 @@ class ModelPlan:
             quantization=self.quantization,
             cache_dir=self.cache_dir,
             episode_seconds=self.episode_seconds,
+            gpu_size=self.gpu_size or settings.gpu_size,
             **budget,
         )
 
@@ -111,10 +114,16 @@ def plan_model(settings: Settings, machine: Machine) -> ModelPlan:
             "on CPU set ENVACE_QUANTIZATION=none"
         )
     episode = settings.episode_seconds
+    size = None
     if settings.zero_gpu:
-        # Every GPU call must fit the visitor's ZeroGPU quota: the episode ends in time.
-        episode = min(episode, float(zero_call_seconds(settings) - GPU_MARGIN_SECONDS))
+        # Every GPU call must fit the visitor's ZeroGPU quota: the episode ends in time. The
+        # call's size is the plan's (the 8B rehearses on a whole card) unless set.
+        planned = hardware_plan(settings, machine, settings.model or DEFAULT_GPU_MODEL) if wants_gpu else None
+        size = planned.gpu_size if settings.gpu_size == "auto" and planned is not None else settings.gpu_size
+        size = "large" if size in (None, "auto") else size
+        episode = min(episode, float(zero_call_seconds(settings, size=size) - GPU_MARGIN_SECONDS))
     base = dict(
+        gpu_size=size,
         quantization=settings.quantization,
         cache_dir=cache_dir,
         episode_seconds=episode,
@@ -153,11 +162,13 @@ def plan_model(settings: Settings, machine: Machine) -> ModelPlan:
     )
 
 
-def zero_call_seconds(settings: Settings, factor: float | None = None) -> int:
+def zero_call_seconds(settings: Settings, factor: float | None = None, size: str | None = None) -> int:
     """The most seconds one ZeroGPU call may ask for: ``settings.gpu_seconds`` is what it may
     be scheduled for, and spaces multiplies a request by its hardware's duration factor
-    (``factor``; default: today's ZeroGPU hardware's, as the plan states it)."""
-    factor = factor or FLAVORS["zero-a10g"].duration_factor
+    (``factor``; default: today's ZeroGPU hardware's, as the plan states it, for a call of
+    ``size``, default the settings' own: a whole card's call has none)."""
+    size = size or (settings.gpu_size if settings.gpu_size != "auto" else "large")
+    factor = factor or size_factor(FLAVORS["zero-a10g"], size)
     return int(settings.gpu_seconds // factor)
 
 
@@ -184,7 +195,7 @@ def hardware_plan(settings: Settings, machine: Machine, model: str) -> Plan | No
     flavor = flavor_of(settings, machine)
     if flavor is None or model not in SHAPES or not FLAVORS[flavor].cuda:
         return None
-    return plan(flavor, model, settings.quantization or "auto")
+    return plan(flavor, model, settings.quantization or "auto", gpu_size=settings.gpu_size)
 
 
 def detect_machine(settings: Settings) -> Machine:

@@ -58,6 +58,8 @@ class Plan:
     concurrency: int  # visitors' runs at once
     gpu_duration_seconds: int | None = None  # ZeroGPU: what the app asks spaces.GPU for
     gpu_request_seconds: int | None = None  # ZeroGPU: what spaces schedules (after its factor)
+    gpu_quota_seconds: int | None = None  # ZeroGPU: what spaces checks against the visitor's quota
+    gpu_size: str | None = None  # ZeroGPU: spaces.GPU's size, "large" (half a card) or "xlarge"
     serve_command: str | None = None  # vLLM on this card, or None where it cannot serve
     advice: str | None = None  # where it does not fit, or rehearsal does not: what to pick
     notes: list[str] = field(default_factory=list)
@@ -96,7 +98,8 @@ def describe(p: Plan) -> str:
     ]
     if p.gpu_request_seconds is not None:
         lines.append(
-            f"ZeroGPU: each run asks for {p.gpu_duration_seconds} s, scheduled as {p.gpu_request_seconds} s"
+            f"ZeroGPU: each run asks for {p.gpu_duration_seconds} s, scheduled as {p.gpu_request_seconds} s "
+            f"(size {p.gpu_size}, {p.gpu_quota_seconds} s of the visitor's quota)"
         )
     if p.serve_command:
         lines.append(f"serve: {p.serve_command}")

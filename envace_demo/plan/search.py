@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from envace_demo import budget as budget_mod
 from envace_demo.errors import ConfigError
@@ -21,7 +22,16 @@ from envace_demo.plan.records import MAX_EPISODE_SECONDS, Memory, Plan
 from envace_demo.plan.serve import serve_command
 from envace_demo.plan.shapes import shape_of
 from envace_demo.plan.training import training_plan
-from envace_demo.plan.zerogpu import ZERO_MARGIN_SECONDS, ZERO_MAX_SCHEDULED, default_concurrency, scheduled_seconds
+from envace_demo.plan.zerogpu import (
+    ZERO_MARGIN_SECONDS,
+    ZERO_MAX_SCHEDULED,
+    ZERO_SIZES,
+    call_hardware,
+    check_size,
+    default_concurrency,
+    quota_seconds,
+    scheduled_seconds,
+)
 
 THINK_LADDER = (1024, 512, 384, 256, 128)
 STEPS_LADDER = (2, 3, 4)
@@ -41,12 +51,16 @@ SHOWN_THINK = 256
 
 def plan(
     flavor: str, model: str, quantization: str | None = "auto", concurrency: int | None = None,
-    measured_decode: float | None = None,
+    measured_decode: float | None = None, gpu_size: str = "auto",
 ) -> Plan:
     """The plan for ``model`` on ``flavor``. ``quantization``: "auto" (16-bit where it
     fits, else 4-bit), None/"none", "4bit" or "8bit". ``measured_decode``: the loaded
-    model's decoding speed (one row, tokens/s) measured here, in place of the speed model."""
+    model's decoding speed (one row, tokens/s) measured here, in place of the speed model.
+    ``gpu_size`` (ZeroGPU): "large", "xlarge", or "auto" (the whole card where only it holds
+    a run with rehearsal, :func:`_zero_plan`)."""
     hw, shape = hardware_of(flavor), shape_of(model)
+    if gpu_size != "auto":
+        check_size(gpu_size)
     if quantization == "none":
         quantization = None
     if quantization not in ("auto", None, "4bit", "8bit"):
@@ -59,7 +73,11 @@ def plan(
     options = [quantization] if quantization != "auto" else ([None, "4bit"] if hw.cuda else [None])
     best: Plan | None = None
     for quant in options:
-        candidate = _gpu_plan(hw, model, shape, dtype, quant, concurrency, measured_decode)
+        candidate = (
+            _zero_plan(hw, model, shape, dtype, quant, concurrency, measured_decode, gpu_size)
+            if hw.zero_gpu
+            else _gpu_plan(hw, model, shape, dtype, quant, concurrency, measured_decode)
+        )
         if candidate.usable or best is None or (candidate.fits and not best.fits):
             best = candidate
         if candidate.usable:
@@ -69,13 +87,14 @@ def plan(
 
 
 def _preference(run: Run) -> tuple:
-    # Rehearsal first; then N up to 4, steps up to 3, reasoning up to 256 tokens, N
-    # beyond 4, more steps, longer reasoning.
+    # Rehearsal first; then N up to 4, reasoning up to 256 tokens (a thought the 8B was
+    # trained to carry up to 8,000 tokens, cut at 128, rarely reaches its call), steps up
+    # to 3, N beyond 4, more steps, longer reasoning.
     return (
         MODE_PREFERENCE[::-1].index(run.mode),
         min(run.n, 4),
-        min(run.steps, 3),
         min(run.think, 256),
+        min(run.steps, 3),
         run.n,
         run.steps,
         run.think,
@@ -90,10 +109,38 @@ def _target(hw: Hardware) -> tuple[float, int | None]:
     return (GPU_TARGET_SECONDS if hw.cuda else CPU_TARGET_SECONDS), None
 
 
+def _zero_plan(
+    hw: Hardware, model: str, shape, dtype: str, quant: str | None, concurrency: int | None,
+    measured: float | None, gpu_size: str,
+) -> Plan:
+    """ZeroGPU: a call on half a card ("large") where a run with rehearsal fits it, else on
+    the whole card ("xlarge") where one fits that: twice the bandwidth and no duration
+    factor, but checked twice against the visitor's quota. Else half a card, without
+    rehearsal, and the advice says what rehearsal would need. ``gpu_size`` other than
+    "auto": that size, as it is."""
+    half = _gpu_plan(hw, model, shape, dtype, quant, concurrency, measured, ZERO_SIZES[0])
+    if gpu_size == ZERO_SIZES[0] or (gpu_size == "auto" and (half.mode == "parallel" or not half.fits)):
+        return half
+    whole = _gpu_plan(hw, model, shape, dtype, quant, concurrency, measured, ZERO_SIZES[1])
+    if gpu_size == "auto" and not (whole.usable and whole.mode == "parallel"):
+        return half
+    if half.mode == "parallel" or whole.mode != "parallel":
+        return whole
+    note = (
+        f"on half a card (size large) a run with rehearsal does not fit a call ({half.advice}); so each run takes "
+        f"the whole card (spaces.GPU size xlarge): it asks for {whole.gpu_duration_seconds} s, scheduled as "
+        f"{whole.gpu_request_seconds} s, which spaces checks against the visitor's quota as {whole.gpu_quota_seconds} s "
+        f"(an xlarge call counts twice); ENVACE_GPU_SIZE=large runs without rehearsal at "
+        f"{half.gpu_quota_seconds} s of quota a run"
+    )
+    return replace(whole, notes=[note, *whole.notes])
+
+
 def _gpu_plan(
     hw: Hardware, model: str, shape, dtype: str, quant: str | None, concurrency: int | None,
-    measured: float | None = None,
+    measured: float | None = None, size: str = ZERO_SIZES[0],
 ) -> Plan:
+    base, hw = hw, call_hardware(hw, size)  # ZeroGPU: what one call of that size gets
     target, duration = _target(hw)
     visitors = concurrency or default_concurrency(hw)
     rows_per_gpu = 1 if hw.zero_gpu else visitors  # each ZeroGPU call: its own slice
@@ -161,12 +208,24 @@ def _gpu_plan(
         decode_tokens_per_s=speed,
         prefill_tokens_per_s=PROMPT_TOKENS / prefill_seconds(hw, shape, quant, PROMPT_TOKENS),
         concurrency=visitors,
-        gpu_duration_seconds=duration,
-        gpu_request_seconds=scheduled_seconds(hw, duration) if duration else None,
+        **_call_fields(base, duration, size),
         serve_command=serve_command(hw, model, shape, quant, dtype) if hw.cuda and not hw.zero_gpu else None,
         advice=advice,
         notes=notes,
         training=training_plan(hw, model, shape, dtype, quant, run.max_new_tokens),
+    )
+
+
+def _call_fields(hw: Hardware, duration: int | None, size: str) -> dict:
+    """A ZeroGPU call's part of the plan (none elsewhere): its duration, what spaces
+    schedules and checks against the visitor's quota, and its size."""
+    if not duration:
+        return {}
+    return dict(
+        gpu_duration_seconds=duration,
+        gpu_request_seconds=scheduled_seconds(hw, duration, size),
+        gpu_quota_seconds=quota_seconds(hw, duration, size),
+        gpu_size=size,
     )
 
 

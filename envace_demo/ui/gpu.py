@@ -7,11 +7,14 @@ left (an anonymous visitor has about 2 minutes a day) after multiplying it by it
 hardware's duration factor (1.5 on today's hardware, spaces' ``zero/configs.json``). So
 every duration asked is computed from that call's own budget and bounded by
 ``max_seconds``: ``ENVACE_GPU_SECONDS`` (60 by default, what a call may be scheduled for)
-divided by the factor.
+divided by the factor. A call on the whole card (size xlarge, where the plan puts the 8B so
+that it rehearses) is scheduled as asked and checked twice against the quota.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, TypeVar
 
@@ -26,6 +29,7 @@ from envace_demo.errors import EnvaceError  # noqa: E402
 from envace_demo.models import hardware  # noqa: E402
 from envace_demo.models.hardware import GPU_MARGIN_SECONDS, zero_call_seconds  # noqa: E402
 from envace_demo.plan import FLAVORS  # noqa: E402
+from envace_demo.plan.zerogpu import XLARGE_QUOTA_FACTOR, ZERO_SIZES, size_factor  # noqa: E402
 from envace_demo.settings import Settings  # noqa: E402
 from envace_demo.ui.holder import Loader, Measure, ModelHolder, budget_of  # noqa: E402
 
@@ -34,13 +38,17 @@ F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_MAX_SECONDS = zero_call_seconds(Settings())
 _max_seconds = DEFAULT_MAX_SECONDS
 _zero_gpu = False  # bound calls to what a visitor's quota holds (ZeroGPU only)
+_size = ZERO_SIZES[0]  # ZeroGPU: the size every GPU call asks for (configure: the plan's)
 # Every GPU function (qualified name -> the bounded duration it requests), for the tests.
 GPU_FUNCTIONS: dict[str, Callable[..., int]] = {}
 
 
 def duration_factor() -> float:
     """What spaces multiplies a request by: its live config where spaces runs ZeroGPU (it
-    reads the card from the driver), else today's ZeroGPU hardware's (the plan's)."""
+    reads the card from the driver), else today's ZeroGPU hardware's (the plan's); a call
+    on the whole card (size xlarge) is scheduled as asked."""
+    if _size == "xlarge":
+        return size_factor(FLAVORS["zero-a10g"], _size)
     if _spaces is not None and _zero_gpu:
         try:
             from spaces.config import Config
@@ -60,9 +68,15 @@ def set_max_seconds(seconds: int) -> None:
 
 def configure(settings: Settings) -> None:
     """Bound GPU calls for ``settings``: on ZeroGPU to what one call may be scheduled for."""
-    global _zero_gpu
+    global _zero_gpu, _size
     _zero_gpu = settings.zero_gpu
+    _size = settings.gpu_size if settings.gpu_size != "auto" else ZERO_SIZES[0]
     set_max_seconds(zero_call_seconds(settings, duration_factor()))
+
+
+def gpu_size() -> str:
+    """The size every GPU call asks spaces for ("large": half a card; "xlarge": the whole)."""
+    return _size
 
 
 def call_episode_seconds() -> float | None:
@@ -71,8 +85,13 @@ def call_episode_seconds() -> float | None:
 
 
 def scheduled_seconds(duration: int) -> int:
-    """What spaces schedules (and checks against the quota) for a ``duration`` request."""
+    """What spaces schedules for a ``duration`` request."""
     return round(duration * duration_factor())
+
+
+def quota_seconds(duration: int) -> int:
+    """What spaces checks against the visitor's quota for a ``duration`` request."""
+    return scheduled_seconds(duration) * (XLARGE_QUOTA_FACTOR if _size == "xlarge" else 1)
 
 
 def bounded(seconds: float) -> int:
@@ -91,9 +110,28 @@ def gpu(seconds: int | Callable[..., int]) -> Callable[[F], F]:
         GPU_FUNCTIONS[f"{fn.__module__}.{fn.__qualname__}"] = duration
         if _spaces is None:
             return fn
-        return _spaces.GPU(duration=duration)(fn)
+        # spaces fixes a function's size when it is decorated, before the plan has chosen
+        # one (configure): so one copy a size, and each call goes to the chosen one's.
+        sized = {size: _spaces.GPU(duration=duration, size=size)(_forward(lambda: fn, fn)) for size in ZERO_SIZES}
+        return _forward(lambda: sized[_size], fn)  # type: ignore[return-value]
 
     return decorate
+
+
+def _forward(target: Callable[[], Callable], like: Callable) -> Callable:
+    """A new function that calls ``target()`` (spaces keeps one decoration per function, so
+    each size needs its own), a generator function where ``like`` is one (spaces and gradio
+    stream those)."""
+    if inspect.isgeneratorfunction(like):
+
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            return (yield from target()(*args, **kwargs))
+    else:
+
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            return target()(*args, **kwargs)
+
+    return functools.wraps(like)(forward)
 
 
 # A refusal of spaces' scheduler is a gradio Error titled like these.
@@ -103,7 +141,10 @@ REFUSALS = ("ZeroGPU quota exceeded", "ZeroGPU illegal duration", "ZeroGPU queue
 def refusal_hint(asked: int | None = None) -> str:
     asked_text = ""
     if asked is not None:
-        asked_text = f"this run asked for {asked} s, scheduled as {scheduled_seconds(asked)} s; "
+        asked_text = f"this run asked for {asked} s, scheduled as {scheduled_seconds(asked)} s"
+        if _size == "xlarge":
+            asked_text += f" on a whole card, {quota_seconds(asked)} s of the quota"
+        asked_text += "; "
     return (
         f"{asked_text}a smaller N or fewer steps asks for less, and signing in to Hugging Face "
         "gives a larger daily quota (or run the demo on your own GPU: see docs/deploy.md)"

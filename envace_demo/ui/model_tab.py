@@ -131,19 +131,20 @@ def model_info(ctx: AppContext) -> dict:
 PLAN_MODELS = (DEFAULT_GPU_MODEL, ENVACE_SMALL, EMBEDDED)
 
 
-def plan_markdown(flavor: str, model: str) -> str:
+def plan_markdown(flavor: str, model: str, gpu_size: str = "auto") -> str:
     """``python -m envace_demo plan --hardware FLAVOR --model MODEL``, as the tab shows it."""
     try:
-        text = describe(plan(flavor, model))
+        text = describe(plan(flavor, model, gpu_size=gpu_size))
     except EnvaceError as err:
         return f"*{err}*"
-    return f"```text\n{text}\n```\n`python -m envace_demo plan --hardware {flavor} --model {model}`"
+    size = f" --gpu-size {gpu_size}" if gpu_size != "auto" else ""
+    return f"```text\n{text}\n```\n`python -m envace_demo plan --hardware {flavor} --model {model}{size}`"
 
 
 def this_plan_markdown(ctx: AppContext) -> str:
     st = ctx.holder.status()
     if st.plan is not None:
-        return plan_markdown(st.plan.hardware, st.plan.model)
+        return plan_markdown(st.plan.hardware, st.plan.model, ctx.settings.gpu_size if st.plan.gpu_size else "auto")
     if st.state == "loading":
         return "*the plan follows once the model is loaded*"
     return (
