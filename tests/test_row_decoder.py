@@ -62,6 +62,7 @@ def _both(backend, prompt, sampling, constraint=None):
 
 
 def test_free_rows_decode_as_model_generate_does(tiny):
+    tiny.replay_siblings = False  # the sampled row would start from the greedy one's scores
     prompt = _prompt(tiny, "Say something about accounts.")
     for sampling in (GREEDY, SAMPLED):
         fast, slow = _both(tiny, prompt, sampling)
@@ -193,7 +194,7 @@ def test_on_a_cpu_rows_of_a_batch_decode_one_by_one_with_their_own_seeds(tiny, m
 
 
 def test_a_forced_tag_with_its_own_token_is_left_to_the_model():
-    from envace_demo.models.row_decoder import _before_tags
+    from envace_demo.models.row_draw import _before_tags
 
     pieces = {1: "x", 2: "</", 3: "think", 4: ">", 5: "\n"}
 
@@ -336,3 +337,100 @@ def test_open_string_counts_the_characters_of_the_string_the_output_ends_in():
     assert open_string('<execution_result>\n{"note": "ab"') is None
     assert open_string('<execution_result>\n{"no') == 2  # a key is a string too
     assert open_string('<tool_call>\n{"q": "x"}\n</tool_call>\n<execution_result>\n{"a": "') == 0
+
+
+# ---- sibling replay: rows with one prompt and grammar draw from the first row's scores ----
+
+
+def _count_passes(backend, monkeypatch) -> list[int]:
+    """Counts the forward passes of ``backend``'s model."""
+    passes = []
+    real = backend.model.forward
+
+    def forward(*args, **kwargs):
+        passes.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(backend.model, "forward", forward)
+    return passes
+
+
+def _rows_with_and_without_replay(backend, prompts, sampling, constraint=None):
+    constraints = [constraint] * len(prompts)
+    backend.row_prefixes.clear()
+    replayed = backend.generate_many(prompts, sampling, constraints)
+    backend.replay_siblings = False
+    backend.row_prefixes.clear()
+    try:
+        alone = backend.generate_many(prompts, sampling, constraints)
+    finally:
+        backend.replay_siblings = True
+    return replayed, alone
+
+
+@pytest.mark.parametrize("ruled", [False, True], ids=["free", "grammar"])
+def test_sibling_rows_draw_the_tokens_they_would_alone(tiny, ruled):
+    """Sampled at temperature 1 on a random model, the siblings soon draw other tokens than
+    the first row: each is replayed up to there, then decoded on; tokens and probabilities
+    are those of rows decoded each on its own."""
+    constraint = Constraint(role="rehearser", response_schema=RESPONSE) if ruled else None
+    sampling = Sampling(temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=120 if ruled else 16, seed=7)
+    prompt = _prompt(tiny, "Rehearse get_account." if ruled else "Say something about accounts.")
+    replayed, alone = _rows_with_and_without_replay(tiny, [prompt] * 3, sampling, constraint)
+    assert [g.token_ids for g in replayed] == [g.token_ids for g in alone]
+    for mine, own in zip(replayed, alone):
+        assert mine.token_probs == pytest.approx(own.token_probs)
+    assert len({tuple(g.token_ids) for g in replayed}) > 1  # they parted: the model took over
+
+
+def test_a_sibling_that_draws_alike_costs_no_model_pass(tiny, monkeypatch):
+    constraint = Constraint(role="rehearser", response_schema=RESPONSE)
+    sampling = Sampling(temperature=0.0, max_new_tokens=120, seed=7)
+    prompt = _prompt(tiny, "Rehearse get_account.")
+    passes = _count_passes(tiny, monkeypatch)
+    replayed, alone = _rows_with_and_without_replay(tiny, [prompt] * 3, sampling, constraint)
+    assert [g.token_ids for g in replayed] == [g.token_ids for g in alone]
+    assert tiny.row_stats.forward_passes > 0  # the last row, replay off: decoded
+    passes.clear()
+    tiny.row_prefixes.clear()
+    tiny.generate_many([prompt] * 3, sampling, [constraint] * 3)
+    with_replay = len(passes)
+    assert tiny.row_stats.forward_passes == 0  # the last row, replayed: no pass of its own
+    passes.clear()
+    tiny.replay_siblings = False
+    tiny.row_prefixes.clear()
+    try:
+        tiny.generate_many([prompt] * 3, sampling, [constraint] * 3)
+    finally:
+        tiny.replay_siblings = True
+    without = len(passes)
+    one_row = without - 1  # the shared prefix once, then three rows' passes
+    assert with_replay == 1 + one_row // 3 and without == 1 + 3 * (one_row // 3)
+    # The next call still finds the shared prompt kept.
+    tiny.generate(prompt, sampling, constraint)
+    assert tiny.row_stats.reused_tokens > 0
+
+
+def test_a_later_call_replays_an_earlier_row_until_the_weights_change(tiny, monkeypatch):
+    """Parallel's lead imagined run goes first, alone; the others, later, replay its scores."""
+    constraint = Constraint(role="rehearser", response_schema=RESPONSE)
+    sampling = Sampling(temperature=0.0, max_new_tokens=120, seed=7)
+    prompt = _prompt(tiny, "Rehearse get_account.")
+    first = tiny.generate(prompt, sampling, constraint)
+    passes = _count_passes(tiny, monkeypatch)
+    again = tiny.generate_many([prompt] * 2, sampling, [constraint] * 2)
+    assert [g.token_ids for g in again] == [first.token_ids] * 2 and passes == []
+    tiny.row_prefixes.clear()  # what the backend does when its weights change (adapters, training)
+    assert tiny.generate(prompt, sampling, constraint).token_ids == first.token_ids and passes
+    # A smaller token budget closes the values sooner, and no grammar draws freely: each
+    # parts from the recorded ids where it draws otherwise, and the model goes on from there.
+    for budget, ruled in ((60, constraint), (120, None)):
+        passes.clear()
+        sampling = Sampling(temperature=0.0, max_new_tokens=budget, seed=7)
+        replayed = tiny.generate(prompt, sampling, ruled)
+        assert passes
+        tiny.replay_siblings = False
+        try:
+            assert replayed.token_ids == tiny.generate(prompt, sampling, ruled).token_ids
+        finally:
+            tiny.replay_siblings = True

@@ -83,6 +83,7 @@ class Episode:
 
     def run(self) -> Iterator[Event]:
         cfg, policy = self.config, self.policy
+        self.backend.forget_replays()  # its time is its own: no rows of an earlier run replayed
         start = time.monotonic()
         deadline = start + cfg.episode_seconds
         batcher = BatchGenerator(self.backend, self.sampling, self.cancel, deadline, HALT_GRACE_S, self._shown)

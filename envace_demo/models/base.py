@@ -234,6 +234,10 @@ class Backend(ABC):
     def count_tokens(self, text: str) -> int:
         return len(text) // 4
 
+    def forget_replays(self) -> None:
+        """Forget the rows kept for later rows on the same prompt to replay (a backend that
+        keeps none: nothing to do). An episode starts with this: what it costs is its own."""
+
 
 class BackendWrapper(Backend):
     """A backend in front of another (``inner``): whatever it does not override goes to
@@ -256,6 +260,9 @@ class BackendWrapper(Backend):
 
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(text)
+
+    def forget_replays(self) -> None:
+        self.inner.forget_replays()
 
     def generate(self, prompt, sampling, constraint=None, on_token=None, cancel=None) -> Generation:
         return self.inner.generate(prompt, sampling, constraint=constraint, on_token=on_token, cancel=cancel)

@@ -46,7 +46,7 @@ def loop_guard_class():
         """Per row, removes ``looping_token`` of its last tokens (after the grammar)."""
 
         # Like the reasoning budget's forcing, it leaves a greedy generation greedy
-        # (``row_decoder._pick``): it removes a token, it does not sample.
+        # (``row_draw._pick``): it removes a token, it does not sample.
         forcing = True
 
         def __init__(self, letterless: frozenset[int] = frozenset(), max_period: int = MAX_PERIOD):

@@ -13,6 +13,8 @@ Two savings that ``model.generate`` leaves on the table for a single row:
   and every rehearsal starts with the same system prompt and tool list. The KV caches of
   the last few sequences are kept; the next prompt takes the one it shares most with,
   cut back to the shared part, and prefills only the rest.
+- **Sibling replay.** A row on the same prompt as a recent one draws from the scores that
+  row recorded for as long as it draws the same ids (:mod:`.replay`).
 
 A constrained value is never cut mid-way by the token budget (:mod:`envace_demo.models.closing`).
 
@@ -27,11 +29,12 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable, Literal
 
-from envace_demo.errors import ModelError
-from envace_demo.models.closing import CLOSING_TOKENS, close_scores, closer_tensors
+from envace_demo.models.closing import closer_tensors
 from envace_demo.models.decoding import RowStreamer, finished, sampling_processors, seeded, shared_length
 from envace_demo.models.kv import growing_cache
 from envace_demo.models.loops import loop_guard
+from envace_demo.models.replay import Trace, replay_row
+from envace_demo.models.row_draw import RowDraw
 
 
 # On a CPU, up to this many rows decode one after another here rather than batched: a row
@@ -55,7 +58,7 @@ class Decoded:
 
 class PrefixCache:
     """KV caches of the last ``entries`` decoded sequences (prompt and output) of each set
-    of weights.
+    of weights, and the scores of the last ``traces`` rows (``replay_row``).
 
     An episode alternates actor and rehearser calls: two entries keep the actor's growing
     conversation and the rehearser's fixed head apart. Where each role has weights of its
@@ -63,9 +66,12 @@ class PrefixCache:
     and only a call on the same weights takes it. Call ``clear`` when the weights change
     (an adapter applied or removed): a kept cache would belong to the old model."""
 
-    def __init__(self, entries: int = 2):
-        self.entries = entries
+    def __init__(self, entries: int = 2, traces: int = 4):
+        self.entries, self.traces = entries, traces
         self._kept: list[tuple[object, list[int], object]] = []  # (key, ids, cache), most recent last
+        # (weights, prompt ids) -> a row's trace (replay.py), most recent last: parallel's
+        # lead imagined run goes first, and the others replay it in a later call.
+        self._traces: dict[tuple, Trace] = {}
 
     def take(self, ids: list[int], key: object = None):
         """(cache, tokens reused) for a call on ``ids`` by the weights ``key``: the kept
@@ -93,8 +99,21 @@ class PrefixCache:
         for i in reversed(mine[: -self.entries]):
             del self._kept[i]
 
+    def trace(self, key: tuple) -> Trace | None:
+        return self._traces.get(key)
+
+    def keep_trace(self, key: tuple, trace: Trace) -> None:
+        self._traces.pop(key, None)
+        self._traces[key] = trace
+        while len(self._traces) > self.traces:
+            del self._traces[next(iter(self._traces))]
+
+    def clear_traces(self) -> None:
+        self._traces.clear()
+
     def clear(self) -> None:
         self._kept.clear()
+        self._traces.clear()
 
 
 def _shared_prefix(a: list[int], b: list[int], limit: int) -> int:
@@ -107,45 +126,33 @@ def _shared_prefix(a: list[int], b: list[int], limit: int) -> int:
 
 def decode_row(
     model,
-    prompt_ids: list[int],
+    row: RowDraw,
     *,
-    max_new_tokens: int,
-    stop_ids: list[int],
-    processors: list,
-    matcher=None,
     prefix: PrefixCache | None = None,
     weights: object = None,
     on_ids: Callable[[list[int]], None] | None = None,
     cancel: threading.Event | None = None,
-    tags: tuple[str, ...] = (),
-    decode: Callable[[list[int]], str] | None = None,
-    closers=None,
-    closing: int = CLOSING_TOKENS,
     start: tuple | None = None,
-    string_chars: int | None = None,
+    trace: Trace | None = None,
 ) -> Decoded:
-    """Decode one row after ``prompt_ids`` with ``model`` (a transformers causal LM).
-
-    ``matcher``: an xgrammar GrammarMatcher (None: free text); ``processors``: logits
-    processors run after the grammar mask (none: greedy); ``on_ids`` gets the new ids so
-    far after every pass; ``weights``: the key of ``model``'s active weights in ``prefix``
-    (the role adapter serving the row, or None); ``tags``: texts the tokenizer has one special token for (with
-    ``decode``, ids to text); ``closers``: the ids that close a value (``closing_ids``, a
-    tensor; with ``decode``), preferred in the last ``closing`` tokens while a call or a
-    result is open, and in a string once it holds ``string_chars`` characters; ``start``:
-    (cache, tokens) of the prompt's first tokens to start from instead of a kept prefix
-    (the rows' shared prefix, ``shared_head``). The caller holds
-    ``torch.inference_mode`` and the seed."""
+    """Decode ``row`` (its prompt, grammar and sampler; ids it drew already are gone on
+    from) with ``model`` (a transformers causal LM). ``on_ids`` gets the new ids so far
+    after every pass; ``weights``: the key of ``model``'s active weights in ``prefix``;
+    ``start``: (cache, tokens) of the prompt's head to start from (``shared_head``);
+    ``trace`` records the scores for rows that replay this one (:mod:`.replay`). The
+    caller holds ``torch.inference_mode`` and the seed."""
     import torch
 
+    prompt_ids = row.prompt_ids
     if start is None:
         start = prefix.take(prompt_ids, weights) if prefix is not None else (None, 0)
-    cache, reused = start
-    cache = growing_cache() if cache is None else cache
-    pending = prompt_ids[reused:]  # tokens not yet through the model
-    out, probs, passes, bitmask = [], [], 0, None
+    cache, reused = (growing_cache() if start[0] is None else start[0]), start[1]
+    pending = prompt_ids[reused:] + row.out  # tokens not yet through the model
+    passes = 0
     reason: Literal["stop", "length", "cancelled"] = "length"
-    while len(out) < max_new_tokens:
+    if trace is not None:
+        trace.ids = row.out  # filled as the row draws
+    while not row.full:
         if cancel is not None and cancel.is_set():
             reason = "cancelled"
             break
@@ -154,81 +161,20 @@ def decode_row(
         passes += 1
         cache, pending = result.cache, []
         scores = result.logits[:, -1, :].float()
-        if matcher is not None:
-            bitmask = _mask(scores, matcher, bitmask)
-            ending = max_new_tokens - len(out) <= closing
-            if closers is not None and decode is not None and (ending or string_chars is not None):
-                scores = close_scores(scores, closers, decode(out), ending, string_chars)
-        dist = scores[0].softmax(dim=-1)  # before a processor changes the scores in place
-        token = _pick(scores, processors, prompt_ids, out)
-        if matcher is not None and not matcher.accept_token(token):
-            raise ModelError(f"constrained decoding: sampled token {token} its grammar forbids")
-        out.append(token)
-        probs.append(float(dist[token]))
-        if token in stop_ids:
+        if trace is not None:
+            trace.scores.append((len(row.out), scores.clone()))
+        drawn = row.draw(scores)
+        if drawn is None:
             reason = "stop"
             break
-        pending = [token]
-        if matcher is not None:
-            forced = matcher.find_jump_forward_tokens()[: max_new_tokens - len(out)]
-            forced = _before_tags(forced, decode, tags) if tags and forced else forced
-            for forced_token in forced:
-                matcher.accept_token(forced_token)
-            out.extend(forced)
-            probs.extend([1.0] * len(forced))
-            pending.extend(forced)
+        pending = drawn
         if on_ids is not None:
-            on_ids(out)
+            on_ids(row.out)
     if prefix is not None and cache is not None:
         # The cache holds what went through the model; ``pending`` (and a stop token) did not.
-        seen = prompt_ids + out[: len(out) - len(pending) - (reason == "stop")]
+        seen = prompt_ids + row.out[: len(row.out) - len(pending) - (reason == "stop")]
         prefix.keep(seen[: int(cache.get_seq_length())], cache, weights)
-    return Decoded(ids=out, finish_reason=reason, forward_passes=passes, reused_tokens=reused, probs=probs)
-
-
-def _mask(scores, matcher, bitmask):
-    """Mask ``scores`` in place by ``matcher``'s grammar; the bitmask, allocated on first
-    use as wide as the logits (which the grammar was compiled for)."""
-    import xgrammar as xgr
-
-    if bitmask is None:
-        bitmask = xgr.allocate_token_bitmask(1, scores.shape[-1])
-    matcher.fill_next_token_bitmask(bitmask)
-    xgr.apply_token_bitmask_inplace(scores, bitmask.to(scores.device))
-    return bitmask
-
-
-def _before_tags(forced: list[int], decode: Callable[[list[int]], str], tags: tuple[str, ...]) -> list[int]:
-    """The forced ids that stop short of any of ``tags``: xgrammar spells a forced tag
-    such as Qwen3's ``<tool_call>`` out of ordinary tokens, while the model writes (and
-    was trained on) its one special token. The model samples the tag itself."""
-    text = decode(forced)
-    if "<" not in text:
-        return forced
-    kept = len(forced)
-    while kept:
-        head = decode(forced[:kept])
-        if not any(tag in head for tag in tags) and not _ends_inside_tag(head, tags):
-            break
-        kept -= 1
-    return forced[:kept]
-
-
-def _ends_inside_tag(text: str, tags: tuple[str, ...]) -> bool:
-    return any(text.endswith(tag[:k]) for tag in tags for k in range(1, len(tag)))
-
-
-def _pick(scores, processors: list, prompt_ids: list[int], out: list[int]) -> int:
-    import torch
-
-    if not processors:
-        return int(scores.argmax(dim=-1)[0])
-    history = torch.tensor([prompt_ids + out], dtype=torch.long, device=scores.device)
-    for processor in processors:
-        scores = processor(history, scores)
-    if all(getattr(p, "forcing", False) for p in processors):  # greedy, with tokens forced at times
-        return int(scores.argmax(dim=-1)[0])
-    return int(torch.multinomial(scores.softmax(dim=-1), 1)[0, 0])
+    return Decoded(row.out, reason, passes, reused, row.probs)
 
 
 def row_by_row(backend, rows: int) -> bool:
@@ -265,7 +211,15 @@ def decode_rows(backend, encoded: list[list[int]], sampling, constraints: list, 
                 head[0].crop(-surplus)
             begin = head
         keep = share and (head is None or row == len(encoded) - 1)  # the head grows with each row: kept last
-        new = generate_row(backend, ids, replace(sampling, seed=seed), constraint, stream, cancel, begin, keep)
+        # The first row on a prompt records the model's scores; a later one (here, or in a
+        # later call: parallel's lead imagined run goes first) replays them (replay.py).
+        key = (_weights_key(backend), tuple(ids))
+        draft = backend.row_prefixes.trace(key) if backend.replay_siblings else None
+        trace = Trace() if backend.replay_siblings and draft is None else None
+        new = generate_row(backend, ids, replace(sampling, seed=seed), constraint, stream, cancel, begin, keep,
+                           trace=trace, draft=draft)
+        if trace is not None and trace.scores:
+            backend.row_prefixes.keep_trace(key, trace)
         cancelled = cancel is not None and cancel.is_set()
         out.append(finished(backend, new, ids, sampling.max_new_tokens, time.perf_counter() - start, cancelled,
                             probs=backend.row_stats.probs))
@@ -295,11 +249,14 @@ def _weights_key(backend) -> object:
 
 
 def generate_row(
-    backend, prompt_ids: list[int], sampling, constraint, on_token=None, cancel=None, start=None, keep=True
+    backend, prompt_ids: list[int], sampling, constraint, on_token=None, cancel=None, start=None, keep=True,
+    trace: Trace | None = None, draft: Trace | None = None,
 ) -> list[int]:
     """``decode_row`` with a TransformersBackend's grammar, sampling, seed, streaming and
     kept prefixes (those of the adapter active): from ``start`` (``decode_row``) where
-    given, and kept afterwards if ``keep``. New ids, stop token included."""
+    given, and kept afterwards if ``keep``; ``trace``: filled for rows that replay this one;
+    ``draft``: an earlier row's trace on the same prompt, replayed first (:mod:`.replay`).
+    New ids, stop token included."""
     import torch
 
     grammars = backend._grammar_cache() if constraint is not None else None
@@ -319,24 +276,36 @@ def generate_row(
 
     if streamer is not None:
         streamer.put(torch.tensor(prompt_ids))  # the streamer skips the prompt it is first given
+    on_ids = stream if streamer is not None else None
+    row = RowDraw(
+        prompt_ids,
+        sampling.max_new_tokens,
+        backend.stop_ids,
+        backend.thinking_budget(sampling, [prompt_ids[-4:]]) + loop_guard(backend) + sampling_processors(sampling),
+        matcher=matcher,
+        tags=backend.tag_texts,
+        decode=backend.tokenizer.decode,
+        closers=closer_tensors(closers, backend.model.device),
+        string_chars=grammars.string_chars(constraint) if grammars is not None else None,
+    )
     with torch.inference_mode(), seeded(sampling.seed, backend.model.device):
+        reason = replay_row(draft, row, cancel) if draft is not None else None
+        if reason is not None:  # drawn as the earlier row drew, to the end: no model pass
+            if on_ids is not None:
+                on_ids(row.out)
+            if keep and start is not None:  # the shared prompt, for the next call
+                backend.row_prefixes.keep(prompt_ids[: start[1]], start[0], _weights_key(backend))
+            backend.row_stats = Decoded(row.out, reason, 0, len(prompt_ids), row.probs)
+            return row.out
         decoded = decode_row(
             backend.model,
-            prompt_ids,
-            max_new_tokens=sampling.max_new_tokens,
-            stop_ids=backend.stop_ids,
-            processors=backend.thinking_budget(sampling, [prompt_ids[-4:]]) + loop_guard(backend)
-            + sampling_processors(sampling),
-            matcher=matcher,
+            row,
             prefix=backend.row_prefixes if keep else None,
             weights=_weights_key(backend),
-            on_ids=stream if streamer is not None else None,
+            on_ids=on_ids,
             cancel=cancel,
-            tags=backend.tag_texts,
-            decode=backend.tokenizer.decode,
-            closers=closer_tensors(closers, backend.model.device),
             start=start,
-            string_chars=grammars.string_chars(constraint) if grammars is not None else None,
+            trace=trace,
         )
     backend.row_stats = decoded
     return decoded.ids

@@ -30,16 +30,17 @@ __all__ = ["CPU_AUTO_DTYPE", "OFFLINE_HINT", "TransformersBackend"]
 class TransformersBackend(LoraAdapters, Backend):
     """A causal LM with a chat template, from :meth:`load` or a model and tokenizer in memory.
 
-    ``constrained``: whether ``generate`` enforces a ``Constraint`` (xgrammar);
-    when False, a constraint passed in is ignored (``supports_constraints`` tells).
-    ``compile_decode``: a static cache and a compiled decoding step (:mod:`batch_decoder`);
-    it pays on a GPU, where one step is short, not on a CPU. Rows of one call that share a
-    prompt prefix prefill it once (``share_prefill``; off only to measure what it saves).
-    One ``generate`` runs at a time per backend; adapters (:class:`LoraAdapters`) wait for it.
+    ``constrained``: whether ``generate`` enforces a ``Constraint`` (xgrammar; when False a
+    constraint is ignored). ``compile_decode``: a static cache and a compiled decoding step
+    (:mod:`batch_decoder`; it pays on a GPU, not on a CPU). Rows that share a prompt prefix
+    prefill it once (``share_prefill``); a row on a recent row's prompt replays it while it
+    draws alike (``replay_siblings``, :mod:`.replay`); each is off only to measure it. One
+    ``generate`` runs at a time per backend; adapters (:class:`LoraAdapters`) wait for it.
     """
 
     row_decoder = True  # single rows (all rows on a CPU) skip forced tokens, reuse prefixes
     share_prefill = True
+    replay_siblings = True
     compile_backend = "inductor"  # torch.compile's backend for ``compile_decode``
     constraint_note: str | None = None  # why constraints asked for are off (an EnvACE model)
 
@@ -93,7 +94,6 @@ class TransformersBackend(LoraAdapters, Backend):
 
         ``device_map`` (CUDA): ``"auto"`` spreads a model over the GPUs present; ZeroGPU
         wants ``"cuda"``, placed at once with no memory survey of a GPU it only emulates.
-
         ``dtype="auto"``: bfloat16 on CUDA, ``CPU_AUTO_DTYPE`` on CPU.
         ``quantization``: "4bit" (NF4) or "8bit" with bitsandbytes, CUDA only.
         ``chat_template``: template text replacing the tokenizer's own.
@@ -162,6 +162,9 @@ class TransformersBackend(LoraAdapters, Backend):
             raise ModelError(
                 f"chat template of {self.model_id}: cannot render these messages: {err}"
             ) from err
+
+    def forget_replays(self) -> None:
+        self.row_prefixes.clear_traces()
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer.encode(text, add_special_tokens=False))
