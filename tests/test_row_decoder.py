@@ -434,3 +434,18 @@ def test_a_later_call_replays_an_earlier_row_until_the_weights_change(tiny, monk
             assert replayed.token_ids == tiny.generate(prompt, sampling, ruled).token_ids
         finally:
             tiny.replay_siblings = True
+
+
+def test_an_episode_replays_only_its_own_rows(tiny):
+    """What an episode costs is its own: rows recorded before it (Compare's other side, on
+    the same prompts) are forgotten when it starts."""
+    from envace_demo.engine import Episode, EpisodeConfig
+    from envace_demo.tasks import Task
+
+    gen = tiny.generate(_prompt(tiny, "Say something about accounts."), GREEDY)
+    key = (None, tuple(gen.prompt_ids))  # no adapter: the weights' key is None
+    assert tiny.row_prefixes.trace(key) is not None
+    events = Episode(tiny, Task(name="t", prompt="hi", tools=[]), EpisodeConfig(mode="none")).run()
+    next(events)  # the episode has started
+    events.close()
+    assert tiny.row_prefixes.trace(key) is None
