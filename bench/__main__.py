@@ -179,7 +179,9 @@ class Bench:
         from bench.parallel import batch_pass_ratio, parallel_ratio
         from envace_demo.tasks import find_task
 
-        seeds = (0, 1) if self.quick else (0, 1, 2, 3, 4)
+        # An odd count: a median over two seeds is their mean, which one seed whose four
+        # runs part early (seed 1 on check-balance) decides.
+        seeds = (0, 1, 2) if self.quick else (0, 1, 2, 3, 4)
         figures = parallel_ratio(self.backend(), find_task("bank", "check-balance"), n=4, seeds=seeds)
         log(f"parallel: N=4 {figures.many_s:.1f} s, N=1 {figures.one_s:.1f} s, ratio {figures.ratio:.2f}")
         self.figures["parallel_rehearsal_ratio"] = round(figures.ratio, 3)
