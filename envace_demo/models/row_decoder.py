@@ -72,6 +72,7 @@ class PrefixCache:
         # (weights, prompt ids) -> a row's trace (replay.py), most recent last: parallel's
         # lead imagined run goes first, and the others replay it in a later call.
         self._traces: dict[tuple, Trace] = {}
+        self._traces_lock = threading.Lock()  # an episode starting forgets them from its own thread
 
     def take(self, ids: list[int], key: object = None):
         """(cache, tokens reused) for a call on ``ids`` by the weights ``key``: the kept
@@ -100,20 +101,23 @@ class PrefixCache:
             del self._kept[i]
 
     def trace(self, key: tuple) -> Trace | None:
-        return self._traces.get(key)
+        with self._traces_lock:
+            return self._traces.get(key)
 
     def keep_trace(self, key: tuple, trace: Trace) -> None:
-        self._traces.pop(key, None)
-        self._traces[key] = trace
-        while len(self._traces) > self.traces:
-            del self._traces[next(iter(self._traces))]
+        with self._traces_lock:
+            self._traces.pop(key, None)
+            self._traces[key] = trace
+            while len(self._traces) > self.traces:
+                del self._traces[next(iter(self._traces))]
 
     def clear_traces(self) -> None:
-        self._traces.clear()
+        with self._traces_lock:
+            self._traces.clear()
 
     def clear(self) -> None:
         self._kept.clear()
-        self._traces.clear()
+        self.clear_traces()
 
 
 def _shared_prefix(a: list[int], b: list[int], limit: int) -> int:
