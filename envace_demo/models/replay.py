@@ -1,8 +1,8 @@
 """Sibling replay: a row drawn from the scores an earlier row on the same prompt recorded.
 
-Parallel's imagined runs start from the same prompt with different seeds, and the embedded
-model's turns are sharp enough that they mostly draw the same tokens: on bank/deposit-cash
-four runs' actions and rehearsals came out as the same text. The model's scores after a
+Parallel's imagined runs start from the same prompt with different seeds, and where the
+embedded model's turns are sharp they draw the same tokens: on bank/deposit-cash four runs'
+actions and rehearsals came out as the same text. The model's scores after a
 prompt and the ids drawn so far are the same whoever draws next, so a later row (in the
 same call, or a later one: the lead imagined run goes first, the others after) draws its
 own tokens, with its own seed and grammar, from the scores the first row recorded, for as
