@@ -27,7 +27,7 @@ from pathlib import Path
 from envace_demo.errors import ModelError
 from envace_demo.models.ids import DEFAULT_GPU_MODEL, EMBEDDED, ENVACE_SMALL, QWEN3_SMALL  # noqa: F401 (imported from here too)
 from envace_demo.plan import FLAVORS, ZERO_MARGIN_SECONDS, Plan, plan
-from envace_demo.plan.zerogpu import size_factor
+from envace_demo.plan.zerogpu import call_size, size_factor
 from envace_demo.settings import Settings, default_of
 
 # One ZeroGPU call holds a whole episode; the episode stops itself this long before the
@@ -113,14 +113,13 @@ def plan_model(settings: Settings, machine: Machine) -> ModelPlan:
             f"quantization={settings.quantization} needs a CUDA GPU (bitsandbytes); "
             "on CPU set ENVACE_QUANTIZATION=none"
         )
-    episode = settings.episode_seconds
+    episode, model = settings.episode_seconds, settings.model or DEFAULT_GPU_MODEL
+    followed = hardware_plan(settings, machine, model) if wants_gpu else None
     size = None
     if settings.zero_gpu:
         # Every GPU call must fit the visitor's ZeroGPU quota: the episode ends in time. The
         # call's size is the plan's (the 8B rehearses on a whole card) unless set.
-        planned = hardware_plan(settings, machine, settings.model or DEFAULT_GPU_MODEL) if wants_gpu else None
-        size = planned.gpu_size if settings.gpu_size == "auto" and planned is not None else settings.gpu_size
-        size = "large" if size in (None, "auto") else size
+        size = followed.gpu_size if followed is not None else call_size(settings.gpu_size)
         episode = min(episode, float(zero_call_seconds(settings, size=size) - GPU_MARGIN_SECONDS))
     base = dict(
         gpu_size=size,
@@ -130,9 +129,7 @@ def plan_model(settings: Settings, machine: Machine) -> ModelPlan:
         load_at_import=settings.zero_gpu,
     )
     if wants_gpu:
-        model = settings.model or DEFAULT_GPU_MODEL
         kind = "explicit" if settings.model else "zero-gpu" if settings.zero_gpu else "gpu"
-        followed = hardware_plan(settings, machine, model)
         if followed is not None and not followed.fits:  # nothing loads that would not fit: say what would
             raise ModelError(followed.advice or f"{model} does not fit {followed.hardware}")
         if followed is None:
@@ -167,7 +164,7 @@ def zero_call_seconds(settings: Settings, factor: float | None = None, size: str
     be scheduled for, and spaces multiplies a request by its hardware's duration factor
     (``factor``; default: today's ZeroGPU hardware's, as the plan states it, for a call of
     ``size``, default the settings' own: a whole card's call has none)."""
-    size = size or (settings.gpu_size if settings.gpu_size != "auto" else "large")
+    size = size or call_size(settings.gpu_size)
     factor = factor or size_factor(FLAVORS["zero-a10g"], size)
     return int(settings.gpu_seconds // factor)
 

@@ -200,6 +200,9 @@ def decode_rows(backend, encoded: list[list[int]], sampling, constraints: list, 
 
     share = backend.share_prefill or len(encoded) == 1
     head = shared_head(backend, encoded) if share and len(encoded) > 1 else None
+    # On a GPU a call's rows are batched (row_by_row), so a recorded row would only serve a
+    # later lone row on the same prompt, at a vocabulary of scores a token in GPU memory.
+    replaying = backend.replay_siblings and backend.model.device.type == "cpu"
     out = []
     for row, (ids, constraint) in enumerate(zip(encoded, constraints)):
         start = time.perf_counter()
@@ -218,8 +221,8 @@ def decode_rows(backend, encoded: list[list[int]], sampling, constraints: list, 
         # The first row on a prompt records the model's scores; a later one (here, or in a
         # later call: parallel's lead imagined run goes first) replays them (replay.py).
         key = (_weights_key(backend), tuple(ids))
-        draft = backend.row_prefixes.trace(key) if backend.replay_siblings else None
-        trace = Trace() if backend.replay_siblings and draft is None else None
+        draft = backend.row_prefixes.trace(key) if replaying else None
+        trace = Trace() if replaying and draft is None else None
         new = generate_row(backend, ids, replace(sampling, seed=seed), constraint, stream, cancel, begin, keep,
                            trace=trace, draft=draft)
         if trace is not None and trace.scores:

@@ -26,6 +26,11 @@ ZERO_SIZES = ("large", "xlarge")
 XLARGE_QUOTA_FACTOR = 2
 
 
+def call_size(size: str) -> str:
+    """A size setting as spaces takes it: "auto" where no plan chose one is half a card."""
+    return ZERO_SIZES[0] if size == "auto" else size
+
+
 def default_concurrency(hw: Hardware) -> int:
     # On a dedicated GPU the app holds one model (on l4x4 split over the 4 cards by
     # device_map): two runs at once would share it and each take twice as long.

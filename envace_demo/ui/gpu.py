@@ -29,7 +29,7 @@ from envace_demo.errors import EnvaceError  # noqa: E402
 from envace_demo.models import hardware  # noqa: E402
 from envace_demo.models.hardware import GPU_MARGIN_SECONDS, zero_call_seconds  # noqa: E402
 from envace_demo.plan import FLAVORS  # noqa: E402
-from envace_demo.plan.zerogpu import XLARGE_QUOTA_FACTOR, ZERO_SIZES, size_factor  # noqa: E402
+from envace_demo.plan.zerogpu import XLARGE_QUOTA_FACTOR, ZERO_SIZES, call_size, size_factor  # noqa: E402
 from envace_demo.settings import Settings  # noqa: E402
 from envace_demo.ui.holder import Loader, Measure, ModelHolder, budget_of  # noqa: E402
 
@@ -70,7 +70,7 @@ def configure(settings: Settings) -> None:
     """Bound GPU calls for ``settings``: on ZeroGPU to what one call may be scheduled for."""
     global _zero_gpu, _size
     _zero_gpu = settings.zero_gpu
-    _size = settings.gpu_size if settings.gpu_size != "auto" else ZERO_SIZES[0]
+    _size = call_size(settings.gpu_size)
     set_max_seconds(zero_call_seconds(settings, duration_factor()))
 
 
