@@ -112,7 +112,8 @@ def test_rows_pair_as_the_trajectories_do_even_after_json():
     for r in rows:
         del r["trajectory"]  # the pairing reads the row alone
     assert rows[1]["call_outcomes"] == [{"name": "withdraw", "arguments": WITHDRAW[1], "held": True, "checked": False,
-                                         "predicted_error": "INSUFFICIENT_FUNDS", "ran": False, "real_error": None}]
+                                         "predicted_error": "INSUFFICIENT_FUNDS", "ran": False, "real_error": None,
+                                         "from_rehearsal": False}]
     assert (rows[0]["real_calls"], rows[0]["real_errors"], rows[1]["held_calls"]) == (1, 1, 1)
     assert first_divergence(*rows) == first_divergence(without, with_)
     with pytest.raises(ValueError, match="call_outcomes"):
@@ -136,3 +137,24 @@ def test_a_run_with_rehearsal_cut_by_its_time_avoided_nothing():
     with_ = {"call_outcomes": [], "final_answer": None, "ungrounded": [], "success": False, "ended": "time_limit"}
     d = first_divergence(without, with_)
     assert d.kind == "different_call" and "time_limit" in d.detail
+
+
+def test_a_write_taken_from_the_rehearsal_where_the_run_without_it_stopped_calling():
+    """The committed run took the write its lead rehearsal had made and let through (the
+    hold the actor alone never placed); the detail says so, and the eval row carries it."""
+    search = ("search_catalog", {"query": "Cosmos"})
+    hold = ("place_hold", {"book_id": "BK-037", "patron_id": "P-1042"})
+    without = run("none", [step(*search, real={"total": 1})], "Cosmos is out.", False)
+    with_ = run("parallel", [step(*search, real={"total": 1}), step(*hold, real={"hold_id": "H-1"},
+                                                                      rehearsed={"hold_id": "H-9"})],
+                "Hold placed.", True)
+    with_.turns[1].action_from = 0
+    d = first_divergence(without, with_)
+    assert (d.kind, d.step, d.verdict) == ("different_call", 1, "helped")
+    assert "made place_hold" in d.detail and "its rehearsal had made and let through" in d.detail
+    assert "had stopped calling" in d.detail
+    row = json.loads(json.dumps(episode_record("t:hold", "library", "parallel", 0, with_)))
+    assert [c["from_rehearsal"] for c in row["call_outcomes"]] == [False, True]
+    assert "let through" in first_divergence(without, row).detail
+    with_.turns[1].action_from = None  # drawn by the committed actor itself: no such claim
+    assert "let through" not in first_divergence(without, with_).detail

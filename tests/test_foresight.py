@@ -659,3 +659,45 @@ def test_a_failed_other_path_leaves_the_hold_to_be_checked_before_the_answer_sta
     assert forty.checked and forty.real["error"]["code"] == "INSUFFICIENT_FUNDS"
     assert [t.set_aside is not None for t in traj.turns if not t.calls] == [True, False]
     assert traj.final_answer == "Refused: insufficient funds."
+
+
+WITHDRAW_FIVE = call_text("withdraw", {"account_id": "ACC-1005", "amount": 5})
+PAID_FIVE = {"transaction_id": "TX-5008", "account_id": "ACC-1005", "amount": 5, "new_balance": 10.5}
+
+
+def _followed(scripted, rehearsed, **config):
+    """A read taken from the lead imagined run, then its write, drawn under the imagined
+    runs' grammar and rehearsed as ``rehearsed``: the committed run as it ends."""
+    backend = scripted(actor=[BALANCE, WITHDRAW_FIVE, "<think></think>\nDone: 5.00 USD out, 10.50 USD left."],
+                       rehearser=[rehearsed])
+    backend.supports_constraints = True
+    env = create("bank")
+    config = EpisodeConfig(mode="parallel", n=1, require_first_call=True, **config)
+    return run_episode(backend, _task("Take $5 out of ACC-1005."), config, env), env
+
+
+def test_the_committed_run_takes_the_write_its_rehearsal_let_through(scripted):
+    """The lead imagined run read the account, then withdrew (its second action, drawn where
+    an answer is one character); the rehearsal let the withdrawal through. The committed
+    actor, asked what the lead was asked, takes the withdrawal: the plan rehearsal tested."""
+    traj, env = _followed(scripted, result_text(PAID_FIVE))
+    assert [t.action_from for t in traj.turns] == [0, 0, None]
+    assert [s.call.name for s in call_steps(traj.turns)] == ["get_account", "withdraw"]
+    assert env.state()["accounts"]["ACC-1005"]["balance"] == 10.5
+    assert traj.final_answer.startswith("Done")
+
+
+def test_a_write_the_rehearsal_foresaw_failing_is_not_followed(scripted):
+    """The same plan rehearsed as refused (less surely than a foresight is shown, so the
+    committed actor's prompt is the lead's): the committed actor draws its own second
+    action, here the answer the script has next, and nothing is withdrawn."""
+    traj, env = _followed(scripted, sure(result_text(REFUSED), 0.6))
+    assert [t.action_from for t in traj.turns] == [0, None]
+    assert [s.call.name for s in call_steps(traj.turns)] == ["get_account"]
+    assert env.state()["accounts"]["ACC-1005"]["balance"] == 15.5
+
+
+def test_following_rehearsed_writes_can_be_turned_off(scripted):
+    traj, env = _followed(scripted, result_text(PAID_FIVE), follow_rehearsed_writes=False)
+    assert [t.action_from for t in traj.turns] == [0, None]
+    assert env.state()["accounts"]["ACC-1005"]["balance"] == 15.5

@@ -124,6 +124,7 @@ class EpisodeFlags:
     imagined_reads: Literal[IMAGINED_READS] = _like(EpisodeConfig, "imagined_reads")
     imagined_others: Literal[IMAGINED_OTHERS] = _like(EpisodeConfig, "imagined_others")
     grounded_ids: bool = _like(EpisodeConfig, "grounded_ids")
+    follow_rehearsed_writes: bool = _like(EpisodeConfig, "follow_rehearsed_writes")
     json: bool = field(default=False, metadata={"help": "print JSON instead of text"})
 
 
@@ -160,6 +161,8 @@ def episode_config(args: argparse.Namespace, settings: Settings, backend: Any) -
         imagined_reads=getattr(args, "imagined_reads", default_of(EpisodeConfig, "imagined_reads")),
         imagined_others=getattr(args, "imagined_others", default_of(EpisodeConfig, "imagined_others")),
         grounded_ids=getattr(args, "grounded_ids", default_of(EpisodeConfig, "grounded_ids")),
+        follow_rehearsed_writes=getattr(args, "follow_rehearsed_writes",
+                                        default_of(EpisodeConfig, "follow_rehearsed_writes")),
         trust_certainty=getattr(args, "trust_certainty", default_of(EpisodeConfig, "trust_certainty")) or None,
         hold_certainty=getattr(args, "hold_certainty", default_of(EpisodeConfig, "hold_certainty")) or None,
     )

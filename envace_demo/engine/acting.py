@@ -24,6 +24,7 @@ from envace_demo.engine.rehearsal import CallRehearser, score_call
 from envace_demo.engine.imagined import (
     ends_at,
     fetches,
+    goes_through,
     imagined_action,
     keeps,
     repeats_reads,
@@ -108,7 +109,8 @@ class TrajectoryRunner:
             action = parse_action(gen.text, self.tool_names, require_call=require, cut=gen.finish_reason == "length")
             turn = new_turn(turns, action, gen, prompt, self.user_turn)
             turn.action_from = taken
-            if lead and keeps(action, gen, require, self._short_answers()):
+            kept = lead and keeps(action, gen, require, self._short_answers(), self._followed())
+            if kept:
                 self.imagined_actions[prompt.shown()] = (gen, rindex, turn_index)
             if action.error:
                 turn.error = f"{action.error}: {action.error_message}"
@@ -146,6 +148,8 @@ class TrajectoryRunner:
                     if step.error:
                         conversation.turns.append(turn)
                         return Outcome(None, "environment_error")
+            if kept and not keeps(action, gen, require, self._short_answers()) and not goes_through(turn):
+                del self.imagined_actions[prompt.shown()]  # a write it foresaw failing: not the plan
             conversation.turns.append(turn)
             if where == "rehearsal" and ends_at(turn, self._writes, cfg, self.policy):
                 return Outcome(None, FIRST_WRITE)
@@ -198,15 +202,8 @@ class TrajectoryRunner:
         return Outcome(content, "max_new_tokens" if turn.error else "answer")
 
     def _call(
-        self,
-        turn: Turn,
-        step: CallStep,
-        conversation: Conversation,
-        real_results: list[tuple[ToolCall, Any]],
-        where: str,
-        rindex: int | None,
-        execute: bool,
-        held: set[str] | None = None,
+        self, turn: Turn, step: CallStep, conversation: Conversation, real_results: list[tuple[ToolCall, Any]],
+        where: str, rindex: int | None, execute: bool, held: set[str] | None = None,
     ) -> Generator[Event | Request, Generation, None]:
         """Validate one call, then rehearse it (where the mode does), then execute it (in
         a commit with an environment) unless its rehearsal foresaw a failure: then it is
@@ -287,6 +284,9 @@ class TrajectoryRunner:
 
     def _writes(self, name: str) -> bool | None:  # as the environment says (None: unknown)
         return self.committer.writes(find_tool(self.tools, name))
+
+    def _followed(self):  # which tools write, where the lead's writes are followed
+        return self._writes if self.config.follow_rehearsed_writes else None
 
     def _short_answers(self) -> bool:
         return short_answers(self.constrained, self.policy, self.config)

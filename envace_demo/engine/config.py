@@ -123,6 +123,14 @@ class EpisodeConfig:
                   "memory_shown 'foresight' nothing else of theirs reaches the committed run, and on a CPU each "
                   "run costs its own time), or 'always' (all N in step)"},
     )
+    follow_rehearsed_writes: bool = field(
+        default=True,
+        metadata={"help": "the committed actor, asked what the lead imagined run was asked, takes its write even "
+                  "where that was drawn under the imagined runs' grammar (answers cut to one character), when "
+                  "the rehearsal let it through (valid, a success): the plan the rehearsal tested. Asked to "
+                  "reserve a book, the actor answered after the search; its rehearsal had gone on to place the "
+                  "hold. False: the committed actor draws its own there"},
+    )
     grounded_ids: bool = field(
         default=True,
         metadata={"help": "an identifier argument (id, *_id) with a declared pattern is, in the actor's grammar, one "

@@ -10,7 +10,7 @@ from envace_demo.engine.config import EpisodeConfig
 from envace_demo.models.base import Generation
 from envace_demo.modes import ModePolicy
 from envace_demo.prompts import Conversation
-from envace_demo.record import CallStep, ToolCall, Turn
+from envace_demo.record import CallStep, ToolCall, Turn, is_error
 
 # Whether the offered tool of that name changes state, as the environment says (None: unknown).
 Writes = Callable[[str], "bool | None"]
@@ -54,11 +54,31 @@ def short_answers(constrained: bool, policy: ModePolicy, config: EpisodeConfig) 
     return constrained and policy.commit and config.memory != "full"
 
 
-def keeps(action, gen: Generation, required: bool, short: bool) -> bool:
+def keeps(action, gen: Generation, required: bool, short: bool, writes: Writes | None = None) -> bool:
     """Whether the lead imagined run's action may be taken by the committed actor: complete
     calls, drawn under the committed actor's grammar (a ``short`` imagined answer shifts the
-    odds towards a call, unless a call was ``required`` anyway)."""
-    return (required or not short) and bool(action.calls) and not action.error and gen.finish_reason == "stop"
+    odds towards a call, unless a call was ``required`` anyway); or, given ``writes``
+    (``EpisodeConfig.follow_rehearsed_writes``), drawn under the short grammar but with a
+    write among them: the plan the rehearsal went on to test, kept while its rehearsal lets
+    it through (``goes_through``)."""
+    if not action.calls or action.error or gen.finish_reason != "stop":
+        return False
+    if required or not short:
+        return True
+    return writes is not None and any(writes(c.name) is not False for c in action.calls)
+
+
+def goes_through(turn: Turn) -> bool:
+    """Whether every call of an imagined ``turn`` was valid and came back a success: real
+    for a fetched read, rehearsed (not cut) for the rest."""
+    return all(step.valid and not step.rehearsal_cut and step_result(step) is not None
+               and not is_error(step_result(step)) for step in turn.calls)
+
+
+def step_result(step: CallStep):
+    """What an imagined call came back with: its real result where it was fetched, else its
+    rehearsal."""
+    return step.real if step.fetched else step.rehearsed
 
 
 def imagined_action(actions: dict[str, tuple[Generation, int, int]], prompt: str, k: int):

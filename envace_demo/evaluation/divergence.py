@@ -28,7 +28,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable
 
-from envace_demo.record import Trajectory, call_steps, is_error
+from envace_demo.record import Trajectory, is_error
 
 KINDS = ("failure_avoided", "different_call", "rehearsed_value", "answer", "nothing")
 VERDICTS = ("helped", "hurt", "same")
@@ -71,9 +71,10 @@ def error_code(result: Any) -> str | None:
 def call_outcomes(traj: Trajectory) -> list[dict]:
     """Each committed call as the pairing needs it (JSON): ``name``, ``arguments``, ``held``,
     ``predicted_error`` (the code its rehearsal foresaw, where it foresaw a failure),
-    ``ran`` (executed for real) and ``real_error`` (the code of a real failure)."""
+    ``ran`` (executed for real), ``real_error`` (the code of a real failure) and
+    ``from_rehearsal`` (its action was the lead imagined run's, taken as it was)."""
     out = []
-    for step in call_steps(traj.turns):
+    for turn, step in ((t, s) for t in traj.turns for s in t.calls):
         out.append({
             "name": step.call.name,
             "arguments": step.call.arguments,
@@ -82,6 +83,7 @@ def call_outcomes(traj: Trajectory) -> list[dict]:
             "predicted_error": error_code(step.rehearsed),
             "ran": step.real is not None,
             "real_error": error_code(step.real),
+            "from_rehearsal": turn.action_from is not None,
         })
     return out
 
@@ -164,7 +166,9 @@ def _parted(i: int, x: dict | None, y: dict | None) -> tuple[str, str]:
     if x is None or y is None:
         made = x if x is not None else y
         side, other = ("without", "with") if x is not None else ("with", "without")
-        return "different_call", f"{at} the run {side} rehearsal made {_call(made)}; the run {other} it had stopped calling"
+        tested = ", the call its rehearsal had made and let through" if y is not None and y.get("from_rehearsal") else ""
+        return "different_call", (f"{at} the run {side} rehearsal made {_call(made)}{tested}; "
+                                  f"the run {other} it had stopped calling")
     if x["name"] == y["name"] and x["arguments"] != y["arguments"]:
         return "different_call", (
             f"{at} both called {x['name']} with different arguments: {_args(x['arguments'])} without rehearsal, "
