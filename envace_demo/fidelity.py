@@ -80,6 +80,14 @@ def is_miss(rehearsed: Any) -> bool:
     return outcome(rehearsed) in (MISSING, FAILED)
 
 
+def error_right(rehearsed: Any, real: Any) -> bool:
+    """Whether a rehearsal foresaw a failure where the real call failed and a success where
+    it succeeded, whichever the error (the outcome as error or not); a missing, cut or
+    unparsable rehearsal is wrong."""
+    rehearsed_n, real_n = _as_error(rehearsed), _as_error(real)
+    return not is_miss(rehearsed_n) and (outcome(rehearsed_n) == SUCCESS) == (outcome(real_n) == SUCCESS)
+
+
 # --- what the rehearser could know -------------------------------------------------------
 
 

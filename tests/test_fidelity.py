@@ -3,6 +3,7 @@ import pytest
 from envace_demo.fidelity import (
     Context,
     Score,
+    error_right,
     fidelity,
     mean_fidelity,
     outcome,
@@ -171,3 +172,11 @@ def test_summarize_parts_averages_per_call():
     }
     empty = summarize_parts([])
     assert empty["calls"] == 0 and empty["outcome"] is None and empty["value"] is None
+
+
+def test_error_or_not_is_right_whichever_the_error_and_a_miss_is_wrong():
+    limit = {"error": {"code": "DAILY_LIMIT_EXCEEDED", "message": "over the limit"}}
+    assert error_right(limit, FUNDS) and not score(limit, FUNDS).outcome_right  # another error: still an error
+    assert error_right(BALANCE, {"balance": 1.0}) and error_right(FUNDS, FUNDS)
+    assert not error_right(BALANCE, FUNDS) and not error_right(FUNDS, BALANCE)
+    assert not error_right(CUT, FUNDS) and not error_right(None, FUNDS)  # no usable rehearsal

@@ -21,7 +21,7 @@ Metrics, per episode:
   of the failure), ``context_reads`` (real reads made for the
   rehearser): counts from the record's totals.
 - ``outcome_right`` (share of calls whose rehearsed outcome, success or which error, was
-  right), ``knowable`` and ``unknowable`` (mean share of real values the rehearsal got
+  right), ``error_right`` (the same, as error or not: ``fidelity.error_right``), ``knowable`` and ``unknowable`` (mean share of real values the rehearsal got
   right, among those its context made knowable and among the rest): the fidelity's parts,
   means over the episode's call steps that have them.
 
@@ -43,7 +43,7 @@ from typing import Any
 
 from envace_demo.baselines import baseline_parts
 from envace_demo.evaluation.divergence import KINDS, VERDICTS, call_outcomes, first_divergence, verdict_of
-from envace_demo.fidelity import Context as FidelityContext
+from envace_demo.fidelity import Context as FidelityContext, error_right
 from envace_demo.record import Trajectory, call_steps
 from envace_demo.schemas import Tool, find_tool
 
@@ -51,13 +51,13 @@ METRICS = ("validity", "success", "fidelity", "tokens", "seconds")
 # What rehearsal changed, per episode: counts of the committed run, and the fidelity's parts.
 PARTS = (
     "real_calls", "real_errors", "held_calls", "checked_calls", "trusted_calls", "unsure_calls", "context_reads",
-    "outcome_right", "knowable", "unknowable",
+    "outcome_right", "error_right", "knowable", "unknowable",
 )
 # The same parts for two rehearsers with no model, on the same calls and contexts as the
 # model's (``envace_demo.baselines``): what knowing only the schema, or echoing, scores.
 BASELINE_PARTS = ("schema_only_outcome", "schema_only_knowable", "echo_outcome", "echo_knowable")
 PARTS = PARTS + BASELINE_PARTS
-RATES = ("validity", "success", "fidelity", "outcome_right", "knowable", "unknowable", *BASELINE_PARTS)
+RATES = ("validity", "success", "fidelity", "outcome_right", "error_right", "knowable", "unknowable", *BASELINE_PARTS)
 OVERALL = "overall"
 BASELINE = "none"
 RESAMPLES = 2000
@@ -170,6 +170,8 @@ def _fidelity_parts(steps: list) -> dict:
     """The episode's means of the fidelity's parts over the call steps that have them."""
     return {
         "outcome_right": _mean([float(s.outcome_right) for s in steps if s.outcome_right is not None]),
+        "error_right": _mean([float(error_right(s.rehearsed, s.real)) for s in steps
+                              if s.outcome_right is not None and s.real is not None]),
         "knowable": _mean([s.knowable for s in steps if s.knowable is not None]),
         "unknowable": _mean([s.unknowable for s in steps if s.unknowable is not None]),
     }
@@ -398,7 +400,7 @@ def change_rows(summary: dict) -> list[list[Any]]:
             f'{_fmt_count(row.get("held_calls"))} / {_fmt_count(row.get("checked_calls"))} / '
             f'{_fmt_count(row.get("trusted_calls"))} / {_fmt_count(row.get("unsure_calls"))}',
             f"{row.get('ungrounded_answers', 0)} of {done}",
-            _fmt("outcome_right", row.get("outcome_right")), _fmt("knowable", row.get("knowable")),
+            _outcome_cell(row), _fmt("knowable", row.get("knowable")),
             _fmt("unknowable", row.get("unknowable")),
             f'{_fmt("schema_only_outcome", row.get("schema_only_outcome"))} / '
             f'{_fmt("schema_only_knowable", row.get("schema_only_knowable"))}',
@@ -406,6 +408,14 @@ def change_rows(summary: dict) -> list[list[Any]]:
             verdicts, kinds,
         ])
     return out
+
+
+def _outcome_cell(row: dict) -> str:
+    """The outcome right (which error), then as error or not, where there is one."""
+    cell = _fmt("outcome_right", row.get("outcome_right"))
+    if not row.get("error_right") or row["error_right"].get("mean") is None:
+        return cell
+    return f'{cell} (error or not {_fmt("error_right", row.get("error_right"))})'
 
 
 def changes_table(summary: dict) -> str:
