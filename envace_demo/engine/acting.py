@@ -27,6 +27,7 @@ from envace_demo.engine.imagined import (
     goes_through,
     imagined_action,
     keeps,
+    plans_write,
     repeats_reads,
     short_answers,
     wrote,
@@ -109,7 +110,7 @@ class TrajectoryRunner:
             action = parse_action(gen.text, self.tool_names, require_call=require, cut=gen.finish_reason == "length")
             turn = new_turn(turns, action, gen, prompt, self.user_turn)
             turn.action_from = taken
-            kept = lead and keeps(action, gen, require, self._short_answers(), self._followed())
+            kept = lead and keeps(action, gen, require, self._short_answers())
             if kept:
                 self.imagined_actions[prompt.shown()] = (gen, rindex, turn_index)
             if action.error:
@@ -148,8 +149,8 @@ class TrajectoryRunner:
                     if step.error:
                         conversation.turns.append(turn)
                         return Outcome(None, "environment_error")
-            if kept and not keeps(action, gen, require, self._short_answers()) and not goes_through(turn):
-                del self.imagined_actions[prompt.shown()]  # a write it foresaw failing: not the plan
+            if lead and not kept and plans_write(action, gen, self._followed()) and goes_through(turn):
+                self.imagined_actions[prompt.shown()] = (gen, rindex, turn_index - 1)  # a write let through
             conversation.turns.append(turn)
             if where == "rehearsal" and ends_at(turn, self._writes, cfg, self.policy):
                 return Outcome(None, FIRST_WRITE)

@@ -54,18 +54,24 @@ def short_answers(constrained: bool, policy: ModePolicy, config: EpisodeConfig) 
     return constrained and policy.commit and config.memory != "full"
 
 
-def keeps(action, gen: Generation, required: bool, short: bool, writes: Writes | None = None) -> bool:
+def keeps(action, gen: Generation, required: bool, short: bool) -> bool:
     """Whether the lead imagined run's action may be taken by the committed actor: complete
     calls, drawn under the committed actor's grammar (a ``short`` imagined answer shifts the
-    odds towards a call, unless a call was ``required`` anyway); or, given ``writes``
-    (``EpisodeConfig.follow_rehearsed_writes``), drawn under the short grammar but with a
-    write among them: the plan the rehearsal went on to test, kept while its rehearsal lets
-    it through (``goes_through``)."""
-    if not action.calls or action.error or gen.finish_reason != "stop":
-        return False
-    if required or not short:
-        return True
-    return writes is not None and any(writes(c.name) is not False for c in action.calls)
+    odds towards a call, unless a call was ``required`` anyway)."""
+    return (required or not short) and complete(action, gen)
+
+
+def complete(action, gen: Generation) -> bool:
+    """Calls, parsed, and not cut by the token budget."""
+    return bool(action.calls) and not action.error and gen.finish_reason == "stop"
+
+
+def plans_write(action, gen: Generation, writes: Writes | None) -> bool:
+    """Whether an action drawn under the short-answer grammar is still the plan to follow
+    (``EpisodeConfig.follow_rehearsed_writes``; ``writes`` None: off): complete, with a
+    write among its calls. It is taken only once its rehearsal let it through
+    (``goes_through``)."""
+    return writes is not None and complete(action, gen) and any(writes(c.name) is not False for c in action.calls)
 
 
 def goes_through(turn: Turn) -> bool:
