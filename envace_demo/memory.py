@@ -24,8 +24,8 @@ def summarize(rehearsals: list[Rehearsal]) -> dict:
             {
                 "name": c.call.name,
                 "arguments": c.call.arguments,
-                "predicted": _seen(c),
-                "predicted_error": is_error(_seen(c)) or bool(c.error),
+                "predicted": seen(c),
+                "predicted_error": is_error(seen(c)) or bool(c.error),
                 "certainty": c.certainty,
                 "fetched": c.fetched,
                 "invalid_arguments": c.validation_errors,
@@ -42,7 +42,7 @@ def summarize(rehearsals: list[Rehearsal]) -> dict:
     return {"attempts": attempts, "text": render(attempts)}
 
 
-def _seen(step: CallStep) -> Any:
+def seen(step: CallStep) -> Any:
     """What the imagined run was told: the prediction, or the real result of a fetched read."""
     return step.real if step.fetched else step.rehearsed
 

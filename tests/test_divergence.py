@@ -156,5 +156,8 @@ def test_a_write_taken_from_the_rehearsal_where_the_run_without_it_stopped_calli
     row = json.loads(json.dumps(episode_record("t:hold", "library", "parallel", 0, with_)))
     assert [c["from_rehearsal"] for c in row["call_outcomes"]] == [False, True]
     assert "let through" in first_divergence(without, row).detail
+    with_.turns[1].calls[0].rehearsed = {"error": {"code": "HOLD_LIMIT_REACHED", "message": "x"}}
+    assert "let through" not in first_divergence(without, with_).detail  # foreseen failing: not let through
+    with_.turns[1].calls[0].rehearsed = {"hold_id": "H-9"}
     with_.turns[1].action_from = None  # drawn by the committed actor itself: no such claim
     assert "let through" not in first_divergence(without, with_).detail

@@ -149,7 +149,8 @@ class TrajectoryRunner:
                     if step.error:
                         conversation.turns.append(turn)
                         return Outcome(None, "environment_error")
-            if lead and not kept and plans_write(action, gen, self._followed()) and goes_through(turn):
+            if (lead and not kept and cfg.follow_rehearsed_writes and plans_write(action, gen, self._writes)
+                    and goes_through(turn)):
                 self.imagined_actions[prompt.shown()] = (gen, rindex, turn_index - 1)  # a write let through
             conversation.turns.append(turn)
             if where == "rehearsal" and ends_at(turn, self._writes, cfg, self.policy):
@@ -285,9 +286,6 @@ class TrajectoryRunner:
 
     def _writes(self, name: str) -> bool | None:  # as the environment says (None: unknown)
         return self.committer.writes(find_tool(self.tools, name))
-
-    def _followed(self):  # which tools write, where the lead's writes are followed
-        return self._writes if self.config.follow_rehearsed_writes else None
 
     def _short_answers(self) -> bool:
         return short_answers(self.constrained, self.policy, self.config)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Callable
 
 from envace_demo.engine.config import EpisodeConfig
+from envace_demo.memory import seen
 from envace_demo.models.base import Generation
 from envace_demo.modes import ModePolicy
 from envace_demo.prompts import Conversation
@@ -66,25 +67,18 @@ def complete(action, gen: Generation) -> bool:
     return bool(action.calls) and not action.error and gen.finish_reason == "stop"
 
 
-def plans_write(action, gen: Generation, writes: Writes | None) -> bool:
+def plans_write(action, gen: Generation, writes: Writes) -> bool:
     """Whether an action drawn under the short-answer grammar is still the plan to follow
-    (``EpisodeConfig.follow_rehearsed_writes``; ``writes`` None: off): complete, with a
-    write among its calls. It is taken only once its rehearsal let it through
-    (``goes_through``)."""
-    return writes is not None and complete(action, gen) and any(writes(c.name) is not False for c in action.calls)
+    (``EpisodeConfig.follow_rehearsed_writes``): complete, with a write among its calls. It
+    is taken only once its rehearsal let it through (``goes_through``)."""
+    return complete(action, gen) and any(writes(c.name) is not False for c in action.calls)
 
 
 def goes_through(turn: Turn) -> bool:
     """Whether every call of an imagined ``turn`` was valid and came back a success: real
     for a fetched read, rehearsed (not cut) for the rest."""
-    return all(step.valid and not step.rehearsal_cut and step_result(step) is not None
-               and not is_error(step_result(step)) for step in turn.calls)
-
-
-def step_result(step: CallStep):
-    """What an imagined call came back with: its real result where it was fetched, else its
-    rehearsal."""
-    return step.real if step.fetched else step.rehearsed
+    return all(step.valid and not step.rehearsal_cut and (told := seen(step)) is not None and not is_error(told)
+               for step in turn.calls)
 
 
 def imagined_action(actions: dict[str, tuple[Generation, int, int]], prompt: str, k: int):

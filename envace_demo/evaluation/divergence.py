@@ -166,7 +166,8 @@ def _parted(i: int, x: dict | None, y: dict | None) -> tuple[str, str]:
     if x is None or y is None:
         made = x if x is not None else y
         side, other = ("without", "with") if x is not None else ("with", "without")
-        tested = ", the call its rehearsal had made and let through" if y is not None and y.get("from_rehearsal") else ""
+        tested = y is not None and y.get("from_rehearsal") and not y.get("predicted_error")
+        tested = ", the call its rehearsal had made and let through" if tested else ""
         return "different_call", (f"{at} the run {side} rehearsal made {_call(made)}{tested}; "
                                   f"the run {other} it had stopped calling")
     if x["name"] == y["name"] and x["arguments"] != y["arguments"]:
