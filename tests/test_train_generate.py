@@ -52,15 +52,16 @@ def test_generated_tasks_stay_apart_from_the_heldout_ones(env):
     assert len(training_tasks((env,))) == len(scripted)
 
 
+@pytest.mark.parametrize("requests", ["requests.jsonl", "requests-2.jsonl"])
 @pytest.mark.parametrize("env", GENERATED_ENVS)
-def test_generated_tasks_stay_apart_from_the_request_tasks_kept_for_measuring(env):
-    """``bench/requests.jsonl``: requests written apart from the generator, for measuring
+def test_generated_tasks_stay_apart_from_the_request_tasks_kept_for_measuring(env, requests):
+    """``bench/requests*.jsonl``: requests written apart from the generator, for measuring
     only (bench/RESULTS.md); no training task repeats one, its calls or its state check."""
     from pathlib import Path
 
     from envace_demo.tasks import load_task_file
 
-    kept = [t for t in load_task_file(Path(__file__).parents[1] / "bench" / "requests.jsonl") if t.env == env]
+    kept = [t for t in load_task_file(Path(__file__).parents[1] / "bench" / requests) if t.env == env]
     assert kept
     for s in training_tasks((env,)):
         assert overlaps_heldout(s, kept) is None, s.task.name
