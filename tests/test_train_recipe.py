@@ -60,11 +60,13 @@ def test_recipe_flags_and_refusals():
     args = build_parser().parse_args(["train", "--recipe", "demo-cpu", "--out", "x", "--steps", "3",
                                       "--sft-epochs", "1", "--tasks-per-env", "5", "--rehearser-epochs", "0",
                                       "--actor-variants", "1", "--from-adapter", "runs/a/adapter",
-                                      "--rehearser-phrasings", "3", "--no-memory-elsewhere", "--memory-every", "1"])
+                                      "--rehearser-phrasings", "3", "--no-memory-elsewhere", "--memory-every", "1",
+                                      "--no-actor-recovery"])
     recipe = train_cli.recipe_from(args)
     assert recipe.rehearser_phrasings == 3 and DemoRecipe().rehearser_phrasings == 1
     assert recipe.memory_elsewhere is False and DemoRecipe().memory_elsewhere is True
     assert recipe.memory_every == 1
+    assert recipe.actor_recovery is False and DemoRecipe().actor_recovery is True
     assert (recipe.grpo.steps, recipe.sft_epochs, recipe.tasks_per_env) == (3, 1, 5)
     assert (recipe.rehearser_epochs, recipe.actor_variants, recipe.from_adapter) == (0, 1, "runs/a/adapter")
     assert DemoRecipe().grpo.max_turns == 2  # a call and the answer: a rollout can succeed

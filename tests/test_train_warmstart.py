@@ -103,6 +103,21 @@ def test_a_memory_from_another_world_shows_its_values_and_the_targets_follow_the
     assert write.name == "write_file" and write.arguments["content"] == read_here
 
 
+def test_without_actor_recovery_a_task_with_a_mistake_teaches_the_rehearser_alone(scripted):
+    """``warm_rows(actor_recovery=False)`` (``--no-actor-recovery``): the replacement that
+    fails first gives no actor rows, its rehearser rows stay; a task without a mistake keeps
+    its actor rows."""
+    from envace_demo.train.warmstart import warm_rows
+
+    mistaken, plain = _pick("files", "gen-files-replace-1"), _pick("files", "gen-files-read-0")
+    backend = scripted()
+    kept = warm_rows(backend, [mistaken, plain], memory_every=0, actor_recovery=True)
+    left = warm_rows(backend, [mistaken, plain], memory_every=0, actor_recovery=False)
+    assert {r.task for r in kept if r.role == "actor"} == {mistaken.task.name, plain.task.name}
+    assert {r.task for r in left if r.role == "actor"} == {plain.task.name}
+    assert [r for r in left if r.role == "rehearser"] == [r for r in kept if r.role == "rehearser"]
+
+
 def test_a_mistaken_call_is_never_an_actor_target_and_a_foreseen_one_is_skipped(scripted):
     """A replacement asked without the word overwrite: the plain write fails for real and
     the actor learns the retry; shown a rehearsal that foresaw the failure, it learns to

@@ -104,6 +104,10 @@ def register(sub) -> argparse.ArgumentParser:
                    "context reads alone, or none (a stage of varied worlds or drills alone) (default: all)")
     p.add_argument("--memory-every", type=int,
                    help="demo-cpu: the actor's rows with a rehearsal memory for every Nth task (0: none; default: 3)")
+    p.add_argument("--actor-recovery", action=argparse.BooleanOptionalAction, default=None,
+                   help="demo-cpu: the actor's rows of the generated tasks with a mistaken call (the "
+                   "recovery after a failed write); --no-actor-recovery leaves them to the rehearser "
+                   "(default: on)")
     p.add_argument("--memory-elsewhere", action=argparse.BooleanOptionalAction, default=None,
                    help="demo-cpu: a varied world's actor rows show the rehearsal memory of another world, "
                    "not their own (default: on)")
@@ -160,7 +164,7 @@ def recipe_from(args: argparse.Namespace):
     if args.roles is not None:
         changes["roles"] = ("actor", "rehearser") if args.roles == "both" else (args.roles,)
     for name in ("rehearser_epochs", "actor_variants", "rehearser_phrasings", "memory_every", "memory_elsewhere",
-                 "from_adapter", "rehearser_worlds", "world_tasks", "seeded_rows", "world_contrast",
+                 "actor_recovery", "from_adapter", "rehearser_worlds", "world_tasks", "seeded_rows", "world_contrast",
                  "world_rows_per_outcome", "success_rows_per_outcome", "outcome_weight", "rehearser_facts",
                  "drill_worlds"):
         if getattr(args, name, None) is not None:

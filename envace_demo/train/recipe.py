@@ -101,6 +101,11 @@ class DemoRecipe:
     # A varied world's actor rows with a memory show the rehearsal of the world before it:
     # a rehearsal that guessed other values, beside the real results the answer must follow.
     memory_elsewhere: bool = True
+    # The actor's rows of tasks with a mistaken call (the recovery after a failed write:
+    # generate/files.py). Off, those tasks teach the rehearser alone: an actor taught them
+    # learnt that a failure is followed by another call, not which, and stopped short of
+    # the second call of other tasks (bench/RESULTS.md, actor stages a13 to a15).
+    actor_recovery: bool = True
     # Continue this saved adapter instead of a fresh one (a recipe stage run again).
     from_adapter: str | None = None
     # The roles whose rows are trained. One role alone makes an adapter for that role only
@@ -297,7 +302,8 @@ def recipe_rows(backend, recipe: DemoRecipe, scripted: list[ScriptedTask]):
         return even_outcomes(rows, recipe.world_rows_per_outcome, recipe.seed, recipe.success_rows_per_outcome)
 
     rows = warm_rows(backend, scripted, memory_every=recipe.memory_every, thoughts=recipe.thoughts,
-                     roles=seeded_roles, rehearse=recipe.seeded_rows, facts=facts)
+                     roles=seeded_roles, rehearse=recipe.seeded_rows, facts=facts,
+                     actor_recovery=recipe.actor_recovery)
     for phrasing in range(1, recipe.rehearser_phrasings if "rehearser" in seeded_roles else 1):
         rows += warm_rows(backend, recipe_tasks(recipe, phrasing=phrasing), thoughts=recipe.thoughts,
                           roles=("rehearser",), rehearse=recipe.seeded_rows, facts=facts)
@@ -318,7 +324,8 @@ def recipe_rows(backend, recipe: DemoRecipe, scripted: list[ScriptedTask]):
     for world in training_worlds(range(1, recipe.actor_variants + 1) if "actor" in recipe.roles else ()):
         mine = recipe_tasks(recipe, world)
         rows += warm_rows(backend, mine, memory_every=recipe.memory_every, thoughts=recipe.thoughts,
-                          roles=("actor",), memory_from=before if recipe.memory_elsewhere else None)
+                          roles=("actor",), memory_from=before if recipe.memory_elsewhere else None,
+                          actor_recovery=recipe.actor_recovery)
         before = mine
     return rows
 

@@ -271,12 +271,13 @@ def _writes_before(scripted: ScriptedTask) -> list[bool]:
 
 def warm_rows(
     backend, scripted: list[ScriptedTask], memory_every: int = 1, memory_from: list[ScriptedTask] | None = None,
-    **kwargs,
+    actor_recovery: bool = True, **kwargs,
 ) -> list[SftRow]:
     """The rows of every task; the actor's rows with a rehearsal memory for every
     ``memory_every``-th task (0: none) and for every task with a mistaken call (its memory
     foresaw the failure: the rows rehearsal is for), taken from ``memory_from`` (the same
-    tasks in another world) where given."""
+    tasks in another world) where given. ``actor_recovery`` False: a task with a mistaken
+    call gives no actor rows (its rehearser rows stay)."""
     others = {s.task.name: s for s in memory_from or ()}
     return [
         row
@@ -284,4 +285,5 @@ def warm_rows(
         for row in task_rows(backend, s, memory_from=others.get(s.task.name), **kwargs,
                              with_memory=bool(memory_every) and (i % memory_every == 0
                                                                  or any(st.mistake for st in s.steps)))
+        if actor_recovery or row.role != "actor" or not any(st.mistake for st in s.steps)
     ]

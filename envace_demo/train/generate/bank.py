@@ -23,8 +23,9 @@ def _balances(add: Add, say: Say) -> None:
             s.answer = f"Account {a} ({r['owner']}, {r['type']}) has a balance of {money(r['balance'])} USD."
             s.check_call("get_account", {"account_id": a})
             s.check_answer(money(r["balance"]))
-    for a in ("ACC-1003", "ACC-1004", "ACC-1005"):
-        s = add(f"status-{a[-4:]}", f"Is account {a} active or frozen?")
+    for i, a in enumerate(("ACC-1003", "ACC-1004", "ACC-1005")):
+        s = add(f"status-{a[-4:]}", say(i, ("Is account {a} active or frozen?", "What is the status of account {a}?",
+                                            "Is {a} frozen, or can it be used?"), a=a))
         r = s.call("get_account", {"account_id": a}, f"I look up account {a} to see its status.")
         s.answer = f"Account {a} is {r['status']}."
         s.check_call("get_account", {"account_id": a})
@@ -39,6 +40,8 @@ def _histories(add: Add, say: Say) -> None:
             "Show the last {n} transaction{s} of account {a}.",
             "What were the {n} most recent transaction{s} on {a}?",
             "List the latest {n} transaction{s} for account {a}, please.",
+            "Give me the {n} newest transaction{s} on account {a}.",
+            "Which {n} transaction{s} happened last on {a}?",
         ), n=n, a=a, s="s" if n > 1 else ""))
         r = s.call("list_transactions", {"account_id": a, "limit": n},
                    f"The user wants the {n} most recent transactions of {a}.")
@@ -59,6 +62,7 @@ def _deposits(add: Add, say: Say) -> None:
                       ("ACC-1004", 60.0), ("ACC-1005", 12.25), ("ACC-1004", 1000.0), ("ACC-1003", 35.0)):
         s = add(f"deposit-{a[-4:]}-{amount:g}", say(int(amount), (
             "Deposit ${x:g} into account {a}.", "Please put ${x:g} into my account {a}.", "Add ${x:g} to account {a}.",
+            "Credit ${x:g} to account {a}.", "Pay ${x:g} into {a}, please.",
         ), x=amount, a=a))
         r = s.call("deposit", {"account_id": a, "amount": amount}, f"I deposit {amount:g} USD into {a}.")
         err = error(r)
@@ -79,7 +83,8 @@ def _withdrawals(add: Add, say: Say) -> None:
                       ("ACC-1001", 20.0), ("ACC-1003", 310.0)):
         s = add(f"withdraw-{a[-4:]}-{amount:g}", say(int(amount), (
             "Withdraw ${x:g} from account {a}.", "Take ${x:g} out of {a}.", "I need to withdraw ${x:g} from my account {a}.",
-            "I'd like ${x:g} in cash from account {a}.",
+            "I'd like ${x:g} in cash from account {a}.", "Cash out ${x:g} from {a}.",
+            "Get me ${x:g} out of account {a}.",
         ), x=amount, a=a))
         r = s.call("withdraw", {"account_id": a, "amount": amount}, f"I withdraw {amount:g} USD from {a}.")
         err = error(r)
@@ -106,7 +111,8 @@ def _transfers(add: Add, say: Say) -> None:
                              ("ACC-1003", "ACC-1005", 25.0), ("ACC-1002", "ACC-1001", 700.0)):
         s = add(f"transfer-{src[-4:]}-{dst[-4:]}-{amount:g}", say(int(amount), (
             "Transfer ${x:g} from {src} to {dst}.", "Move ${x:g} from my account {src} to {dst}.",
-            "Send ${x:g} from {src} to account {dst}.",
+            "Send ${x:g} from {src} to account {dst}.", "Pay ${x:g} from {src} to {dst}.",
+            "Wire ${x:g} from account {src} into {dst}.",
         ), x=amount, src=src, dst=dst))
         r = s.call("transfer", {"from_account_id": src, "to_account_id": dst, "amount": amount},
                    f"I move {amount:g} USD from {src} to {dst}.")

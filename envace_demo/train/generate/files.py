@@ -91,7 +91,8 @@ def _listings(add: Add, say: Say) -> None:
     """Listing a directory."""
     for i, path in enumerate(("/notes", "/projects", "/system", "/archive", "/", "/projects/website")):
         s = add(f"list-{i}", say(i, ("What is in the {p} directory?", "List the files in {p}.",
-                                     "Which files does {p} hold?"), p=path))
+                                     "Which files does {p} hold?",
+                                     "What's inside {p}?", "Give me the contents of the {p} directory."), p=path))
         r = s.call("list_directory", {"path": path}, f"I list {path}.")
         names = [e["name"] for e in r["entries"]]
         s.answer = f"{path} contains: {', '.join(names)}." if names else f"{path} is empty."
@@ -106,7 +107,8 @@ def _creates(add: Add, say: Say) -> None:
               ("/projects/website/about.html", "<p>About Mei</p>"))
     for i, (path, content) in enumerate(writes):
         s = add(f"write-{i}", say(i, ("Create {p} with the text: {c}", "Write a new file {p} containing: {c}",
-                                      "Save the text '{c}' as {p}."), p=path, c=content))
+                                      "Save the text '{c}' as {p}.", "Make a file {p} with the text: {c}",
+                                      "Put '{c}' into a new file {p}."), p=path, c=content))
         r = s.call("write_file", {"path": path, "content": content}, f"I write the new file {path}.")
         _wrote(s, path, r)
     # "Create" without overwrite: ALREADY_EXISTS where the file is there already (seeded: the
@@ -165,13 +167,15 @@ def _readonly_writes(add: Add, say: Say) -> None:
 def _mkdirs_and_deletes(add: Add, say: Say) -> None:
     """Creating a directory; deleting a file."""
     for i, path in enumerate(("/projects/reports", "/archive/2024", "/notes/travel")):
-        s = add(f"mkdir-{i}", f"Create a directory {path}.")
+        s = add(f"mkdir-{i}", say(i, ("Create a directory {p}.", "Make a folder {p}.", "Add a new directory {p}.",
+                                      "Set up the folder {p}."), p=path))
         r = s.call("create_directory", {"path": path}, f"I create the directory {path}.")
         err = error(r)
         s.answer = f"{path} already exists." if err else f"Created the directory {path}."
         s.check_state("directories", path)
     for i, path in enumerate(("/notes/todo.txt", "/projects/budget.csv", "/system/config.ini")):
-        s = add(f"delete-{i}", f"Delete {path}.")
+        s = add(f"delete-{i}", say(i, ("Delete {p}.", "Remove the file {p}.", "Erase {p}, please.",
+                                       "Throw away {p}."), p=path))
         r = s.call("delete_file", {"path": path}, f"I delete {path}.")
         err = error(r)
         if err and err["code"] == "PERMISSION_DENIED":
@@ -195,8 +199,8 @@ def _moves(add: Add, say: Say) -> None:
                                     ("/projects/budget.csv", "/archive/2023/budget.csv"),
                                     ("/notes/meeting-2025-03-10.md", "/archive/2024"),
                                     ("/projects/website/index.html", "/projects/old/index.html"))):
-        s = add(f"move-{i}", say(i, ("Move {s} to {d}.", "Please move {s} over to {d}.", "Relocate {s} to {d}."),
-                                 s=src, d=dst) if i >= 3 else f"Move {src} to {dst}.")
+        s = add(f"move-{i}", say(i, ("Move {s} to {d}.", "Please move {s} over to {d}.", "Relocate {s} to {d}.",
+                                     "Shift {s} into {d}."), s=src, d=dst))
         r = s.call("move_file", {"source": src, "destination": dst}, f"I move {src} to {dst}.")
         _into_extra_dir(s, dst)
         err = error(r)

@@ -27,14 +27,17 @@ def _books(add: Add, say: Say, env_books: dict) -> None:
 
 def _authors(add: Add, say: Say) -> None:
     """Who wrote a title; the books of an author."""
-    for title in ("Dune", "Emma", "Dracula", "Cosmos", "The Hobbit", "Frankenstein", "Neuromancer"):
-        s = add(f"who-wrote-{title.lower().replace(' ', '-')}", f"Who wrote {title}?")
+    for i, title in enumerate(("Dune", "Emma", "Dracula", "Cosmos", "The Hobbit", "Frankenstein", "Neuromancer")):
+        s = add(f"who-wrote-{title.lower().replace(' ', '-')}", say(i, ("Who wrote {t}?", "Which author wrote {t}?",
+                                                                        "Tell me who wrote {t}."), t=title))
         r = s.call("search_catalog", {"query": title}, f"I search the catalog for {title}.")
         hit = next(h for h in r["results"] if h["title"] == title)
         s.answer = f"{title} was written by {hit['author']} ({hit['year']})."
         s.check_answer(hit["author"].split()[-1])
-    for author in ("Jane Austen", "George Orwell", "Agatha Christie", "Ursula K. Le Guin"):
-        s = add(f"author-{author.split()[-1].lower()}", f"Which books by {author} does the library have?")
+    for i, author in enumerate(("Jane Austen", "George Orwell", "Agatha Christie", "Ursula K. Le Guin")):
+        s = add(f"author-{author.split()[-1].lower()}", say(i, ("Which books by {a} does the library have?",
+                                                                "What does the library have by {a}?",
+                                                                "List the books written by {a}."), a=author))
         r = s.call("list_books", {"author": author.split()[-1]}, f"I list the books by {author}.")
         titles = [b["title"] for b in r["books"]]
         s.answer = f"The library has {len(titles)} book(s) by {author}: {', '.join(titles)}."
