@@ -665,7 +665,7 @@ WITHDRAW_FIVE = call_text("withdraw", {"account_id": "ACC-1005", "amount": 5})
 PAID_FIVE = {"transaction_id": "TX-5008", "account_id": "ACC-1005", "amount": 5, "new_balance": 10.5}
 
 
-def _followed(scripted, rehearsed, **config):
+def _followed(scripted, rehearsed, request="Take $5 out of ACC-1005.", **config):
     """A read taken from the lead imagined run, then its write, drawn under the imagined
     runs' grammar and rehearsed as ``rehearsed``: the committed run as it ends."""
     backend = scripted(actor=[BALANCE, WITHDRAW_FIVE, "<think></think>\nDone: 5.00 USD out, 10.50 USD left."],
@@ -673,7 +673,7 @@ def _followed(scripted, rehearsed, **config):
     backend.supports_constraints = True
     env = create("bank")
     config = EpisodeConfig(mode="parallel", n=1, require_first_call=True, **config)
-    return run_episode(backend, _task("Take $5 out of ACC-1005."), config, env), env
+    return run_episode(backend, _task(request), config, env), env
 
 
 def test_the_committed_run_takes_the_write_its_rehearsal_let_through(scripted):
@@ -701,3 +701,30 @@ def test_following_rehearsed_writes_can_be_turned_off(scripted):
     traj, env = _followed(scripted, result_text(PAID_FIVE), follow_rehearsed_writes=False)
     assert [t.action_from for t in traj.turns] == [0, None]
     assert env.state()["accounts"]["ACC-1005"]["balance"] == 15.5
+
+
+@pytest.mark.parametrize("request_text", ["How much is left in ACC-1005?", "Take some money out of ACC-1005."])
+def test_a_write_the_request_cannot_have_asked_for_is_not_followed(scripted, request_text):
+    """The same plan let through, on a question (it asks for information) and on an
+    instruction that states no amount (the $5 is the imagined run's own): the committed
+    actor draws its own second action, and nothing is withdrawn."""
+    traj, env = _followed(scripted, result_text(PAID_FIVE), request=request_text)
+    assert [t.action_from for t in traj.turns] == [0, None]
+    assert env.state()["accounts"]["ACC-1005"]["balance"] == 15.5
+
+
+def test_what_a_request_can_have_asked_for():
+    from envace_demo.engine.imagined import asked_for
+    from envace_demo.record import Action, ToolCall
+
+    def act(**arguments):
+        return Action(text="", calls=[ToolCall("deposit", arguments)])
+
+    writes = lambda name: name != "get_account"  # noqa: E731
+    assert asked_for(act(account_id="ACC-1003", amount=75.25), "Put $75.25 into ACC-1003 as a refund.", writes)
+    assert not asked_for(act(account_id="ACC-1003", amount=310.25), "Put $75.25 into ACC-1003.", writes)
+    assert not asked_for(act(account_id="ACC-1003", amount=75.25), "What is the balance of ACC-1003?", writes)
+    assert not asked_for(act(account_id="ACC-1003", amount=75.25), "I paid $75.25. Is ACC-1003 up to date?", writes)
+    # A polite instruction is not a question.
+    hold = Action(text="", calls=[ToolCall("place_hold", {"book_id": "BK-019", "patron_id": "P-1100"})])
+    assert asked_for(hold, "Could you place a hold on The Great Gatsby for patron P-1100?", writes)

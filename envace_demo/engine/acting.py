@@ -22,6 +22,7 @@ from envace_demo.engine.limits import (
 )
 from envace_demo.engine.rehearsal import CallRehearser, score_call
 from envace_demo.engine.imagined import (
+    asked_for,
     ends_at,
     fetches,
     goes_through,
@@ -150,7 +151,7 @@ class TrajectoryRunner:
                         conversation.turns.append(turn)
                         return Outcome(None, "environment_error")
             if (lead and not kept and cfg.follow_rehearsed_writes and plans_write(action, gen, self._writes)
-                    and goes_through(turn)):
+                    and goes_through(turn) and asked_for(action, conversation.user, self._writes)):
                 self.imagined_actions[prompt.shown()] = (gen, rindex, turn_index - 1)  # a write let through
             conversation.turns.append(turn)
             if where == "rehearsal" and ends_at(turn, self._writes, cfg, self.policy):

@@ -4,7 +4,8 @@ reads it fetches for real (``EpisodeConfig.imagined_reads``)."""
 
 from __future__ import annotations
 
-from typing import Callable
+import re
+from typing import Any, Callable
 
 from envace_demo.engine.config import EpisodeConfig
 from envace_demo.memory import seen
@@ -72,6 +73,38 @@ def plans_write(action, gen: Generation, writes: Writes) -> bool:
     (``EpisodeConfig.follow_rehearsed_writes``): complete, with a write among its calls. It
     is taken only once its rehearsal let it through (``goes_through``)."""
     return complete(action, gen) and any(writes(c.name) is not False for c in action.calls)
+
+
+# A sentence that opens as a question asks for information (what, which, ..., is, does, ...);
+# "Could you place a hold ..." is an instruction, worded politely.
+_QUESTION = re.compile(r"(?:^|[.!?]\s+)(?:what|which|who|whom|whose|where|when|why|how|is|are|was|were|does|do|did"
+                       r"|has|have)\b", re.IGNORECASE)
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def asked_for(action, request: str, writes: Writes) -> bool:
+    """Whether the user's ``request`` can have asked for the writes of an imagined action
+    (``EpisodeConfig.follow_rehearsed_writes``): worded as an instruction, not a question,
+    and every number in the writes' arguments stated in it. An imagined answer is cut to one
+    character, so an imagined run calls where the actor would have answered: on "What is the
+    balance of ACC-1003?" it deposited the balance it had read."""
+    if _QUESTION.search(request.strip()):
+        return False
+    stated = {float(n) for n in _NUMBER.findall(request)}
+    used = [n for c in action.calls if writes(c.name) is not False for n in _numbers(c.arguments)]
+    return all(any(abs(n - m) < 1e-9 for m in stated) for n in used)
+
+
+def _numbers(value: Any) -> list[float]:
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, (int, float)):
+        return [float(value)]
+    if isinstance(value, dict):
+        return [n for v in value.values() for n in _numbers(v)]
+    if isinstance(value, list):
+        return [n for v in value for n in _numbers(v)]
+    return []
 
 
 def goes_through(turn: Turn) -> bool:
