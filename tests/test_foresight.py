@@ -725,6 +725,9 @@ def test_what_a_request_can_have_asked_for():
     assert not asked_for(act(account_id="ACC-1003", amount=310.25), "Put $75.25 into ACC-1003.", writes)
     assert not asked_for(act(account_id="ACC-1003", amount=75.25), "What is the balance of ACC-1003?", writes)
     assert not asked_for(act(account_id="ACC-1003", amount=75.25), "I paid $75.25. Is ACC-1003 up to date?", writes)
+    # An identifier's digits state no amount; "$1,250" states 1250.
+    assert not asked_for(act(account_id="ACC-1003", amount=1003), "Deposit into ACC-1003 what it holds.", writes)
+    assert asked_for(act(account_id="ACC-1003", amount=1250), "Deposit $1,250 into ACC-1003.", writes)
     # A polite instruction is not a question.
     hold = Action(text="", calls=[ToolCall("place_hold", {"book_id": "BK-019", "patron_id": "P-1100"})])
     assert asked_for(hold, "Could you place a hold on The Great Gatsby for patron P-1100?", writes)

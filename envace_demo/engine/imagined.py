@@ -8,6 +8,7 @@ import re
 from typing import Any, Callable
 
 from envace_demo.engine.config import EpisodeConfig
+from envace_demo.grounding import values
 from envace_demo.memory import seen
 from envace_demo.models.base import Generation
 from envace_demo.modes import ModePolicy
@@ -79,20 +80,20 @@ def plans_write(action, gen: Generation, writes: Writes) -> bool:
 # "Could you place a hold ..." is an instruction, worded politely.
 _QUESTION = re.compile(r"(?:^|[.!?]\s+)(?:what|which|who|whom|whose|where|when|why|how|is|are|was|were|does|do|did"
                        r"|has|have)\b", re.IGNORECASE)
-_NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 
 def asked_for(action, request: str, writes: Writes) -> bool:
     """Whether the user's ``request`` can have asked for the writes of an imagined action
     (``EpisodeConfig.follow_rehearsed_writes``): worded as an instruction, not a question,
-    and every number in the writes' arguments stated in it. An imagined answer is cut to one
+    and every number in the writes' arguments stated in it (``grounding.values``: an
+    identifier's digits state no number). An imagined answer is cut to one
     character, so an imagined run calls where the actor would have answered: on "What is the
     balance of ACC-1003?" it deposited the balance it had read."""
     if _QUESTION.search(request.strip()):
         return False
-    stated = {float(n) for n in _NUMBER.findall(request)}
-    used = [n for c in action.calls if writes(c.name) is not False for n in _numbers(c.arguments)]
-    return all(any(abs(n - m) < 1e-9 for m in stated) for n in used)
+    used = {v for c in action.calls if writes(c.name) is not False for n in _numbers(c.arguments)
+            for v in values(repr(n))}
+    return used <= values(request)
 
 
 def _numbers(value: Any) -> list[float]:

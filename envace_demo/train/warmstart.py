@@ -279,11 +279,11 @@ def warm_rows(
     tasks in another world) where given. ``actor_recovery`` False: a task with a mistaken
     call gives no actor rows (its rehearser rows stay)."""
     others = {s.task.name: s for s in memory_from or ()}
-    return [
-        row
-        for i, s in enumerate(scripted)
-        for row in task_rows(backend, s, memory_from=others.get(s.task.name), **kwargs,
-                             with_memory=bool(memory_every) and (i % memory_every == 0
-                                                                 or any(st.mistake for st in s.steps)))
-        if actor_recovery or row.role != "actor" or not any(st.mistake for st in s.steps)
-    ]
+    roles = kwargs.pop("roles", ("actor", "rehearser"))
+    rows = []
+    for i, s in enumerate(scripted):
+        mistaken = any(st.mistake for st in s.steps)
+        mine = roles if actor_recovery or not mistaken else tuple(r for r in roles if r != "actor")
+        rows += task_rows(backend, s, roles=mine, memory_from=others.get(s.task.name), **kwargs,
+                          with_memory=bool(memory_every) and (i % memory_every == 0 or mistaken))
+    return rows
