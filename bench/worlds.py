@@ -132,9 +132,12 @@ def foresight_split(foreseen: list[tuple[float | None, bool]], trust: float) -> 
             "unsure_failures": len(unsure), "unsure_failures_right": sum(unsure)}
 
 
-def rehearse(backend, rows, tools_of) -> tuple[list, list[dict], float, list]:
-    """Greedy rehearsals of ``rows`` under the engine's grammar: (scores, misses, seconds,
-    (certainty, outcome right) of each foreseen failure)."""
+def rehearse(backend, rows, tools_of, lead_of=None) -> tuple[list, list[dict], float, list]:
+    """Greedy rehearsals of ``rows`` under the engine's grammar, each reasoning opened with
+    ``lead_of(row)`` where given (the facts the engine states: ``facts.stated_facts``):
+    (scores, misses, seconds, (certainty, outcome right) of each foreseen failure)."""
+    from dataclasses import replace
+
     from envace_demo.calls import parse_execution_result
     from envace_demo.certainty import outcome_certainty
     from envace_demo.record import is_error
@@ -152,6 +155,8 @@ def rehearse(backend, rows, tools_of) -> tuple[list, list[dict], float, list]:
         if backend.supports_constraints:
             constraint = rehearsal_constraint(tool.response, row.call.name, row.call.arguments, row.few_shot,
                                               rehearses_failures(backend), think_chars)
+            lead = lead_of(row) if lead_of is not None and think_chars is not None else None
+            constraint = replace(constraint, think_lead=lead)
         gen = backend.generate(row.request, Sampling(temperature=0.0, max_new_tokens=MAX_NEW_TOKENS), constraint)
         rehearsed, problem = parse_execution_result(gen.text)
         s = score(None if problem else rehearsed, row.real, _context(row, tool))
@@ -172,6 +177,7 @@ def section(quick: bool, log, cache_dir=None) -> tuple[dict, dict]:
     from envace_demo.models.loader import adapter_for, load_backend, name_after_adapter
     from envace_demo.schemas import find_tool
     from envace_demo.train.worlds import EVAL_WORLDS
+    from envace_demo.facts import stated_facts
 
     count = int(os.environ.get("BENCH_WORLDS_CALLS", QUICK_CALLS if quick else CALLS))
     adapters = _adapters()
@@ -184,6 +190,11 @@ def section(quick: bool, log, cache_dir=None) -> tuple[dict, dict]:
 
     def tools_of(row):
         return find_tool(tool_index[row.task], row.call.name)
+
+    env_of = {s.task.name: s.task.env for calls in picked.values() for s, _ in calls}
+
+    def lead_of(row):  # what the engine states (EpisodeConfig.state_facts, on by default)
+        return stated_facts(env_of[row.task], row.call, list(row.few_shot))
 
     details: dict = {"calls": {side: len(r) for side, r in rows.items()}, "eval_worlds": [EVAL_WORLDS[0], EVAL_WORLDS[-1]],
                      "rehearsers": {}, "baselines": {}}
@@ -199,10 +210,15 @@ def section(quick: bool, log, cache_dir=None) -> tuple[dict, dict]:
             name_after_adapter(backend)
         mine = details["rehearsers"].setdefault(name, {"adapter": str(adapter_for("embedded", path))})
         for side, side_rows in rows.items():
-            scores, wrong, seconds, foreseen = rehearse(backend, side_rows, tools_of)
+            scores, wrong, seconds, foreseen = rehearse(backend, side_rows, tools_of, lead_of)
             split = foresight_split(foreseen, default_of(EpisodeConfig, "trust_certainty"))
             mine[side] = {**summarize_parts(scores), **_outcome_split(scores, side_rows), **split,
                           "seconds": round(seconds, 1), "wrong_outcomes": wrong}
+            if i == 0:  # beside it, the same rehearser writing its facts itself
+                own, _, own_seconds, _ = rehearse(backend, side_rows, tools_of)
+                mine[side]["own_facts"] = {**summarize_parts(own), "seconds": round(own_seconds, 1)}
+                log(f"worlds: {name} {side}, its own facts: outcome {mine[side]['own_facts']['outcome']}, "
+                    f"knowable {mine[side]['own_facts']['knowable']}")
             log(f"worlds: {name} {side}: outcome {mine[side]['outcome']}, knowable {mine[side]['knowable']}, "
                 f"unknowable {mine[side]['unknowable']} ({len(side_rows)} calls, {seconds:.0f} s); foreseen failures "
                 f"right: {split['sure_failures_right']} of {split['sure_failures']} sure (trusted), "

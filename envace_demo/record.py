@@ -66,6 +66,9 @@ class CallStep:
     validation_errors: list[str] = field(default_factory=list)
     rehearsed: JSON = None
     rehearsal_text: str | None = None  # the rehearser's raw output
+    # The deciding facts the engine stated as the start of that output, from the reads in
+    # the rehearser's context (``facts.stated_facts``); the rest is the rehearser's own.
+    stated_facts: str | None = None
     real: JSON = None
     fidelity: float | None = None
     error: str | None = None  # why the call has no (or a failed) response

@@ -339,6 +339,20 @@ def test_rehearser_reasoning_is_bounded_tighter_than_the_actors(grammars):
     assert not accepts(grammars, facts, "<think>\n" + "a" * (MAX_REHEARSER_THINK_CHARS + 61) + "</think>\n\n" + done)
 
 
+def test_a_stated_lead_opens_the_rehearsers_reasoning_and_leaves_the_rest_free(grammars):
+    from envace_demo.models.grammar import MIN_THINK_AFTER_LEAD
+
+    done = result({"temperature": 1, "condition": "sun"})
+    lead = 'Berlin: "sunny" \\ 21.5 left; Outcome: '
+    stated = Constraint(role="rehearser", response_schema=WEATHER.response, think_chars=60, think_lead=lead)
+    assert accepts(grammars, stated, f"<think>\n{lead}success.\n</think>\n\n" + done)
+    assert not accepts(grammars, stated, "<think>\nOutcome: success.\n</think>\n\n" + done)  # another start
+    assert not accepts(grammars, stated, done)  # the reasoning is no longer optional
+    # What follows the lead keeps a bound of its own, at least the outcome's room.
+    assert accepts(grammars, stated, f"<think>\n{lead}" + "a" * MIN_THINK_AFTER_LEAD + "</think>\n\n" + done)
+    assert not accepts(grammars, stated, f"<think>\n{lead}" + "a" * (MIN_THINK_AFTER_LEAD + 1) + "</think>\n\n" + done)
+
+
 def test_rehearser_grammar_follows_a_declared_response(grammars):
     assert accepts(grammars, REHEARSER_WEATHER, result({"temperature": 21.5, "condition": "sunny"}))
     assert not accepts(grammars, REHEARSER_WEATHER, result({"temperature": 21.5}))

@@ -88,6 +88,13 @@ def test_outcome_tokens_weigh_more_and_weights_of_one_change_nothing():
     weights = token_weights(success, chars, 5.0)
     assert len(weights) == len(success) + 1  # and the stop token
     assert [i for i, w in enumerate(weights) if w == 5.0] == list(range(start, end))
+    # Facts the engine states at run time may leave the loss: the grammar's "<think>\n" and
+    # the facts weigh 0, the outcome word and the response keep theirs.
+    weights = token_weights(reasoned, chars, 5.0, facts_weight=0.0)
+    zero = [i for i, w in enumerate(weights) if w == 0.0]
+    assert reasoned[zero[0]:zero[-1] + 1] == "ACC-1005: active, balance 15.5; amount 40.0. Outcome:"
+    assert [i for i, w in enumerate(weights) if w == 5.0] == list(range(said, decided))
+    assert token_weights(success, chars, 5.0, facts_weight=0.0) == token_weights(success, chars, 5.0)  # no facts
     model, batch = _model(), _batch()
     plain, _ = target_loss(model, batch.prompt_ids, batch.completion_ids, PAD)
     ones = [[1.0] * len(c) for c in batch.completion_ids]

@@ -23,7 +23,7 @@ from envace_demo.envs.registry import create
 from envace_demo.errors import ConfigError, ModelError, SchemaError, TaskError
 from envace_demo.policy import DEFAULT_POLICY as POLICY
 from envace_demo.events import EpisodeFinished, EpisodeStarted, Generating, TurnUpdated
-from envace_demo.record import Trajectory
+from envace_demo.record import Trajectory, call_steps
 from envace_demo.settings import Settings
 from envace_demo.tasks import Task, find_task
 from envace_demo.ui import render, runner
@@ -223,6 +223,16 @@ def test_an_unsure_foreseen_failure_says_it_ran_at_once(scripted):
     view, page = _foreseen_refusal(scripted, 0.55, "Refused.")
     assert "not held: the rehearser gave this failure only 0.55" in page and "INSUFFICIENT_FUNDS" in page
     assert "<b>1</b> failures foreseen unsure" in render.outcome_html(view.trajectory)
+
+
+def test_facts_the_engine_stated_to_the_rehearser_are_shown_under_its_reads(scripted):
+    view, page = _foreseen_refusal(scripted, 0.97, "Too little.")
+    assert "stated from these reads" not in page  # a rehearser not trained on facts is told none
+    (step,) = call_steps(view.trajectory.turns)
+    step.stated_facts = "ACC-1005: active, balance 15.5; amount 40 vs balance 15.5: over. Outcome: "
+    page = html.unescape(render.steps_html(view))
+    assert ("stated from these reads: ACC-1005: active, balance 15.5; amount 40 vs balance 15.5: over; "
+            "the outcome and the response are the rehearser's") in page
 
 
 def test_memory_card_lists_each_rehearsal_by_the_name_the_panels_use(scripted):

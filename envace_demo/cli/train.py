@@ -92,6 +92,9 @@ def register(sub) -> argparse.ArgumentParser:
     p.add_argument("--outcome-weight", type=float,
                    help="demo-cpu: weight of a rehearser target's outcome tokens (success or which error) in "
                    "the loss (default: 1)")
+    p.add_argument("--facts-weight", type=float,
+                   help="demo-cpu: weight of a reasoning rehearser target's deciding facts in the loss; 0 where the "
+                   "engine states them at run time (default: 1)")
     p.add_argument("--rehearser-facts", action=argparse.BooleanOptionalAction, default=None,
                    help="demo-cpu: rehearser targets reason from the deciding facts their context shows, then "
                    "say the outcome (default: off)")
@@ -165,7 +168,7 @@ def recipe_from(args: argparse.Namespace):
         changes["roles"] = ("actor", "rehearser") if args.roles == "both" else (args.roles,)
     for name in ("rehearser_epochs", "actor_variants", "rehearser_phrasings", "memory_every", "memory_elsewhere",
                  "actor_recovery", "from_adapter", "rehearser_worlds", "world_tasks", "seeded_rows", "world_contrast",
-                 "world_rows_per_outcome", "success_rows_per_outcome", "outcome_weight", "rehearser_facts",
+                 "world_rows_per_outcome", "success_rows_per_outcome", "outcome_weight", "facts_weight", "rehearser_facts",
                  "drill_worlds"):
         if getattr(args, name, None) is not None:
             changes[name] = getattr(args, name)

@@ -70,6 +70,12 @@ class EpisodeConfig:
                   "think_chars. A rehearser adapter trained to state the deciding facts first asks for its own "
                   "(for_backend reads it: models.adapters.rehearser_think_chars)"},
     )
+    state_facts: bool = field(
+        default=True,
+        metadata={"help": "a rehearser trained to reason from the deciding facts (one with a reasoning bound of "
+                  "its own, rehearser_think_chars) has the engine state them, from the reads in its context, "
+                  "as its reasoning's start (facts.py); the outcome and the result stay its own"},
+    )
     response_schema: bool | None = field(
         default=None,
         metadata={"help": "the declared response schema as one extra line of the rehearser's message; None: on "

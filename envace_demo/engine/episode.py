@@ -72,7 +72,8 @@ class Episode:
             self.sampling = replace(self.sampling, rehearse_temperature=rehearse_temperature(backend))
         self._constrained = config.constrained and backend.supports_constraints
         failures = rehearses_failures(backend) if config.rehearse_failures is None else config.rehearse_failures
-        self._rehearser = CallRehearser(backend, config, self.sampling, self._constrained, failures)
+        self._rehearser = CallRehearser(backend, config, self.sampling, self._constrained, failures,
+                                        environment.stated_facts if environment is not None else None)
         self._committer = Committer(
             environment, executor, self.cancel, task.check, config.hold_predicted_failures, config.tool_seconds,
             self._shown, config.hold_certainty,

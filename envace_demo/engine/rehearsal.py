@@ -5,7 +5,8 @@ rehearsal memory as the committed actor reads it."""
 from __future__ import annotations
 
 import json
-from typing import Any, Generator
+from dataclasses import replace
+from typing import Any, Callable, Generator
 
 from envace_demo import memory as memory_mod
 from envace_demo.calls import parse_execution_result
@@ -33,8 +34,10 @@ class CallRehearser:
     takes the prediction it had: the world it was made in has not changed."""
 
     def __init__(self, backend: Backend, config: EpisodeConfig, sampling: Sampling, constrained: bool,
-                 failures: bool):
+                 failures: bool, facts: Callable[[ToolCall, list[tuple[ToolCall, Any]]], str | None] | None = None):
         self.backend = backend
+        # Where the rehearser reasons from stated facts: the environment's (``facts.py``).
+        self.facts = facts if constrained and config.state_facts and config.rehearser_think_chars is not None else None
         self.config = config
         self.sampling = sampling
         self.constrained = constrained
@@ -77,8 +80,14 @@ class CallRehearser:
             step.rehearsed, step.repeats_hold = parsed_rehearsal(step.rehearsal_text), True
             return
         cfg = self.config
+        shown = shots(cfg.known_results, real_results, list(context))
+        # Facts only from reads made for this very call: an imagined run past its first
+        # imagined write has none, and older reads may no longer hold. The prompt shows the
+        # reads, so a prediction taken from the same prompt opened with the same facts.
+        if self.facts is not None and context:
+            step.stated_facts = self.facts(step.call, shown)
         messages = rehearser_messages(
-            tools, shots(cfg.known_results, real_results, list(context)), conversation, turn.action.text, step.call, tool,
+            tools, shown, conversation, turn.action.text, step.call, tool,
             response_schema=shows_response_schema(self.backend.info.model_id, cfg.response_schema),
         )
         prompt = rehearser_prompt(self.backend, messages)
@@ -97,6 +106,8 @@ class CallRehearser:
             tool.response if tool else None, step.call.name, step.call.arguments, real_results, self.failures,
             cfg.rehearser_bound,
         ) if self.constrained else None
+        if constraint is not None and step.stated_facts is not None:
+            constraint = replace(constraint, think_lead=step.stated_facts)
         gen = yield Request(prompt, constraint, "rehearser", where, rindex, deadline=deadline)
         step.rehearse_seconds = round(gen.seconds, 3)
         if gen.finish_reason == CUT:

@@ -116,6 +116,11 @@ class ToolEnvironment(Environment):
     def writes(self, name: str) -> bool | None:
         return name in self.state_changing
 
+    def stated_facts(self, call: Any, shown: list[tuple[Any, Any]]) -> str | None:
+        from envace_demo.facts import stated_facts
+
+        return stated_facts(self.name, call, shown)
+
     def tools(self) -> list[Tool]:
         # Normalizing costs ~20 ms; a deep copy of the cached result keeps callers apart.
         return copy.deepcopy(_loaded_tools(self.name))

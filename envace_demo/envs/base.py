@@ -44,6 +44,12 @@ class Environment(ABC):
         (an environment that does not know which of its tools read what)."""
         return []
 
+    def stated_facts(self, call: Any, shown: list[tuple[Any, Any]]) -> str | None:
+        """The facts of the state ``call``'s outcome depends on, as the reads in ``shown``
+        (``(ToolCall, result)`` pairs) give them, for a rehearser trained to reason from
+        them (``envace_demo.facts``); None by default (no facts named)."""
+        return None
+
     def close(self) -> None:
         """Release what the environment holds (a server connection); nothing for in-memory ones."""
 

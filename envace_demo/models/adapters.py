@@ -47,7 +47,7 @@ def rehearse_temperature(backend) -> float | None:
 
 
 # Written by a recipe whose rehearser states the deciding facts before its result
-# (``train.facts``): the reasoning bound it needs under a grammar.
+# (``facts.py``): the reasoning bound it needs under a grammar.
 REASONING_FILE = "reasoning.json"
 
 

@@ -46,6 +46,8 @@ MAX_THINK_CHARS = 300
 # The rehearser's reasoning under a grammar: its result's shape is already fixed, and on the
 # embedded model the bounded reasoning was about half of each rehearsal's 130-250 tokens.
 MAX_REHEARSER_THINK_CHARS = 120
+# Reasoning left after a stated lead (``Constraint.think_lead``): its outcome and a full stop.
+MIN_THINK_AFTER_LEAD = 40
 MAX_CALLS = 8  # per actor turn (default)
 MAX_STRING = 200  # free strings in arguments
 MAX_ITEMS = 16  # free arrays in arguments
@@ -421,14 +423,17 @@ def structural_tag(
         think_chars = min(think_chars, constraint.think_chars)
     # A plain EBNF repetition compiles in milliseconds; xgrammar's "tag" format with a
     # bounded any_text, or a "\n" before "</think>", took seconds (ambiguous ends).
+    lead = constraint.think_lead or ""
+    if lead:
+        think_chars = max(think_chars - len(lead), MIN_THINK_AFTER_LEAD)
+        lead = " " + json.dumps(lead, ensure_ascii=False)  # an EBNF string is a JSON string
     reasoning = f' [^<]{{0,{think_chars}}}' if think_chars > 0 else ""
     think = {
-        "type": "optional",
-        "content": {
-            "type": "grammar",
-            "grammar": f'root ::= "<think>\\n"{reasoning} "</think>\\n\\n"',
-        },
+        "type": "grammar",
+        "grammar": f'root ::= "<think>\\n"{lead}{reasoning} "</think>\\n\\n"',
     }
+    if not lead:  # a stated lead is the reasoning's start: the reasoning is not optional then
+        think = {"type": "optional", "content": think}
     # Non-empty, no tags; bounded where the constraint says (an imagined run's answer).
     bound = "+" if constraint.answer_chars is None else f"{{1,{constraint.answer_chars}}}"
     answer = {"type": "grammar", "grammar": f"root ::= [^<]{bound}"}
@@ -480,6 +485,7 @@ def constraint_key(
             constraint.think_chars,
             constraint.result_string,
             constraint.answer_chars,
+            constraint.think_lead,
         ],
         ensure_ascii=False,
     )

@@ -89,8 +89,12 @@ class DemoRecipe:
     success_rows_per_outcome: int | None = None
     # The weight of a rehearser target's outcome tokens in the loss (``sft.token_weights``).
     outcome_weight: float = 1.0
+    # The weight of a reasoning target's deciding facts (``sft.token_weights``): 0 where the
+    # engine states them at run time (``EpisodeConfig.state_facts``) and only the step from
+    # them to the outcome and the response is learnt.
+    facts_weight: float = 1.0
     # A rehearser target reasons from the deciding facts its context shows, then says the
-    # outcome (``train.facts``); served with a reasoning bound for the rehearser
+    # outcome (``facts.py``); served with a reasoning bound for the rehearser
     # (``EpisodeConfig.rehearser_think_chars``).
     rehearser_facts: bool = False
     # Brief rehearser rows (``warmstart.brief_row``) of every call with context reads in this
@@ -345,7 +349,8 @@ def run_recipe(backend, recipe: DemoRecipe, out_dir: Path, say, stop=None) -> di
     tokenizer = backend.tokenizer
     stop_id = tokenizer.get_added_vocab().get("<|im_end|>", backend.stop_ids[0])
     tokenize = lambda text: tokenizer(text, add_special_tokens=False).input_ids  # noqa: E731
-    sft_batches = batches(rows, tokenize, stop_id, recipe.sft_micro_batch, recipe.seed, recipe.outcome_weight)
+    sft_batches = batches(rows, tokenize, stop_id, recipe.sft_micro_batch, recipe.seed, recipe.outcome_weight,
+                          recipe.facts_weight)
     roles = {r: sum(row.role == r for row in rows) for r in ("actor", "rehearser")}
     say(f"tasks: {len(scripted)} generated over {', '.join(recipe.envs)} (held-out example tasks apart); "
         f"warm-start rows: {roles['actor']} actor, {roles['rehearser']} rehearser, {len(sft_batches)} batches")
@@ -397,7 +402,7 @@ def run_recipe(backend, recipe: DemoRecipe, out_dir: Path, say, stop=None) -> di
         _name_base(Path(summary["adapter"]))
         if recipe.rehearser_facts and "rehearser" in recipe.roles:
             from envace_demo.models.adapters import write_reasoning
-            from envace_demo.train.facts import MAX_FACTS_CHARS
+            from envace_demo.facts import MAX_FACTS_CHARS
 
             write_reasoning(Path(summary["adapter"]), MAX_FACTS_CHARS)
     (out_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2), encoding="utf-8")

@@ -73,11 +73,17 @@ def attach_lora(model, rank: int, layers: int | None = None, targets: list[str] 
     return get_peft_model(model, lora).eval()
 
 
-def token_weights(completion: str, tokenize: Callable[[str], list[int]], weight: float) -> list[float]:
+def token_weights(
+    completion: str, tokenize: Callable[[str], list[int]], weight: float, facts_weight: float = 1.0
+) -> list[float]:
     """Weights of ``completion``'s tokens (and the stop token after them): ``weight`` on
     the tokens of a rehearser target's outcome (``warmstart.decision_span``), 1 elsewhere.
     Success or which refusal is one or two tokens among some sixty, and the one a
-    rehearsal is judged on first; weighted, it is not drowned by the values that follow."""
+    rehearsal is judged on first; weighted, it is not drowned by the values that follow.
+    ``facts_weight`` on a reasoning target's deciding facts, before its outcome word: 0
+    where the engine states them at run time (``EpisodeConfig.state_facts``), so the loss
+    is the step from the facts to the outcome and the response."""
+    from envace_demo.facts import OUTCOME_SAID
     from envace_demo.train.warmstart import decision_span
 
     count = len(tokenize(completion)) + 1
@@ -87,17 +93,26 @@ def token_weights(completion: str, tokenize: Callable[[str], list[int]], weight:
         first, last = len(tokenize(completion[: span[0]])), len(tokenize(completion[: span[1]]))
         for i in range(first, min(last, count)):
             out[i] = weight
+    if span is not None and facts_weight != 1.0 and completion[: span[0]].endswith(OUTCOME_SAID):
+        # The "<think>\n" the grammar writes and the facts, whole tokens only: the token that
+        # ends the lead may carry the outcome's first characters.
+        start = len(tokenize(EMPTY_OPEN)) if completion.startswith(EMPTY_OPEN) else 0
+        for i in range(start, min(len(tokenize(completion[: span[0]])) - 1, count)):
+            out[i] = facts_weight
     return out
+
+
+EMPTY_OPEN = "<think>\n"
 
 
 def batches(
     rows: list[SftRow], tokenize: Callable[[str], list[int]], stop_id: int, micro_batch: int, seed: int,
-    outcome_weight: float = 1.0,
+    outcome_weight: float = 1.0, facts_weight: float = 1.0,
 ) -> list[SftBatch]:
     """Micro-batches of one role and one system turn each (the actor's tools, with or
     without a rehearsal memory; the rehearser's instruction), rows of similar prompts
-    together, in shuffled order. ``outcome_weight``: the weight of a rehearser target's
-    outcome tokens in the loss (``token_weights``)."""
+    together, in shuffled order. ``outcome_weight``, ``facts_weight``: the weights of a
+    rehearser target's outcome tokens and of its deciding facts in the loss (``token_weights``)."""
     groups: dict[tuple[str, str], list[SftRow]] = {}
     for row in rows:
         system = row.prompt.split(USER_TURN, 1)[0]
@@ -112,8 +127,8 @@ def batches(
                     key[0],
                     [tokenize(r.prompt) for r in chunk],
                     [tokenize(r.completion) + [stop_id] for r in chunk],
-                    [token_weights(r.completion, tokenize, outcome_weight) for r in chunk]
-                    if key[0] == "rehearser" and outcome_weight != 1.0 else None,
+                    [token_weights(r.completion, tokenize, outcome_weight, facts_weight) for r in chunk]
+                    if key[0] == "rehearser" and (outcome_weight, facts_weight) != (1.0, 1.0) else None,
                 )
             )
     random.Random(seed).shuffle(out)

@@ -44,7 +44,7 @@ from envace_demo.prompts import (
 )
 from envace_demo.record import CallStep, Rehearsal, ToolCall, Turn
 from envace_demo.schemas import find_tool
-from envace_demo.train.facts import OUTCOME_SAID, deciding_facts
+from envace_demo.facts import OUTCOME_SAID, deciding_facts
 from envace_demo.train.generate import ScriptedTask
 
 REHEARSER_THOUGHT = "The call is well formed, {name} is a candidate tool and its arguments fit the schema."
@@ -75,7 +75,7 @@ EMPTY_THOUGHT = "<think>\n</think>\n\n"
 
 
 def rehearser_target(call: ToolCall, result: Any, thoughts: bool = True, facts: str | None = None) -> str:
-    """The rehearser's target: its reasoning (``facts`` where given: ``train.facts``), then
+    """The rehearser's target: its reasoning (``facts`` where given: ``facts.py``), then
     the real result."""
     body = json.dumps(result, ensure_ascii=False)
     thought = facts or (REHEARSER_THOUGHT.format(name=call.name) if thoughts else None)
@@ -90,7 +90,7 @@ def decision_span(completion: str) -> tuple[int, int] | None:
     the error code (``{"error": {"code": "X"``) or through the first key of a success.
     These few characters say success or which refusal; the values after them follow
     from that choice and the context. A target that reasons from the deciding facts
-    (``train.facts``) decides earlier, at its thought's outcome word, and the response
+    (``facts.py``) decides earlier, at its thought's outcome word, and the response
     follows it. ``None`` for a completion with no result."""
     said = completion.find(OUTCOME_SAID, 0, max(completion.find(RESULT_OPEN), 0))
     if said >= 0:
@@ -219,7 +219,7 @@ def task_rows(
 def brief_row(backend, scripted: ScriptedTask, turn: Turn, reads: list, show_schema: bool) -> SftRow | None:
     """A short rehearser row for one call with context reads: the whitelist holds its tool
     alone, the few-shot its context reads alone, the history the request alone; the
-    target reasons from the deciding facts (``train.facts``) as the full row's does.
+    target reasons from the deciding facts (``facts.py``) as the full row's does.
 
     In a full row those facts sit among some two thousand prompt tokens, and a 135M
     rehearser trained on a few hundred such rows learnt to copy them and not the step

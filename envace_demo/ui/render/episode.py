@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from envace_demo.certainty import OUTCOME_SAID
 from envace_demo.record import CallStep, Rehearsal, Trajectory, Turn, call_steps, is_error, rows
 from envace_demo.ui.render.html import (
     SHORT_JSON,
@@ -265,6 +266,8 @@ def _step_html(i: int, turn: Turn, s: CallStep | None, traj: Trajectory, condens
         reads = "".join(pre(f"{c['call']['name']} {to_json(c['call']['arguments'], None, None)} -> "
                              f"{to_json(c['result'], SHORT_JSON, None)}", "ev-json") for c in s.context)
         rehearsed += f'<details class="ev-think"><summary>read first, for real ({len(s.context)})</summary>{reads}</details>'
+    if s.stated_facts:
+        rehearsed += f'<div class="ev-note">{esc(stated_note(s.stated_facts))}</div>'
     if s.held:
         real = f'<div class="ev-note">{esc(held_note(s))}</div>'
     elif s.real is not None:
@@ -292,6 +295,12 @@ def _step_html(i: int, turn: Turn, s: CallStep | None, traj: Trajectory, condens
     )
 
 
+def stated_note(facts: str) -> str:
+    """What the engine stated to the rehearser, from the reads above (``facts.stated_facts``)."""
+    return STATED_NOTE.format(facts=facts.strip().removesuffix(OUTCOME_SAID.strip()).rstrip(" ."))
+
+
+STATED_NOTE = "stated from these reads: {facts}; the outcome and the response are the rehearser's"
 HELD_NOTE = ("held: the rehearsal foresaw this failure, so the call was not executed; the actor read the "
              "prediction and chose again (the same call asked again runs for real)")
 TRUSTED_NOTE = ("trusted: the rehearser gave this failure {p:.2f}, sure enough to trust, so the answer stands "

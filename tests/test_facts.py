@@ -1,14 +1,16 @@
-"""The rehearser's reasoning targets: the deciding facts its context shows, then the outcome,
-read from real environments (their reads and their real responses)."""
+"""The deciding facts: the rehearser's reasoning targets (the facts its context shows, then
+the outcome, read from real environments: their reads and their real responses), and the
+facts the engine states as its reasoning's start at run time."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 from envace_demo.context import read_context
+from envace_demo.envs.manual import ManualEnvironment
 from envace_demo.envs.registry import create
 from envace_demo.record import ToolCall
-from envace_demo.train.facts import MAX_FACTS_CHARS, deciding_facts
+from envace_demo.facts import MAX_FACTS_CHARS, deciding_facts, stated_facts
 from envace_demo.train.generate import generated_tasks
 from envace_demo.train.warmstart import EMPTY_THOUGHT, task_rows
 
@@ -147,3 +149,64 @@ def test_drill_worlds_add_brief_rows_from_training_worlds_alone(scripted):
     # Without facts a drill has nothing to decide from: none are made.
     assert recipe_rows(scripted(), replace(recipe, drill_worlds=2, rehearser_facts=False), tasks) == \
         recipe_rows(scripted(), replace(recipe, rehearser_facts=False), tasks)
+
+
+def test_stated_facts_are_the_target_up_to_the_outcome_which_stays_the_rehearsers():
+    env = create("bank")
+    env._state["accounts"]["ACC-1005"]["balance"] = 15.5
+    call = ToolCall("withdraw", {"account_id": "ACC-1005", "amount": 40.0})
+    shown = read_context(env.context_reads(call.name, call.arguments), env.execute)
+    target = deciding_facts("bank", call, shown, env.execute(call.name, call.arguments))
+    lead = env.stated_facts(call, shown)  # the bundled environment names its facts
+    assert lead == stated_facts("bank", call, shown) == "ACC-1005: active, balance 15.5; amount 40.0 vs balance 15.5: over. Outcome: "
+    assert target == lead + "INSUFFICIENT_FUNDS."
+    assert env.stated_facts(call, []) is None  # no read shown, nothing to state
+    assert ManualEnvironment(env.tools()).stated_facts(call, shown) is None  # a user's own tools: none
+
+
+class _Constrained:
+    """A scripted backend that takes constraints and keeps the rehearser's."""
+
+    def __new__(cls, base, **script):
+        class Backend(base):
+            supports_constraints = True
+
+            def generate(self, prompt, sampling, constraint=None, **kw):
+                if constraint is not None and constraint.role == "rehearser":
+                    self.leads.append(constraint.think_lead)
+                return super().generate(prompt, sampling, None, **kw)
+
+        backend = Backend(**script)
+        backend.leads = []
+        return backend
+
+
+def test_the_engine_states_the_facts_of_a_write_to_a_rehearser_trained_on_them(scripted):
+    """The imagined run's rehearsal of the withdrawal opens with the facts of the account the
+    engine read for it; the committed call, asked in the same prompt, takes that prediction
+    and records the same facts. Without a reasoning bound of its own (a rehearser not trained
+    on facts), or with ``state_facts`` off, nothing is stated."""
+    from conftest import call_text, result_text
+    from envace_demo.engine import EpisodeConfig, run_episode
+    from envace_demo.record import call_steps
+    from envace_demo.tasks import Task
+
+    withdraw = call_text("withdraw", {"account_id": "ACC-1005", "amount": 10})
+    paid = {"transaction_id": "TX-5008", "account_id": "ACC-1005", "amount": 10, "new_balance": 5.5}
+
+    def run(**config):
+        backend = _Constrained(scripted, actor=[withdraw, "<think></think>\nDone.", "<think></think>\nDone."],
+                               rehearser=[result_text(paid)])
+        env = create("bank")
+        traj = run_episode(backend, Task("w", "Withdraw $10 from ACC-1005.", env.tools()),
+                           EpisodeConfig(mode="parallel", n=1, **config), env)
+        return backend.leads, call_steps(traj.turns)
+
+    leads, steps = run(rehearser_think_chars=MAX_FACTS_CHARS)
+    lead = "ACC-1005: active, balance 15.5; amount 10 vs balance 15.5: within. Outcome: "
+    assert leads == [lead]
+    (step,) = steps
+    assert step.rehearsal_from == 0 and step.stated_facts == lead and step.real["new_balance"] == 5.5
+    for config in ({}, {"rehearser_think_chars": MAX_FACTS_CHARS, "state_facts": False}):
+        leads, steps = run(**config)
+        assert leads == [None] and all(s.stated_facts is None for s in steps)

@@ -1,5 +1,7 @@
-"""The rehearser's reasoning as a training target: the facts of the state a call's outcome
-depends on, copied from the real reads in its context, then the outcome they decide.
+"""The facts of the state a call's outcome depends on, taken from the real reads in the
+rehearser's context, then the outcome they decide: the embedded rehearser's reasoning, as a
+training target (``deciding_facts``) and, stated by the engine, as the start of its reasoning
+at run time (``stated_facts``).
 
 A 135M-parameter rehearser trained to answer a write straight away learnt which outcome is
 usual, not which one the state shown decides: the reads in its context did not move its
@@ -127,8 +129,27 @@ def deciding_facts(env: str | None, call: ToolCall, shown: list[tuple[ToolCall, 
     """The reasoning of a rehearser that read ``shown`` before predicting ``call`` (whose
     real response is ``result``): its deciding facts, then the outcome; ``None`` where the
     environment names no facts for the call or none of its reads is shown."""
+    lead = _lead(env, call, shown)
+    text = None if lead is None else f"{lead}{outcome(result)}."
+    return text if text is not None and len(text) <= MAX_FACTS_CHARS else None
+
+
+def _lead(env: str | None, call: ToolCall, shown: list[tuple[ToolCall, Any]]) -> str | None:
+    """The facts, up to where the outcome is said."""
     facts = _FACTS.get(env or "", lambda *_: [])(call, shown)
-    if not facts:
-        return None
-    text = "; ".join(facts) + f". {OUTCOME_SAID}{outcome(result)}."
-    return text if len(text) <= MAX_FACTS_CHARS else None
+    return "; ".join(facts) + f". {OUTCOME_SAID}" if facts else None
+
+
+def stated_facts(env: str | None, call: ToolCall, shown: list[tuple[ToolCall, Any]]) -> str | None:
+    """The reasoning a facts-trained rehearser is held to open with before it predicts
+    ``call`` (``Constraint.think_lead``): the deciding facts ``shown`` holds, as its training
+    target writes them, up to where it says the outcome; the outcome and the result stay
+    the rehearser's. ``None`` where no facts are named or none of their reads is shown.
+
+    The 135M rehearser copied the wrong account's limit into its facts and judged $10 "over" a
+    balance of $8,400 (bench/RESULTS.md): copying and comparing numbers is what it does worst,
+    and what the reads shown already settle. Which outcome those facts make, and every value of
+    the response, it still decides itself."""
+    lead = _lead(env, call, shown)
+    # Room for the longest outcome the environments name after it, as in training.
+    return lead if lead is not None and len(lead) + len("INSUFFICIENT_FUNDS.") <= MAX_FACTS_CHARS else None
