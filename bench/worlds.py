@@ -145,19 +145,21 @@ def rehearse(backend, rows, tools_of, lead_of=None) -> tuple[list, list[dict], f
     from envace_demo.models.base import Sampling
     from envace_demo.models.adapters import rehearser_think_chars
     from envace_demo.models.grammar import rehearsal_constraint, rehearses_failures
+    from envace_demo.facts import stated_tokens
 
     scores, wrong, foreseen = [], [], []
     think_chars = rehearser_think_chars(backend)  # the bound the engine gives this rehearser
     start = time.perf_counter()
     for row in rows:
         tool = tools_of(row)
-        constraint = None
+        constraint, lead = None, None
         if backend.supports_constraints:
             constraint = rehearsal_constraint(tool.response, row.call.name, row.call.arguments, row.few_shot,
                                               rehearses_failures(backend), think_chars)
             lead = lead_of(row) if lead_of is not None and think_chars is not None else None
             constraint = replace(constraint, think_lead=lead)
-        gen = backend.generate(row.request, Sampling(temperature=0.0, max_new_tokens=MAX_NEW_TOKENS), constraint)
+        sampling = Sampling(temperature=0.0, max_new_tokens=MAX_NEW_TOKENS + stated_tokens(lead))  # as the engine does
+        gen = backend.generate(row.request, sampling, constraint)
         rehearsed, problem = parse_execution_result(gen.text)
         s = score(None if problem else rehearsed, row.real, _context(row, tool))
         scores.append(s)

@@ -140,6 +140,13 @@ def _lead(env: str | None, call: ToolCall, shown: list[tuple[ToolCall, Any]]) ->
     return "; ".join(facts) + f". {OUTCOME_SAID}" if facts else None
 
 
+def stated_tokens(lead: str | None) -> int:
+    """New tokens to add to a rehearsal's budget for a stated ``lead``: the engine's text is
+    not the rehearser's to pay for. One per two characters, about what the embedded tokenizer
+    makes of them (each digit is a token): a transfer's facts and result passed 192 tokens."""
+    return (len(lead) + 1) // 2 if lead else 0
+
+
 def stated_facts(env: str | None, call: ToolCall, shown: list[tuple[ToolCall, Any]]) -> str | None:
     """The reasoning a facts-trained rehearser is held to open with before it predicts
     ``call`` (``Constraint.think_lead``): the deciding facts ``shown`` holds, as its training

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Generator
 
 from envace_demo.events import Event, Generating
+from envace_demo.facts import stated_tokens
 from envace_demo.models.base import Backend, Generation, Sampling
 from envace_demo.scheduler import Request, Stop
 from envace_demo.supervise import Supervised, supervise
@@ -63,6 +64,9 @@ class BatchGenerator:
         if own is not None and time.monotonic() > own:
             return [_cut(0.0) for _ in requests]
         sampling = self._next_sampling(requests)
+        stated = max((stated_tokens(r.constraint.think_lead) for r in requests if r.constraint), default=0)
+        if stated:  # facts the engine states are not the rehearser's budget (facts.py)
+            sampling = replace(sampling, max_new_tokens=sampling.max_new_tokens + stated)
         asked, index = self._distinct(requests)
         updates: queue.Queue = queue.Queue()
         halt = self.halt = threading.Event()  # a call halted by a cutoff leaves the next one free to run

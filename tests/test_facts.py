@@ -10,7 +10,7 @@ from envace_demo.context import read_context
 from envace_demo.envs.manual import ManualEnvironment
 from envace_demo.envs.registry import create
 from envace_demo.record import ToolCall
-from envace_demo.facts import MAX_FACTS_CHARS, deciding_facts, stated_facts
+from envace_demo.facts import MAX_FACTS_CHARS, deciding_facts, stated_facts, stated_tokens
 from envace_demo.train.generate import generated_tasks
 from envace_demo.train.warmstart import EMPTY_THOUGHT, task_rows
 
@@ -174,10 +174,11 @@ class _Constrained:
             def generate(self, prompt, sampling, constraint=None, **kw):
                 if constraint is not None and constraint.role == "rehearser":
                     self.leads.append(constraint.think_lead)
+                    self.budgets.append(sampling.max_new_tokens)
                 return super().generate(prompt, sampling, None, **kw)
 
         backend = Backend(**script)
-        backend.leads = []
+        backend.leads, backend.budgets = [], []
         return backend
 
 
@@ -200,13 +201,16 @@ def test_the_engine_states_the_facts_of_a_write_to_a_rehearser_trained_on_them(s
         env = create("bank")
         traj = run_episode(backend, Task("w", "Withdraw $10 from ACC-1005.", env.tools()),
                            EpisodeConfig(mode="parallel", n=1, **config), env)
-        return backend.leads, call_steps(traj.turns)
+        return backend.leads, call_steps(traj.turns), backend.budgets
 
-    leads, steps = run(rehearser_think_chars=MAX_FACTS_CHARS)
+    leads, steps, budgets = run(rehearser_think_chars=MAX_FACTS_CHARS)
     lead = "ACC-1005: active, balance 15.5; amount 10 vs balance 15.5: within. Outcome: "
     assert leads == [lead]
+    # The stated facts are not the rehearser's to pay for: its budget grows by their tokens.
+    assert budgets == [EpisodeConfig().sampling.max_new_tokens + stated_tokens(lead)] and stated_tokens(lead) > 30
     (step,) = steps
     assert step.rehearsal_from == 0 and step.stated_facts == lead and step.real["new_balance"] == 5.5
     for config in ({}, {"rehearser_think_chars": MAX_FACTS_CHARS, "state_facts": False}):
-        leads, steps = run(**config)
+        leads, steps, budgets = run(**config)
         assert leads == [None] and all(s.stated_facts is None for s in steps)
+        assert budgets == [EpisodeConfig().sampling.max_new_tokens]
