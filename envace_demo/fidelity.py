@@ -45,7 +45,7 @@ def _norm(s: str) -> str:
     return " ".join(s.lower().split())
 
 
-def _is_number(x: Any) -> bool:
+def is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
@@ -108,7 +108,7 @@ class Knowable:
             if not s:
                 return False
             return s in self.strings or _word_in(s, self.text)
-        if _is_number(leaf):
+        if is_number(leaf):
             return float(leaf) in self.numbers
         return False
 
@@ -150,22 +150,22 @@ def _collect(value: Any, strings: set[str], numbers: set[float], depth: int) -> 
             _collect(v, strings, numbers, depth + 1)
     elif isinstance(value, str):
         strings.add(_norm(value))
-    elif _is_number(value):
+    elif is_number(value):
         numbers.add(float(value))
 
 
 # --- comparing values ------------------------------------------------------------------------
 
 
-def _leaves(value: Any, path: Path = ()) -> Iterator[tuple[Path, Any]]:
-    """The real response's leaves with their paths: scalars and empty containers (an empty
+def leaves(value: Any, path: Path = ()) -> Iterator[tuple[Path, Any]]:
+    """A JSON value's leaves with their paths (the real response's, where scored): scalars and empty containers (an empty
     list is a claim too: "no results"); below ``_MAX_DEPTH`` a subtree is one leaf."""
     if len(path) < _MAX_DEPTH and isinstance(value, dict) and value:
         for k, v in value.items():
-            yield from _leaves(v, (*path, k))
+            yield from leaves(v, (*path, k))
     elif len(path) < _MAX_DEPTH and isinstance(value, list) and value:
         for i, v in enumerate(value):
-            yield from _leaves(v, (*path, i))
+            yield from leaves(v, (*path, i))
     else:
         yield path, value
 
@@ -189,7 +189,7 @@ def same_value(rehearsed: Any, real: Any) -> bool:
     """Strict equality of two leaves: numbers within 1e-9 relative, strings normalized."""
     if isinstance(rehearsed, bool) or isinstance(real, bool):
         return rehearsed is real
-    if _is_number(rehearsed) and _is_number(real):
+    if is_number(rehearsed) and is_number(real):
         return math.isclose(rehearsed, real, rel_tol=1e-9, abs_tol=0.0)
     if isinstance(rehearsed, str) and isinstance(real, str):
         return _norm(rehearsed) == _norm(real)
@@ -241,7 +241,7 @@ def score(rehearsed: Any, real: Any, context: Context | None = None) -> Score:
     unknowable: list[bool] = []
     missed = is_miss(rehearsed_n)
     right_outcome = not missed and outcome(rehearsed_n) == outcome(real_n)
-    for path, leaf in _leaves(real_n):
+    for path, leaf in leaves(real_n):
         if is_error and path[:2] in (("error", "code"), ("error_tool_call", "code")):
             continue  # the code is the outcome, already judged
         hit = right_outcome and _matches(_at(rehearsed_n, path), leaf)

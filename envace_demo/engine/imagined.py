@@ -5,9 +5,10 @@ reads it fetches for real (``EpisodeConfig.imagined_reads``)."""
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from typing import Callable
 
 from envace_demo.engine.config import EpisodeConfig
+from envace_demo.fidelity import is_number, leaves
 from envace_demo.grounding import values
 from envace_demo.memory import seen
 from envace_demo.models.base import Generation
@@ -91,21 +92,9 @@ def asked_for(action, request: str, writes: Writes) -> bool:
     balance of ACC-1003?" it deposited the balance it had read."""
     if _QUESTION.search(request.strip()):
         return False
-    used = {v for c in action.calls if writes(c.name) is not False for n in _numbers(c.arguments)
-            for v in values(repr(n))}
+    used = {v for c in action.calls if writes(c.name) is not False
+            for _, leaf in leaves(c.arguments) if is_number(leaf) for v in values(repr(float(leaf)))}
     return used <= values(request)
-
-
-def _numbers(value: Any) -> list[float]:
-    if isinstance(value, bool):
-        return []
-    if isinstance(value, (int, float)):
-        return [float(value)]
-    if isinstance(value, dict):
-        return [n for v in value.values() for n in _numbers(v)]
-    if isinstance(value, list):
-        return [n for v in value for n in _numbers(v)]
-    return []
 
 
 def goes_through(turn: Turn) -> bool:

@@ -87,7 +87,7 @@ class Constraint:
     # Characters a free answer may hold; None: unbounded. An imagined run's answer is never
     # shown to the committed actor (only which calls to make), so it is cut to its first words.
     answer_chars: int | None = None
-    # Text the rehearser's reasoning must open with (``facts.facts_lead``: the deciding
+    # Text the rehearser's reasoning must open with (``facts.stated_facts``: the deciding
     # facts its context holds, stated); the reasoning then goes on freely from it.
     think_lead: str | None = None
 

@@ -83,7 +83,7 @@ def token_weights(
     ``facts_weight`` on a reasoning target's deciding facts, before its outcome word: 0
     where the engine states them at run time (``EpisodeConfig.state_facts``), so the loss
     is the step from the facts to the outcome and the response."""
-    from envace_demo.facts import OUTCOME_SAID
+    from envace_demo.certainty import OUTCOME_SAID
     from envace_demo.train.warmstart import decision_span
 
     count = len(tokenize(completion)) + 1
