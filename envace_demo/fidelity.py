@@ -158,8 +158,9 @@ def _collect(value: Any, strings: set[str], numbers: set[float], depth: int) -> 
 
 
 def leaves(value: Any, path: Path = ()) -> Iterator[tuple[Path, Any]]:
-    """A JSON value's leaves with their paths (the real response's, where scored): scalars and empty containers (an empty
-    list is a claim too: "no results"); below ``_MAX_DEPTH`` a subtree is one leaf."""
+    """A JSON value's leaves with their paths (a real response's, where scored): scalars and
+    empty containers (an empty list is a claim too: "no results"); below ``_MAX_DEPTH`` a
+    subtree is one leaf."""
     if len(path) < _MAX_DEPTH and isinstance(value, dict) and value:
         for k, v in value.items():
             yield from leaves(v, (*path, k))
