@@ -115,8 +115,21 @@ def _library(call: ToolCall, shown: list[tuple[ToolCall, Any]]) -> list[str]:
     if is_error(book):
         return [f"{raw}: {error_code(book)}"]
     facts = [f"{book['book_id']}: {book['available']} of {book['copies']} copies in, {book['holds']} holds"]
-    if isinstance(call.arguments.get("patron_id"), str):
-        facts.append(f"patron {call.arguments['patron_id']}")
+    raw = call.arguments.get("patron_id")
+    if not isinstance(raw, str):
+        return facts
+    patron = _reads(shown, "get_patron", "patron_id").get(raw.strip().upper())
+    if patron is None:
+        facts.append(f"patron {raw}")
+    elif is_error(patron):
+        facts.append(f"{raw}: {error_code(patron)}")
+    else:
+        # The two rules in the order the library applies them: a book held already, then
+        # the limit, each settled beside the number it turns on (as the bank's amounts are).
+        held = "yes" if book["book_id"] in patron["holds"] else "no"
+        count, limit = len(patron["holds"]), patron["hold_limit"]
+        facts.append(f"{patron['patron_id']}: holds {book['book_id']} already: {held}, "
+                     f"holds {count} vs limit {limit}: {'full' if count >= limit else 'room'}")
     return facts
 
 

@@ -44,7 +44,7 @@ class Showcase:
             "command": self.command,
             "budget": self.budget,
             "speed": self.speed,
-            "trajectory": self.trajectory.to_dict(),
+            "trajectory": _portable(self.trajectory.to_dict()),
         }
 
     @classmethod
@@ -62,6 +62,17 @@ class Showcase:
             budget=data.get("budget"),
             speed=data.get("speed"),
         )
+
+
+def _portable(trajectory: dict) -> dict:
+    """``trajectory`` with the model's folders inside the project written relative to it: a
+    record kept in the repository names no place on the machine that made it."""
+    model = dict(trajectory.get("model") or {})
+    for key in ("adapter", "rehearser_adapter"):
+        value = model.get(key)
+        if isinstance(value, str) and Path(value).is_absolute() and Path(value).is_relative_to(PROJECT_ROOT):
+            model[key] = Path(value).relative_to(PROJECT_ROOT).as_posix()
+    return {**trajectory, "model": model}
 
 
 def path_for(env: str, folder: Path = FOLDER) -> Path:

@@ -412,6 +412,16 @@ def test_library_place_hold_queues_behind_earlier_holds(library):
     assert (r["title"], r["queue_position"], r["copies_available"]) == ("Dune", 2, 0)
     assert library.state()["patrons"]["P-1042"]["holds"] == ["BK-005"]
     assert ok(library, "get_book", {"book_id": "BK-005"})["holds"] == 2
+    assert ok(library, "get_patron", {"patron_id": "P-1042"})["holds"] == ["BK-005"]
+
+
+def test_library_get_patron_shows_what_a_hold_turns_on(library):
+    r = ok(library, "get_patron", {"patron_id": "P-1077"})
+    assert r == {"patron_id": "P-1077", "name": "Tom Becker", "holds": ["BK-001", "BK-020", "BK-033"], "hold_limit": 3}
+    r["holds"].append("BK-002")  # a copy: the result never aliases the state
+    assert len(library.state()["patrons"]["P-1077"]["holds"]) == 3
+    assert library.context_reads("place_hold", {"book_id": "BK-037", "patron_id": "P-1077"}) == [
+        ("get_book", {"book_id": "BK-037"}), ("get_patron", {"patron_id": "P-1077"})]
 
 
 @pytest.mark.parametrize(
@@ -422,6 +432,7 @@ def test_library_place_hold_queues_behind_earlier_holds(library):
         ("place_hold", {"book_id": "BK-005", "patron_id": "P-0000"}, "PATRON_NOT_FOUND"),
         ("place_hold", {"book_id": "BK-005", "patron_id": "P-1100"}, "ALREADY_ON_HOLD"),
         ("place_hold", {"book_id": "BK-037", "patron_id": "P-1077"}, "HOLD_LIMIT_REACHED"),
+        ("get_patron", {"patron_id": "P-0000"}, "PATRON_NOT_FOUND"),
         ("list_books", {"year_from": 1990, "year_to": 1950}, "INVALID_FILTER"),
         ("list_books", {"author": "  "}, "INVALID_FILTER"),
         ("search_catalog", {"query": "?!"}, "INVALID_QUERY"),
@@ -462,6 +473,7 @@ EXAMPLE_CALLS: dict[str, dict[str, dict[str, Any]]] = {
         "list_books": {"genre": "classic", "sort_by": "year"},
         "get_book": {"book_id": "BK-001"},
         "place_hold": {"book_id": "BK-001", "patron_id": "P-1042"},
+        "get_patron": {"patron_id": "P-1077"},
     },
 }
 

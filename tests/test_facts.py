@@ -61,6 +61,23 @@ def test_a_write_states_whether_its_file_or_directory_is_there_and_the_overwrite
     assert facts == "/notes/new.txt: not in /notes; overwrite false. Outcome: success."
 
 
+def test_a_hold_states_the_books_queue_and_the_patrons_holds_against_the_limit():
+    facts, result = _facts("library", "place_hold", {"book_id": "BK-037", "patron_id": "P-1077"})
+    assert result["error"]["code"] == "HOLD_LIMIT_REACHED"
+    assert facts.endswith("P-1077: holds BK-037 already: no, holds 3 vs limit 3: full. Outcome: HOLD_LIMIT_REACHED.")
+    facts, result = _facts("library", "place_hold", {"book_id": "BK-005", "patron_id": "P-1100"})
+    assert result["error"]["code"] == "ALREADY_ON_HOLD"
+    assert "P-1100: holds BK-005 already: yes, holds 1 vs limit 3: room" in facts
+
+    def room(state):  # the same patron with a hold given back: the same call now succeeds
+        state["patrons"]["P-1077"]["holds"].pop()
+
+    facts, result = _facts("library", "place_hold", {"book_id": "BK-037", "patron_id": "P-1077"}, room)
+    assert "error" not in result and facts.endswith("holds 2 vs limit 3: room. Outcome: success.")
+    facts, _ = _facts("library", "place_hold", {"book_id": "BK-037", "patron_id": "P-0000"})
+    assert facts.endswith("P-0000: PATRON_NOT_FOUND. Outcome: PATRON_NOT_FOUND.")
+
+
 def test_facts_come_only_from_the_reads_shown():
     env = create("bank")
     call = ToolCall("withdraw", {"account_id": "ACC-1005", "amount": 40.0})

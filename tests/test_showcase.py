@@ -10,6 +10,7 @@ from envace_demo import showcase
 from envace_demo.cli import build_parser, main
 from envace_demo.envs.registry import ENVIRONMENTS
 from envace_demo.errors import TaskError
+from envace_demo.settings import PROJECT_ROOT
 from envace_demo.tasks import env_tasks
 
 
@@ -48,6 +49,9 @@ def test_a_saved_showcase_loads_back_and_a_broken_one_says_how_to_remake_it(tmp_
     path = showcase.save(show, tmp_path)
     again = showcase.load("files", tmp_path)
     assert again.to_dict() == show.to_dict()
+    # The model's folders are named from the project's root, never from the recording machine's.
+    assert str(PROJECT_ROOT) not in path.read_text(encoding="utf-8")
+    assert again.trajectory.model["rehearser_adapter"] == "envace_demo/adapters/demo-cpu/rehearser"
     assert showcase.load("library", tmp_path) is None  # not recorded there
     path.write_text(json.dumps({"format": 1, "trajectory": {"mode": 3}}), encoding="utf-8")
     with pytest.raises(TaskError, match="its trajectory is invalid .* record it again with: python -m envace_demo showcase"):

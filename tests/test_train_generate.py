@@ -106,7 +106,7 @@ def test_a_varied_world_keeps_the_requests_and_changes_the_answers_it_reads(env)
     assert sum(a.task.prompt != b.task.prompt for a, b in zip(seeded, varied)) >= len(seeded) // 3
     assert [t.answer for t in varied] == [t.answer for t in again]
     changed = sum(a.answer != b.answer for a, b in zip(seeded, varied))
-    assert changed >= len(seeded) // 6, changed  # refusals (read-only paths, full patrons) stay the same
+    assert changed >= len(seeded) // 6, changed  # refusals (read-only paths) stay the same
     assert [t.answer for t in varied] != [t.answer for t in other]
     for s in varied:  # each answer still follows its own world's results
         for step in s.steps:
@@ -164,9 +164,10 @@ def test_the_failure_families_fail_and_succeed_as_the_world_decides(env, codes):
                 if step.context:
                     by_task.setdefault(f"{s.task.name}:{step.call.name}", set()).add(_outcome(step.result))
     assert codes <= seen, seen
-    if env != "library":  # the patrons (and so every hold's outcome) are the same in every world
-        decided = [name for name, outcomes in by_task.items() if len(outcomes) > 1]
-        assert len(decided) >= 10, decided
+    # The same write succeeds in one world and fails in another (a patron full in one, with
+    # room or the book held already in another).
+    decided = [name for name, outcomes in by_task.items() if len(outcomes) > 1]
+    assert len(decided) >= 10, decided
     if env == "library":  # a hold on a book with no copy on the shelf still queues
         empty = [s for s in generated_tasks(env) for step in s.steps
                  if step.call.name == "place_hold" and _outcome(step.result) == "success"

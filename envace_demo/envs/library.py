@@ -1,4 +1,4 @@
-"""A public library catalog: search, browse, book details, and holds.
+"""A public library catalog: search, browse, book details, patrons, and holds.
 
 The catalog is fixed (41 real books; copy counts and shelf marks are made up);
 the only mutable part is each patron's list of holds. Text matching ignores case,
@@ -117,13 +117,19 @@ class LibraryEnvironment(ToolEnvironment):
             "list_books": self.list_books,
             "get_book": self.get_book,
             "place_hold": self.place_hold,
+            "get_patron": self.get_patron,
         }
 
     def context_reads(self, name: str, arguments: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         book_id = arguments.get("book_id")
         if name != "place_hold" or not isinstance(book_id, str) or not book_id.strip():
             return []
-        return [("get_book", {"book_id": book_id})]
+        # The book's copies and queue, and the patron's holds: what a hold's outcome turns on.
+        reads = [("get_book", {"book_id": book_id})]
+        patron_id = arguments.get("patron_id")
+        if isinstance(patron_id, str) and patron_id.strip():
+            reads.append(("get_patron", {"patron_id": patron_id}))
+        return reads
 
     # -- helpers ---------------------------------------------------------------
 
@@ -195,6 +201,11 @@ class LibraryEnvironment(ToolEnvironment):
     def get_book(self, args: dict[str, Any]) -> dict[str, Any]:
         book_id, book = self._book(args["book_id"])
         return {"book_id": book_id, **book, "holds": self._hold_count(book_id)}
+
+    def get_patron(self, args: dict[str, Any]) -> dict[str, Any]:
+        patron_id, patron = self._patron(args["patron_id"])
+        return {"patron_id": patron_id, "name": patron["name"], "holds": list(patron["holds"]),
+                "hold_limit": HOLD_LIMIT}
 
     def place_hold(self, args: dict[str, Any]) -> dict[str, Any]:
         book_id, book = self._book(args["book_id"])

@@ -18,12 +18,12 @@ What varies:
     and extra files, among them the very files the requests create or copy to (so
     "exists: ALREADY_EXISTS unless overwrite" and "missing parent: NOT_FOUND" vary); a
     few seeded files missing;
-  - library: copies, copies on the shelf, shelf marks, and other patrons' holds (the
-    queue a new hold joins).
+  - library: copies, copies on the shelf, shelf marks, the holds of the three patrons the
+    requests name (none up to the limit; ``get_patron`` shows them) and other patrons'
+    holds (the queue a new hold joins).
 What stays: ids and names the requests use, which paths are read-only, titles, authors,
-years and genres, the three patrons the requests name and their holds (a hold's refusal
-for a full patron depends on them, and no context read shows a patron). The scripts of
-``generate/`` read every outcome from the world they run in.
+years and genres. The scripts of ``generate/`` read every outcome from the world they
+run in.
 
 Seeds: ``TRAIN_WORLDS`` for training rows, ``EVAL_WORLDS`` for measuring on worlds never
 trained on (``bench/worlds.py``); the two never meet (``training_worlds`` refuses an
@@ -73,6 +73,7 @@ _OTHER_FILES = ("/notes/recipes.txt", "/projects/ideas.md", "/archive/2019-taxes
 _MAY_LACK = ("/notes/todo.txt", "/notes/meeting-2025-03-10.md", "/projects/budget.csv",
              "/projects/website/index.html", "/projects/website/style.css")
 _NAMED_PATRONS = ("P-1042", "P-1077", "P-1100")
+_HELD_BOOKS = ("BK-001", "BK-005", "BK-020", "BK-033")  # the seeded world's holds
 
 
 def _money(rng: random.Random, low: float, high: float) -> float:
@@ -142,8 +143,13 @@ def _library(state: dict[str, Any], rng: random.Random) -> None:
         book["copies"] = rng.randint(1, 4)
         book["available"] = rng.randint(0, book["copies"])
         book["shelf"] = f"{rng.randint(100, 899)} {book['author'].split()[-1][:3].upper()}"
-    # Other patrons' holds: the queue a new hold joins (get_book's "holds" shows it).
+    # The named patrons' holds (get_patron shows them): from none to the limit, drawn mostly
+    # among the books the requests hold for them, so a hold already placed is common too.
     ids = sorted(books)
+    for patron in _NAMED_PATRONS:
+        pool = list(_HELD_BOOKS) + rng.sample(ids, 4)
+        state["patrons"][patron]["holds"] = list(dict.fromkeys(rng.sample(pool, rng.randint(0, 3))))
+    # Other patrons' holds: the queue a new hold joins (get_book's "holds" shows it).
     for k in range(rng.randint(2, 6)):
         patron = f"P-{2000 + rng.randint(0, 899)}"
         if patron not in state["patrons"] and patron not in _NAMED_PATRONS:
