@@ -370,13 +370,15 @@ def result_string(trained: bool) -> int:
 
 def rehearsal_constraint(
     response_schema: dict | None, name: str, arguments: dict, known: list, trained: bool,
-    think_chars: int | None = None,
+    think_chars: int | None = None, failures: bool | None = None,
 ) -> Constraint:
     """What a rehearsal of ``name(arguments)`` is held to, for a model trained to rehearse
     (:func:`rehearses_failures`) or not: its shape (:func:`rehearsal_shape`) and how long
-    its strings may be (:func:`result_string`)."""
+    its strings may be (:func:`result_string`). ``failures`` (default: ``trained``) offers a
+    domain failure no result in ``known`` has shown."""
     longest = result_string(trained)
-    shape = rehearsal_shape(response_schema, name, arguments, known, failures=trained, max_string=longest)
+    failures = trained if failures is None else failures
+    shape = rehearsal_shape(response_schema, name, arguments, known, failures=failures, max_string=longest)
     return Constraint(role="rehearser", response_schema=shape, think_chars=think_chars, result_string=longest)
 
 

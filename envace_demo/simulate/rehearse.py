@@ -168,8 +168,12 @@ def ask_model(
         from envace_demo.models.adapters import rehearser_think_chars
 
         own = rehearser_think_chars(backend)  # a rehearser trained to state facts first
+        # No state and no reads stand behind a simulated call, so a domain failure is said only
+        # where the examples show one: the trained embedded rehearser, offered any, refused
+        # every call of a fresh bank session (get_account included) with INSUFFICIENT_FUNDS.
         constraint = rehearsal_constraint(tool.response, call.name, call.arguments, examples,
-                                          rehearses_failures(backend), settings.think_chars if own is None else own)
+                                          rehearses_failures(backend), settings.think_chars if own is None else own,
+                                          failures=False)
     answer = Answer(call, None, "failed")
     seed = settings.sampling.seed
     for attempt in range(settings.attempts):
