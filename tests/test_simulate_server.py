@@ -130,8 +130,10 @@ def test_the_projects_own_agent_runs_an_episode_against_the_simulated_server():
     )
     assert out.returncode == 0, out.stderr[-3000:]
     record = json.loads(out.stdout)
-    (turn,) = record["turns"]
+    # The one step's call, then the answer the actor gives from its result (a turn of no calls).
+    turn, *after = record["turns"]
     assert turn["error"] is None and turn["calls"], turn["error"]
+    assert all(not t["calls"] for t in after) and record["ended"] == "answer" and record["final_answer"]
     step = turn["calls"][0]
     assert step["error"] is None, step["error"]  # the server answered; no environment failure
     assert isinstance(step["real"], dict) and step["real"]  # the simulated tool's response
