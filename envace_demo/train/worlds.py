@@ -73,7 +73,6 @@ _OTHER_FILES = ("/notes/recipes.txt", "/projects/ideas.md", "/archive/2019-taxes
 _MAY_LACK = ("/notes/todo.txt", "/notes/meeting-2025-03-10.md", "/projects/budget.csv",
              "/projects/website/index.html", "/projects/website/style.css")
 _NAMED_PATRONS = ("P-1042", "P-1077", "P-1100")
-_HELD_BOOKS = ("BK-001", "BK-005", "BK-020", "BK-033")  # the seeded world's holds
 
 
 def _money(rng: random.Random, low: float, high: float) -> float:
@@ -146,8 +145,9 @@ def _library(state: dict[str, Any], rng: random.Random) -> None:
     # The named patrons' holds (get_patron shows them): from none to the limit, drawn mostly
     # among the books the requests hold for them, so a hold already placed is common too.
     ids = sorted(books)
+    held = sorted({b for p in _NAMED_PATRONS for b in state["patrons"][p]["holds"]})  # the seeded world's
     for patron in _NAMED_PATRONS:
-        pool = list(_HELD_BOOKS) + rng.sample(ids, 4)
+        pool = held + rng.sample(ids, 4)
         state["patrons"][patron]["holds"] = list(dict.fromkeys(rng.sample(pool, rng.randint(0, 3))))
     # Other patrons' holds: the queue a new hold joins (get_book's "holds" shows it).
     for k in range(rng.randint(2, 6)):

@@ -4,7 +4,7 @@ and holds."""
 from __future__ import annotations
 
 from envace_demo.envs.registry import create
-from envace_demo.train.generate.script import Add, Say, error
+from envace_demo.train.generate.script import Add, Say, Script, error
 
 READ_TOOLS = {"search_catalog", "list_books", "get_book"}
 
@@ -102,7 +102,7 @@ def _holds(add: Add, say: Say, env_books: dict) -> None:
         _hold(s, book_id, patron)
 
 
-def _hold(s, book_id: str, patron: str) -> None:
+def _hold(s: Script, book_id: str, patron: str) -> None:
     """The hold call and its answer, whichever outcome the world gives."""
     r = s.call("place_hold", {"book_id": book_id, "patron_id": patron}, f"I place the hold on {book_id} for {patron}.")
     err = error(r)
