@@ -145,6 +145,10 @@ class BatchGenerator:
         self._seed_offsets[stream] = offset + 1
         return replace(s, seed=s.seed + SEED_STREAMS.get(stream, 0) + offset)
 
+    def redraw_committed_seed(self) -> None:
+        """The committed actor's last generation is drawn again: with the seed it had."""
+        self._seed_offsets[COMMITTED_ACTOR] = max(0, self._seed_offsets.get(COMMITTED_ACTOR, 0) - 1)
+
     def skip_committed_seed(self) -> None:
         """The committed actor took an aligned imagined action as its own: its seed is spent."""
         self._seed_offsets[COMMITTED_ACTOR] = self._seed_offsets.get(COMMITTED_ACTOR, 0) + 1

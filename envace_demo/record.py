@@ -138,8 +138,9 @@ class Turn:
     # actor answered again from the real results alone.
     withdrawn: str | None = None
     # An answer set aside: given while a held call had found no other path (the held calls
-    # then ran for real), or from the memory alone (then dropped); the actor answered again
-    # (``EpisodeConfig.check_given_up``).
+    # then ran for real), from the memory alone (then dropped; ``EpisodeConfig.check_given_up``),
+    # or worded with the memory in view (``EpisodeConfig.answer_without_memory``); the actor
+    # answered again.
     set_aside: str | None = None
     # A committed turn whose action is rehearsal k's at the same turn: the same prompt (the
     # committed actor read nothing from the rehearsals) and the seed it would have drawn,

@@ -234,7 +234,8 @@ def test_a_run_whose_rehearsals_exceed_their_share_still_commits():
                            pace=lambda text, committing: 0.0 if committing else 0.25)
     # The memory stays (floor off): the scripted committed actor answers when it reads it.
     config = EpisodeConfig(mode="parallel", n=2, max_steps=50, episode_seconds=4.0, rehearsal_share=0.5,
-                           memory_fidelity_floor=None, memory_shown="always", imagined_until="answer")
+                           memory_fidelity_floor=None, memory_shown="always", imagined_until="answer",
+                           answer_without_memory=False)
     events = list(Episode(backend, _task(), config, create("bank")).run())
     traj = events[-1].trajectory
     assert [r.ended for r in traj.rehearsals] == ["rehearsal_time"] * 2 and all(r.cut for r in traj.rehearsals)
@@ -279,7 +280,8 @@ def test_a_committed_call_whose_rehearsal_runs_long_is_still_made_for_real():
     from helpers import PacedBackend
 
     # The rehearsal phase answers at once; the committed call's rehearsal would take 60 s.
-    backend = PacedBackend(actor=[ANSWER, BALANCE, ANSWER], rehearser=[PREDICTED],
+    # (The committed answer, given with the memory in view, is worded again without it.)
+    backend = PacedBackend(actor=[ANSWER, BALANCE, ANSWER, ANSWER], rehearser=[PREDICTED],
                            pace=lambda text, committing: 60.0 if committing and CURRENT_TOOL in text else 0.0)
     traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1, episode_seconds=3.0, rehearse_committed="all",
                                                        memory_shown="always"), create("bank"))

@@ -10,6 +10,7 @@ from conftest import call_text, result_text
 from helpers.scripted import sure
 from envace_demo.engine import EpisodeConfig, run_episode
 from envace_demo.envs.registry import create
+from envace_demo.models.base import Sampling
 from envace_demo.grounding import ungrounded, values
 from envace_demo.prompts import CURRENT_TOOL, HELD_MESSAGE
 from envace_demo.record import call_steps
@@ -180,12 +181,61 @@ def test_an_answer_with_a_value_only_a_rehearsal_had_is_taken_back(scripted):
         rehearser=[result_text(predicted), result_text(predicted)],
     )
     traj = run_episode(backend, _task("What is the balance of ACC-1005?"),
-                       EpisodeConfig(mode="parallel", n=1, memory="full", memory_shown="always"), create("bank"))
+                       EpisodeConfig(mode="parallel", n=1, memory="full", memory_shown="always",
+                                     answer_without_memory=False), create("bank"))
     taken_back, final = traj.turns[1], traj.turns[2]
     assert taken_back.withdrawn and "1250" in taken_back.withdrawn
     # Asked again, the actor read the real results alone: no memory in its prompt.
     assert "Rehearsal memory" in traj.turns[0].actor_prompt and "Rehearsal memory" not in final.actor_prompt
     assert traj.final_answer == "It holds 15.50 USD." and traj.ungrounded == []
+
+
+class _SeededScript:
+    """A scripted actor that answers from what its prompt shows, and the seed of each draw."""
+
+    def __init__(self, scripted_cls):
+        def actor(text):
+            if '"role": "tool"' not in text:
+                return BALANCE
+            return "<think></think>\n" + ("With the memory." if "Rehearsal memory" in text else "From the results.")
+
+        self.backend = scripted_cls(actor=[actor] * 8, rehearser=[result_text(PAID)] * 4)
+        self.seeds: list[tuple[str, int | None]] = []
+        generate = self.backend.generate
+
+        def recorded(prompt, sampling, *args, **kwargs):
+            self.seeds.append((prompt.text, sampling.seed))
+            return generate(prompt, sampling, *args, **kwargs)
+
+        self.backend.generate = recorded
+
+
+@pytest.mark.parametrize("redraw", [True, False])
+def test_the_answer_is_worded_without_the_memory_with_the_seed_it_had_without_rehearsal(scripted, redraw):
+    """The memory chooses the calls; the answer given with it in view is set aside and drawn
+    again from the conversation alone, with the committed seed that turn had: the seed an
+    episode without rehearsal draws its answer with."""
+    sampling = Sampling(seed=7)
+    plain = _SeededScript(scripted)
+    none = run_episode(plain.backend, _task("What is the balance of ACC-1005?"),
+                       EpisodeConfig(mode="none", sampling=sampling), create("bank"))
+    assert none.final_answer == "From the results."
+    seeded = _SeededScript(scripted)
+    config = EpisodeConfig(mode="parallel", n=1, memory_shown="always", sampling=sampling,
+                           answer_without_memory=redraw)
+    traj = run_episode(seeded.backend, _task("What is the balance of ACC-1005?"), config, create("bank"))
+    if not redraw:
+        assert traj.final_answer == "With the memory." and not any(t.set_aside for t in traj.turns)
+        return
+    drafted, final = traj.turns[-2], traj.turns[-1]
+    assert drafted.action.content == "With the memory." and "rehearsal memory in view" in drafted.set_aside
+    assert traj.final_answer == "From the results." and "Rehearsal memory" not in final.actor_prompt
+    assert final.actor_prompt == none.turns[-1].actor_prompt  # the prompt without rehearsal
+    # The draft and the redraw had the seed the answer had without rehearsal.
+    (answer_seed,) = [seed for text, seed in plain.seeds if text == none.turns[-1].actor_prompt]
+    (draft, _), (redrawn, _) = seeded.seeds[-2:]
+    assert "Rehearsal memory" in draft and "Rehearsal memory" not in redrawn
+    assert [seed for _, seed in seeded.seeds[-2:]] == [answer_seed, answer_seed]
 
 
 def test_an_answer_that_repeats_a_rehearsed_value_twice_is_marked_ungrounded(scripted):

@@ -29,7 +29,8 @@ def _replay(scripted_cls, rows, mode: str, n: int, env: str, task):
     # reads are fetched for real, so not every row is asked); a prompt with no row fails.
     targets = {r.prompt: r.completion for r in rows if r.role == "rehearser"}
     backend = scripted_cls(
-        actor=(turns * (n + 1)) if mode == "parallel" else turns,
+        # In parallel the answer given with the memory in view is worded again without it.
+        actor=(turns * (n + 1) + turns[-1:]) if mode == "parallel" else turns,
         rehearser=[lambda prompt: targets.get(prompt, "no row for this prompt")] * 8 if mode == "parallel" else [],
     )
     # The memory shown and every call rehearsed, imagined runs to their answer: the rows'

@@ -104,10 +104,12 @@ class TrajectoryRunner:
         # Past its last step a committed run still answers: no call on offer, none made.
         while turn_index < cfg.max_steps or (execute and turn_index == cfg.max_steps):
             last = turn_index == cfg.max_steps
-            require = cfg.require_first_call and turn_index == 0 and not last
+            redraw, state.redraw = state.redraw, False  # an answer drawn again: no call on offer
+            require = cfg.require_first_call and turn_index == 0 and not last and not redraw
             prompt = actor_prompt(self.backend, conversation, self.tools)
             lead = where == "rehearsal" and rindex == self.lead and not state.withdrawn
-            gen, taken = yield from self._act(prompt, where, rindex, require, turn_index, state.withdrawn, lead, last)
+            gen, taken = yield from self._act(prompt, where, rindex, require, turn_index, state.withdrawn or redraw,
+                                              lead, last or redraw)
             action = parse_action(gen.text, self.tool_names, require_call=require, cut=gen.finish_reason == "length")
             turn = new_turn(turns, action, gen, prompt, self.user_turn)
             turn.action_from = taken
@@ -189,6 +191,14 @@ class TrajectoryRunner:
             yield from run_checked(checked, self.tools, self.committer, self.deadline, self.config, conversation,
                                    real_results, memory, self.batcher.check_limits)
             return Outcome(None, "environment_error") if any(h.step.error for h in checked) else None
+        elif execute and conversation.memory and self.config.answer_without_memory:
+            # The memory chose the calls; the answer is worded from the conversation alone,
+            # with the seed this turn had: as without rehearsal where the results are the same.
+            turn.set_aside = "worded with the rehearsal memory in view; worded again from the conversation alone"
+            conversation.memory, state.redraw = None, True
+            self.batcher.redraw_committed_seed()
+            yield TurnUpdated(where, rindex, turn, None, "acted")
+            return None
         elif execute and not state.withdrawn and self.policy.rehearse_calls:
             # An answer that tells a rehearsed value as real is taken back once; the
             # actor answers again from the real results alone.
@@ -271,29 +281,21 @@ class TrajectoryRunner:
         if taken is not None:
             self.batcher.skip_committed_seed()
             return replace(taken[0], seconds=0.0), taken[1]
-        gen = yield self._act_request(prompt, where, rindex, require, aligned=k if lead else None, last=last)
-        return gen, None
-
-    def _act_request(
-        self, prompt: Any, where: str, rindex: int | None, require: bool, aligned: int | None = None, last: bool = False
-    ) -> Request:
         # The committed actor reads which calls an imagined run made and what they were
         # predicted to do, never its answer (unless the memory view is "full"): an imagined
         # answer stops after its first words.
         short = where == "rehearsal" and self._short_answers()
-        constraint = self._constraint("actor", tools=offered(self.tools, prompt, last, self.config),
-                                      require_call=require, answer_chars=IMAGINED_ANSWER_CHARS if short else None)
-        return Request(prompt, constraint, "actor", where, rindex, aligned=aligned)
+        constraint = Constraint(role="actor", think_chars=self.config.think_chars,
+                                tools=offered(self.tools, prompt, last, self.config), require_call=require,
+                                answer_chars=IMAGINED_ANSWER_CHARS if short else None) if self.constrained else None
+        gen = yield Request(prompt, constraint, "actor", where, rindex, aligned=k if lead else None)
+        return gen, None
 
     def _writes(self, name: str) -> bool | None:  # as the environment says (None: unknown)
         return self.committer.writes(find_tool(self.tools, name))
 
     def _short_answers(self) -> bool:
         return short_answers(self.constrained, self.policy, self.config)
-
-    def _constraint(self, role: str, **values: Any) -> Constraint | None:
-        """What a ``role`` turn's grammar enforces, where decoding is constrained."""
-        return Constraint(role=role, think_chars=self.config.think_chars, **values) if self.constrained else None
 
 
 def offered(tools: list[Tool], prompt: Any, last: bool, config: EpisodeConfig) -> tuple[Tool, ...]:

@@ -137,6 +137,15 @@ class EpisodeConfig:
                   "reserve a book, the actor answered after the search; its rehearsal had gone on to place the "
                   "hold. False: the committed actor draws its own there"},
     )
+    answer_without_memory: bool = field(
+        default=True,
+        metadata={"help": "the memory guides which calls the committed actor makes, not what it tells the user: "
+                  "an answer it gives with the rehearsal memory in view is set aside, and the answer is drawn "
+                  "again (no call on offer, the same seed) from the conversation alone, so where the real "
+                  "results are the same it is worded as without rehearsal. Asked to send more than an account "
+                  "held, the actor answered the foreseen refusal without the word its answer had without "
+                  "rehearsal. False: the answer drawn with the memory stands"},
+    )
     grounded_ids: bool = field(
         default=True,
         metadata={"help": "an identifier argument (id, *_id) with a declared pattern is, in the actor's grammar, one "

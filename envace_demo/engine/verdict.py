@@ -47,6 +47,7 @@ class RunState:
     trust_certainty: float | None = None
     held_keys: set[str] = field(default_factory=set)  # calls held once (asked again, they run)
     withdrawn: bool = False  # an answer taken back once for values only rehearsals had
+    redraw: bool = False  # the next turn draws again, without the memory, the answer given with it
     pending: list[Held] = field(default_factory=list)  # held calls still looking for another path
 
     def executed(self, step: CallStep) -> None:
@@ -70,9 +71,11 @@ class RunState:
         doubted = [h for h in self.pending if not self.trusts(h.step.certainty)]
         if doubted:
             names = ", ".join(h.step.call.name for h in doubted)
-            return f"it answered while the held {names} had found no other path"
+            return (f"it answered while the held {names} had found no other path; the foresight is checked for "
+                    "real before the actor answers again")
         if self.check_given_up and answered_from_memory(conversation, memory, self.trusts):
-            return "it answered from a failure only an imagined run foresaw, trying no write"
+            return ("it answered from a failure only an imagined run foresaw, trying no write; the foresight is "
+                    "checked for real: asked again without the memory")
         for held in self.pending:
             held.step.trusted = True
         return None

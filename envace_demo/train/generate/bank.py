@@ -32,6 +32,33 @@ def _balances(add: Add, say: Say) -> None:
         s.check_answer(r["status"])
 
 
+def _questions(add: Add, say: Say) -> None:
+    """One fact asked for: whether anything blocks an account; the latest amount."""
+    for i, a in enumerate(("ACC-1001", "ACC-1002", "ACC-1003", "ACC-1005")):
+        s = add(f"blocked-{a[-4:]}", say(i, ("Can I still use account {a}, or is something wrong with it?",
+                                             "Is anything blocking account {a}?",
+                                             "Tell me what is going on with account {a}."), a=a))
+        r = s.call("get_account", {"account_id": a}, f"I look up account {a} to see whether it is frozen.")
+        s.answer = (f"Account {a} is frozen: no money can move in or out of it." if r["status"] == "frozen"
+                    else f"Account {a} is {r['status']}; nothing blocks it.")
+        s.check_call("get_account", {"account_id": a})
+        s.check_answer(r["status"])
+    for i, a in enumerate(("ACC-1002", "ACC-1003", "ACC-1005")):
+        s = add(f"latest-amount-{a[-4:]}", say(i, ("How much was the latest transaction on {a}?",
+                                                   "What amount did the most recent transaction on {a} have?",
+                                                   "Tell me the amount of the newest transaction on account {a}."),
+                                               a=a))
+        r = s.call("list_transactions", {"account_id": a, "limit": 1}, f"I list the newest transaction of {a}.")
+        s.check_call("list_transactions", {"account_id": a, "limit": 1})
+        if not r["transactions"]:
+            s.answer = f"Account {a} has no transactions on record."
+            s.check_answer("no transactions")
+            continue
+        t = r["transactions"][0]
+        s.answer = f"The latest transaction on {a} was {t['description']} on {t['date']}: {money(t['amount'])} USD."
+        s.check_answer(money(t["amount"]))
+
+
 def _histories(add: Add, say: Say) -> None:
     """The latest transactions of an account."""
     for a, n in (("ACC-1001", 1), ("ACC-1001", 2), ("ACC-1001", 5), ("ACC-1003", 2), ("ACC-1003", 1),
@@ -185,3 +212,4 @@ def write(add: Add, say: Say) -> None:
     _transfers(add, say)
     _limit_transfers(add, say)
     _freezes(add, say)
+    _questions(add, say)

@@ -25,6 +25,29 @@ def _books(add: Add, say: Say, env_books: dict) -> None:
         s.check_answer(r["shelf"])
 
 
+def _shelf_marks(add: Add, say: Say, env_books: dict) -> None:
+    """The shelf mark alone, of a book named by id or by title (the title found first)."""
+    for i, book_id in enumerate(("BK-002", "BK-007", "BK-011", "BK-013", "BK-018", "BK-022", "BK-025", "BK-029",
+                                 "BK-034", "BK-039")):
+        s = add(f"shelf-{book_id}", say(i, ("Which shelf is book {b} on?", "Give me the shelf mark of {b}.",
+                                            "On which shelf do I find book {b}?"), b=book_id))
+        r = s.call("get_book", {"book_id": book_id}, f"I look up {book_id} for its shelf mark.")
+        s.answer = f"{r['title']} ({book_id}) is on shelf {r['shelf']}."
+        s.check_call("get_book", {"book_id": book_id})
+        s.check_answer(r["shelf"])
+    for i, title in enumerate(("Dune", "Emma", "Dracula", "Cosmos", "Frankenstein", "Neuromancer", "Anna Karenina",
+                               "Silent Spring")):
+        s = add(f"shelf-title-{title.lower().replace(' ', '-')}", say(i, (
+            "Where in the library is {t} shelved?", "Which shelf mark does {t} have?",
+            "Where do I go to find {t} on the shelves?"), t=title))
+        r = s.call("search_catalog", {"query": title}, f"I search the catalog for {title} to find its id.")
+        hit = next(h for h in r["results"] if h["title"] == title)
+        r = s.call("get_book", {"book_id": hit["book_id"]}, f"{title} is {hit['book_id']}; I look up its shelf mark.")
+        s.answer = f"{title} is on shelf {r['shelf']}."
+        s.check_call("get_book", {"book_id": hit["book_id"]})
+        s.check_answer(r["shelf"])
+
+
 def _authors(add: Add, say: Say) -> None:
     """Who wrote a title; the books of an author."""
     for i, title in enumerate(("Dune", "Emma", "Dracula", "Cosmos", "The Hobbit", "Frankenstein", "Neuromancer")):
@@ -155,3 +178,4 @@ def write(add: Add, say: Say) -> None:
     _wrong_ids(add, say)
     _holds(add, say, env_books)
     _limit_and_title_holds(add, say, env_books)
+    _shelf_marks(add, say, env_books)

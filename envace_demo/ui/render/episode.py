@@ -321,8 +321,7 @@ SKIPPED_NOTE = ("{n} other imagined run{s} never started: the lead run foresaw n
                 "and they could change nothing in the committed run (EpisodeConfig.imagined_others)")
 SUPERSEDED_NOTE = "left out of the actor's history: {why}"
 WITHDRAWN_ANSWER_NOTE = "taken back: {why}; the actor answered again from the real results alone"
-SET_ASIDE_NOTE = ("set aside: {why}; the foresight is checked for real (the held call runs, or the memory goes) "
-                  "before the actor answers again")
+SET_ASIDE_NOTE = "set aside: {why}"
 WITHDRAWN_NOTE = "the rehearsal memory was withdrawn here: {why}; the next turns read the real results alone"
 
 
