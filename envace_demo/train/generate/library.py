@@ -25,7 +25,7 @@ def _books(add: Add, say: Say, env_books: dict) -> None:
         s.check_answer(r["shelf"])
 
 
-def _shelf_marks(add: Add, say: Say, env_books: dict) -> None:
+def _shelf_marks(add: Add, say: Say) -> None:
     """The shelf mark alone, of a book named by id or by title (the title found first)."""
     for i, book_id in enumerate(("BK-002", "BK-007", "BK-011", "BK-013", "BK-018", "BK-022", "BK-025", "BK-029",
                                  "BK-034", "BK-039")):
@@ -178,4 +178,4 @@ def write(add: Add, say: Say) -> None:
     _wrong_ids(add, say)
     _holds(add, say, env_books)
     _limit_and_title_holds(add, say, env_books)
-    _shelf_marks(add, say, env_books)
+    _shelf_marks(add, say)
