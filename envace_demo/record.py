@@ -146,8 +146,9 @@ class Turn:
     # committed actor read nothing from the rehearsals) and the seed it would have drawn,
     # so asking again would only have repeated it (``engine/acting.py``).
     action_from: int | None = None
-    # A held turn whose foreseen failure a real run of the same call then contradicted: left
-    # out of the actor's history from there on, as the wrong prediction it was (``verdict.py``).
+    # A held turn left out of the actor's history from there on (``verdict.py``): a real run of
+    # the same call contradicted its foreseen failure, or its writes, foreseen to fail, were
+    # ones the request (a question) never asked for.
     superseded: str | None = None
 
     def read(self) -> bool:

@@ -190,6 +190,38 @@ def test_an_answer_with_a_value_only_a_rehearsal_had_is_taken_back(scripted):
     assert traj.final_answer == "It holds 15.50 USD." and traj.ungrounded == []
 
 
+READ_TODO = call_text("read_file", {"path": "/notes/todo.txt"})
+WRITE_TODO = call_text("write_file", {"path": "/notes/todo.txt", "content": "- buy milk\n"})
+EXISTS = {"error": {"code": "ALREADY_EXISTS", "message": "/notes/todo.txt already exists"}}
+
+
+@pytest.mark.parametrize("prompt,drop,dropped", [
+    ("What is on my todo list? It is in /notes/todo.txt.", True, True),
+    ("What is on my todo list? It is in /notes/todo.txt.", False, False),  # the engine's choice off
+    ("Write the list back to /notes/todo.txt.", True, False),  # asked for: held only when sure
+])
+def test_a_write_nobody_asked_for_foreseen_to_fail_is_never_made(scripted, prompt, drop, dropped):
+    """A question asks for no write: one foreseen to fail, even unsurely, never runs and leaves
+    the actor's history, and the actor answers from the real read."""
+    backend = scripted(actor=["<think></think>\nNo call.", READ_TODO, WRITE_TODO, "<think></think>\nBuy milk."],
+                       rehearser=[sure(result_text(EXISTS), 0.6)])
+    env = create("files")
+    traj = run_episode(backend, Task("t", prompt, env.tools()),
+                       EpisodeConfig(mode="parallel", n=1, drop_unasked_failures=drop), env)
+    read, write = call_steps(traj.turns)
+    assert read.real["content"].startswith("- buy milk")
+    assert traj.final_answer == "Buy milk."
+    if dropped:
+        assert write.held and write.trusted and write.real is None
+        assert "did not ask for" in traj.turns[1].superseded
+        # The answer read the real read alone: the dropped write is not in its prompt.
+        assert traj.turns[-1].actor_prompt.count('"role": "tool"') == 1
+        assert traj.totals()["real_errors"] == 0
+    else:  # unsure, so run at once: the real refusal
+        assert not write.held and write.unsure and write.real["error"]["code"] == "ALREADY_EXISTS"
+        assert traj.totals()["real_errors"] == 1
+
+
 class _SeededScript:
     """A scripted actor that answers from what its prompt shows, and the seed of each draw."""
 

@@ -34,6 +34,10 @@ def _print_step(where: str, event: TurnUpdated, out) -> None:
             print(f"{prefix} error: {turn.error}", file=out)
         elif turn.withdrawn:
             print(f"{prefix} answer taken back ({turn.withdrawn}): {turn.action.content}", file=out)
+        elif turn.superseded:
+            print(f"{prefix} left out of the actor's history: {turn.superseded}", file=out)
+        elif turn.set_aside:
+            print(f"{prefix} answer set aside ({turn.set_aside}): {turn.action.content}", file=out)
         else:
             print(f"{prefix} answer: {turn.action.content}", file=out)
         return

@@ -23,6 +23,7 @@ from envace_demo.engine.limits import (
 from envace_demo.engine.rehearsal import CallRehearser, score_call
 from envace_demo.engine.imagined import (
     asked_for,
+    asks_a_question,
     ends_at,
     fetches,
     goes_through,
@@ -33,7 +34,7 @@ from envace_demo.engine.imagined import (
     short_answers,
     wrote,
 )
-from envace_demo.engine.verdict import Held, RunState, drop_contradicted, run_checked, supersede
+from envace_demo.engine.verdict import Held, RunState, drop_contradicted, drop_unasked, run_checked, supersede
 from envace_demo.identifiers import ground
 from envace_demo.events import Event, TurnUpdated
 from envace_demo.generation import BatchGenerator
@@ -113,8 +114,7 @@ class TrajectoryRunner:
             action = parse_action(gen.text, self.tool_names, require_call=require, cut=gen.finish_reason == "length")
             turn = new_turn(turns, action, gen, prompt, self.user_turn)
             turn.action_from = taken
-            kept = lead and keeps(action, gen, require, self._short_answers())
-            if kept:
+            if kept := lead and keeps(action, gen, require, self._short_answers()):
                 self.imagined_actions[prompt.shown()] = (gen, rindex, turn_index)
             if action.error:
                 turn.error = f"{action.error}: {action.error_message}"
@@ -152,6 +152,9 @@ class TrajectoryRunner:
                     if step.error:
                         conversation.turns.append(turn)
                         return Outcome(None, "environment_error")
+            if execute and unasked(cfg, conversation) and drop_unasked(turn, state):
+                yield TurnUpdated(where, rindex, turn, None, "acted")
+                continue
             if (lead and not kept and cfg.follow_rehearsed_writes and plans_write(action, gen, self._writes)
                     and goes_through(turn) and asked_for(action, conversation.user, self._writes)):
                 self.imagined_actions[prompt.shown()] = (gen, rindex, turn_index - 1)  # a write let through
@@ -192,8 +195,7 @@ class TrajectoryRunner:
                                    real_results, memory, self.batcher.check_limits)
             return Outcome(None, "environment_error") if any(h.step.error for h in checked) else None
         elif execute and conversation.memory and self.config.answer_without_memory:
-            # The memory chose the calls; the answer is worded from the conversation alone,
-            # with the seed this turn had: as without rehearsal where the results are the same.
+            # The memory chose the calls; the words come from the conversation, with this turn's seed.
             turn.set_aside = "worded with the rehearsal memory in view; worded again from the conversation alone"
             conversation.memory, state.redraw = None, True
             self.batcher.redraw_committed_seed()
@@ -252,7 +254,7 @@ class TrajectoryRunner:
                     turn, step, tool, self.tools, conversation, real_results, where, rindex, context, own, ask
                 )
                 yield TurnUpdated(where, rindex, turn, at, "rehearsed")
-                if execute and held is not None and self.committer.hold(step, held, tool):
+                if execute and held is not None and self.committer.hold(step, held, tool, unasked(self.config, conversation)):
                     yield TurnUpdated(where, rindex, turn, at, "held")
                     return
             if execute:
@@ -296,6 +298,11 @@ class TrajectoryRunner:
 
     def _short_answers(self) -> bool:
         return short_answers(self.constrained, self.policy, self.config)
+
+
+def unasked(config: EpisodeConfig, conversation: Conversation) -> bool:
+    """Whether a write now is one nobody asked for: the request asks a question."""
+    return config.drop_unasked_failures and asks_a_question(conversation.user)
 
 
 def offered(tools: list[Tool], prompt: Any, last: bool, config: EpisodeConfig) -> tuple[Tool, ...]:

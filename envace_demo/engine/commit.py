@@ -62,15 +62,17 @@ class Committer:
             return None
         return self.environment.writes(tool.original_name)
 
-    def hold(self, step: CallStep, held: set[str], tool: Tool | None = None) -> bool:
+    def hold(self, step: CallStep, held: set[str], tool: Tool | None = None, unasked: bool = False) -> bool:
         """Whether ``step`` is held: its rehearsal predicted a failure, surely enough
-        (``hold_certainty``), the call may change state (a read's real result costs nothing
-        and is what the answer needs), and the same call was not held before in this run."""
+        (``hold_certainty``; at any certainty where nobody asked for the write, ``unasked``),
+        the call may change state (a read's real result costs nothing and is what the answer
+        needs), and the same call was not held before in this run."""
         if not self.hold_predicted_failures or not is_error(step.rehearsed) or rehearsal_failed(step.rehearsed):
             return False
         if self.writes(tool) is False:
             return False
-        if self.hold_certainty is not None and step.certainty is not None and step.certainty < self.hold_certainty:
+        sure = unasked or self.hold_certainty is None or step.certainty is None
+        if not sure and step.certainty < self.hold_certainty:
             step.unsure = True
             return False
         key = json.dumps(step.call.to_dict(), sort_keys=True, default=str)

@@ -146,6 +146,14 @@ class EpisodeConfig:
                   "held, the actor answered the foreseen refusal without the word its answer had without "
                   "rehearsal. False: the answer drawn with the memory stands"},
     )
+    drop_unasked_failures: bool = field(
+        default=True,
+        metadata={"help": "a committed write in a request that asks a question (what, which, is, does, ...: "
+                  "engine/imagined.py), whose rehearsal foresaw a failure at any certainty, is not made and leaves "
+                  "the actor's history; the actor answers from the real results, no call on offer. Nobody asked for "
+                  "it, so a wrong foresight loses nothing: asked what was on a todo list, the actor read it, then "
+                  "wrote it back without overwrite and failed for real. False: such a write is held like any other"},
+    )
     grounded_ids: bool = field(
         default=True,
         metadata={"help": "an identifier argument (id, *_id) with a declared pattern is, in the actor's grammar, one "

@@ -83,6 +83,11 @@ _QUESTION = re.compile(r"(?:^|[.!?]\s+)(?:what|which|who|whom|whose|where|when|w
                        r"|has|have)\b", re.IGNORECASE)
 
 
+def asks_a_question(request: str) -> bool:
+    """Whether a sentence of ``request`` opens as a question: it asks for information."""
+    return bool(_QUESTION.search(request.strip()))
+
+
 def asked_for(action, request: str, writes: Writes) -> bool:
     """Whether the user's ``request`` can have asked for the writes of an imagined action
     (``EpisodeConfig.follow_rehearsed_writes``): worded as an instruction, not a question,
@@ -90,7 +95,7 @@ def asked_for(action, request: str, writes: Writes) -> bool:
     identifier's digits state no number). An imagined answer is cut to one
     character, so an imagined run calls where the actor would have answered: on "What is the
     balance of ACC-1003?" it deposited the balance it had read."""
-    if _QUESTION.search(request.strip()):
+    if asks_a_question(request):
         return False
     used = {v for c in action.calls if writes(c.name) is not False
             for _, leaf in leaves(c.arguments) if is_number(leaf) for v in values(repr(float(leaf)))}

@@ -155,6 +155,20 @@ def drop_contradicted(
         yield MemoryReady(memory)
 
 
+def drop_unasked(turn: Turn, state: RunState) -> bool:
+    """Whether ``turn`` (in a request that asks a question) made only writes foreseen to fail:
+    nobody asked for them, so they never run, trusted, and leave the actor's history; the
+    actor answers from the real results next, no call on offer."""
+    if not turn.calls or not all(c.held for c in turn.calls):
+        return False
+    for step in turn.calls:
+        step.trusted = True
+    state.pending = [h for h in state.pending if h.turn is not turn]
+    turn.superseded = "a write the request did not ask for (it asks a question), foreseen to fail: not made"
+    state.redraw = True
+    return True
+
+
 def supersede(step: CallStep, conversation: Conversation) -> Turn | None:
     """The held turn of ``conversation`` that the real ``step`` contradicts, taken out of
     the actor's history (``Turn.superseded``), or None: a turn of held calls only, one of
