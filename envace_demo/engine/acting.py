@@ -105,12 +105,12 @@ class TrajectoryRunner:
         # Past its last step a committed run still answers: no call on offer, none made.
         while turn_index < cfg.max_steps or (execute and turn_index == cfg.max_steps):
             last = turn_index == cfg.max_steps
-            redraw, state.redraw = state.redraw, False  # an answer drawn again: no call on offer
-            require = cfg.require_first_call and turn_index == 0 and not last and not redraw
+            answer, state.answer_next = state.answer_next, False
+            require = cfg.require_first_call and turn_index == 0 and not last and not answer
             prompt = actor_prompt(self.backend, conversation, self.tools)
             lead = where == "rehearsal" and rindex == self.lead and not state.withdrawn
-            gen, taken = yield from self._act(prompt, where, rindex, require, turn_index, state.withdrawn or redraw,
-                                              lead, last or redraw)
+            gen, taken = yield from self._act(prompt, where, rindex, require, turn_index, state.withdrawn or answer,
+                                              lead, last or answer)
             action = parse_action(gen.text, self.tool_names, require_call=require, cut=gen.finish_reason == "length")
             turn = new_turn(turns, action, gen, prompt, self.user_turn)
             turn.action_from = taken
@@ -197,7 +197,7 @@ class TrajectoryRunner:
         elif execute and conversation.memory and self.config.answer_without_memory:
             # The memory chose the calls; the words come from the conversation, with this turn's seed.
             turn.set_aside = "worded with the rehearsal memory in view; worded again from the conversation alone"
-            conversation.memory, state.redraw = None, True
+            conversation.memory, state.answer_next = None, True
             self.batcher.redraw_committed_seed()
             yield TurnUpdated(where, rindex, turn, None, "acted")
             return None

@@ -47,7 +47,9 @@ class RunState:
     trust_certainty: float | None = None
     held_keys: set[str] = field(default_factory=set)  # calls held once (asked again, they run)
     withdrawn: bool = False  # an answer taken back once for values only rehearsals had
-    redraw: bool = False  # the next turn draws again, without the memory, the answer given with it
+    # The next turn answers (no call on offer, no imagined action taken): an answer worded
+    # again without the memory, or one after writes nobody asked for were dropped.
+    answer_next: bool = False
     pending: list[Held] = field(default_factory=list)  # held calls still looking for another path
 
     def executed(self, step: CallStep) -> None:
@@ -165,7 +167,7 @@ def drop_unasked(turn: Turn, state: RunState) -> bool:
         step.trusted = True
     state.pending = [h for h in state.pending if h.turn is not turn]
     turn.superseded = "a write the request did not ask for (it asks a question), foreseen to fail: not made"
-    state.redraw = True
+    state.answer_next = True
     return True
 
 
