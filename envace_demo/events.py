@@ -7,7 +7,7 @@ from typing import Literal
 
 from envace_demo.record import Rehearsal, Trajectory, Turn
 
-Where = Literal["rehearsal", "commit"]
+Where = Literal["rehearsal", "commit", "repair"]
 Phase = Literal["acted", "rehearsed", "held", "executed"]
 
 

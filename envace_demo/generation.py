@@ -135,6 +135,8 @@ class BatchGenerator:
         without rehearsal, whatever the rehearsals drew before it, so a committed run that
         reads nothing from them acts as that episode does, token for token."""
         s = self.sampling
+        if requests and requests[0].temperature is not None:
+            s = replace(s, temperature=requests[0].temperature)
         if s.seed is None:
             return s
         if requests and requests[0].aligned is not None:  # row 0: the committed actor's k-th seed, not drawn

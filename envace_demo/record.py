@@ -150,6 +150,9 @@ class Turn:
     # the same call contradicted its foreseen failure, or its writes, foreseen to fail, were
     # ones the request (a question) never asked for.
     superseded: str | None = None
+    # A committed turn whose action is another path the rehearsal found for a held call
+    # (``engine/repair.py``): what the plan is.
+    repaired: str | None = None
 
     def read(self) -> bool:
         """Whether the actor's later turns read this turn: not an answer taken back, not a

@@ -47,6 +47,8 @@ class Request:
     # The lead imagined run's k-th action: drawn with the seed the committed actor's k-th
     # action will have (``generation.BatchGenerator``), so the committed run may take it.
     aligned: int | None = None
+    # Drawn at this temperature instead of the episode's (a search for calls it rarely makes).
+    temperature: float | None = None
 
 
 Run = Generator[Any, "Generation | None", Outcome]

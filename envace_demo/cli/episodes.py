@@ -44,6 +44,7 @@ def _print_step(where: str, event: TurnUpdated, out) -> None:
     step = turn.calls[event.call]
     valid = "valid" if step.valid else "INVALID: " + "; ".join(step.validation_errors)
     taken = f"; rehearsal {turn.action_from + 1}'s action, same prompt and seed" if turn.action_from is not None else ""
+    taken += f"; another path the rehearsal found: {turn.repaired}" if turn.repaired else ""
     print(f"{prefix} call {step.call.name} {_short(step.call.arguments)} ({valid}{taken})", file=out)
     for read in step.context:
         print(f"{prefix}   read first: {read['call']['name']} {_short(read['call']['arguments'])} -> {_short(read['result'])}",

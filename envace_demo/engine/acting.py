@@ -21,6 +21,7 @@ from envace_demo.engine.limits import (
     cut_by,
 )
 from envace_demo.engine.rehearsal import CallRehearser, score_call
+from envace_demo.engine.repair import Repairs
 from envace_demo.engine.imagined import (
     asked_for,
     asks_a_question,
@@ -69,19 +70,19 @@ class TrajectoryRunner:
         self.sampling, self.batcher, self.deadline = sampling, batcher, deadline
         self.rehearser, self.committer, self.constrained = rehearser, committer, constrained
         self.rehearsals: list[Rehearsal] = []  # the episode's imagined runs: what only they had
-        # The lead imagined run's actions (the lowest index of the user turn's rehearsals),
-        # its k-th drawn with the seed the committed actor's k-th will have: actor prompt ->
-        # (generation, rehearsal index, k). A committed actor asked the same prompt at its
-        # k-th turn takes it: the same question and seed, so the same answer.
+        # The lead imagined run's actions (the lowest index of the user turn's rehearsals), its k-th drawn
+        # with the seed the committed actor's k-th will have: actor prompt -> (generation, rehearsal index,
+        # k). A committed actor asked the same prompt at its k-th turn takes it: the same answer.
         self.imagined_actions: dict[str, tuple[Generation, int, int]] = {}
         self.lead: int | None = None
         self.user_turn = 0
+        self.repairs = Repairs(self)  # another path for a held call, found by rehearsal
         self.tools: list[Tool] = task.tools_at(0)
         self.tool_names = {t.name for t in self.tools}
 
     def at_user_turn(self, k: int) -> None:
         """The user turn being run, and the tools offered in it (a conversation may add some)."""
-        self.user_turn, self.tools = k, self.task.tools_at(k)
+        self.user_turn, self.tools, self.repairs = k, self.task.tools_at(k), Repairs(self)
         self.imagined_actions.clear()
         self.tool_names = {t.name for t in self.tools}
 
@@ -109,12 +110,11 @@ class TrajectoryRunner:
             require = cfg.require_first_call and turn_index == 0 and not last and not answer
             prompt = actor_prompt(self.backend, conversation, self.tools)
             lead = where == "rehearsal" and rindex == self.lead and not state.withdrawn
-            gen, taken = yield from self._act(prompt, where, rindex, require, turn_index, state.withdrawn or answer,
-                                              lead, last or answer)
+            gen, taken, repaired = yield from self._act(prompt, where, rindex, require, turn_index,
+                                                        state.withdrawn or answer, lead, last or answer)
             action = parse_action(gen.text, self.tool_names, require_call=require, cut=gen.finish_reason == "length")
-            turn = new_turn(turns, action, gen, prompt, self.user_turn)
-            turn.action_from = taken
-            if kept := lead and keeps(action, gen, require, self._short_answers()):
+            turn = new_turn(turns, action, gen, prompt, self.user_turn, taken, repaired)
+            if kept := lead and keeps(action, gen, require, short_answers(self.constrained, self.policy, cfg)):
                 self.imagined_actions[prompt.shown()] = (gen, rindex, turn_index)
             if action.error:
                 turn.error = f"{action.error}: {action.error_message}"
@@ -142,6 +142,7 @@ class TrajectoryRunner:
                 yield from self._call(turn, step, conversation, real_results, where, rindex, execute, state.held_keys)
                 if execute and step.held:
                     state.pending.append(Held(turn, len(turn.calls) - 1, step, len(real_results)))
+                    self.repairs.held(turn, step, conversation, real_results)
                     continue
                 if execute:
                     state.executed(step)
@@ -212,7 +213,7 @@ class TrajectoryRunner:
                 yield TurnUpdated(where, rindex, turn, None, "acted")
                 return None
         yield TurnUpdated(where, rindex, turn, None, "acted")
-        if where == "rehearsal" and self._short_answers() and not turn.error:
+        if where == "rehearsal" and short_answers(self.constrained, self.policy, self.config) and not turn.error:
             return Outcome(None, "answer")  # its first character only: the committed run answers
         return Outcome(content, "max_new_tokens" if turn.error else "answer")
 
@@ -275,29 +276,29 @@ class TrajectoryRunner:
     def _act(
         self, prompt: Any, where: str, rindex: int | None, require: bool, k: int, withdrawn: bool, lead: bool,
         last: bool = False,
-    ) -> Generator[Request, Generation, tuple[Generation, int | None]]:
-        """The actor's ``k``-th generation, and the rehearsal it was taken from: a committed
-        actor asked what the lead imagined run was asked at its ``k``-th turn, with the same
-        seed, takes its answer; the ``lead`` run draws the seeds the committed actor will."""
+    ) -> Generator[Request, Generation, tuple[Generation, int | None, str | None]]:
+        """The actor's ``k``-th generation, the rehearsal it was taken from, and the plan it is a step
+        of: a committed actor asked what the lead imagined run was asked at its ``k``-th turn, with the
+        same seed, takes its answer (the ``lead`` run draws the seeds the committed actor will); after
+        a hold, a path the rehearsal found comes first (``repair.py``)."""
+        if where == "commit" and not (withdrawn or last) and (planned := (yield from self.repairs.next_action())):
+            return planned[0], None, planned[1]
         taken = imagined_action(self.imagined_actions, prompt.shown(), k) if where == "commit" and not withdrawn else None
         if taken is not None:
             self.batcher.skip_committed_seed()
-            return replace(taken[0], seconds=0.0), taken[1]
+            return replace(taken[0], seconds=0.0), taken[1], None
         # The committed actor reads which calls an imagined run made and what they were
         # predicted to do, never its answer (unless the memory view is "full"): an imagined
         # answer stops after its first words.
-        short = where == "rehearsal" and self._short_answers()
+        short = where == "rehearsal" and short_answers(self.constrained, self.policy, self.config)
         constraint = Constraint(role="actor", think_chars=self.config.think_chars,
                                 tools=offered(self.tools, prompt, last, self.config), require_call=require,
                                 answer_chars=IMAGINED_ANSWER_CHARS if short else None) if self.constrained else None
         gen = yield Request(prompt, constraint, "actor", where, rindex, aligned=k if lead else None)
-        return gen, None
+        return gen, None, None
 
     def _writes(self, name: str) -> bool | None:  # as the environment says (None: unknown)
         return self.committer.writes(find_tool(self.tools, name))
-
-    def _short_answers(self) -> bool:
-        return short_answers(self.constrained, self.policy, self.config)
 
 
 def unasked(config: EpisodeConfig, conversation: Conversation) -> bool:
@@ -313,7 +314,8 @@ def offered(tools: list[Tool], prompt: Any, last: bool, config: EpisodeConfig) -
     return ground(tools, prompt.messages) if config.grounded_ids else tuple(tools)
 
 
-def new_turn(turns: list[Turn], action: Action, gen: Generation, prompt: Any, user_turn: int = 0) -> Turn:
+def new_turn(turns: list[Turn], action: Action, gen: Generation, prompt: Any, user_turn: int = 0,
+             action_from: int | None = None, repaired: str | None = None) -> Turn:
     turn = Turn(
         index=len(turns),
         user_turn=user_turn,
@@ -322,6 +324,8 @@ def new_turn(turns: list[Turn], action: Action, gen: Generation, prompt: Any, us
         act_tokens=gen.new_tokens,
         prompt_tokens=gen.prompt_tokens,
         actor_prompt=prompt.shown(),
+        action_from=action_from,
+        repaired=repaired,
     )
     turns.append(turn)
     return turn

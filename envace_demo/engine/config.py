@@ -199,6 +199,14 @@ class EpisodeConfig:
                   "(CallStep.certainty) is trusted: an answer given without another path stands and the call never "
                   "runs; a less sure one is checked (check_given_up); None checks every held call"},
     )
+    repair_candidates: int = field(
+        default=4,
+        metadata={"help": "after a committed write is held (its failure foreseen surely), the actor is asked for "
+                  "this many other calls, each rehearsed before anything runs; the first that makes the user's call "
+                  "go through (the same call with one more argument, such as overwrite, or an additive call first, "
+                  "such as the missing folder) is committed (engine/repair.py). Asked to save a file in a folder "
+                  "that did not exist, the actor reported the foreseen failure. 0: none"},
+    )
     redact: Callable[[str], str] | None = field(
         default=None,
         repr=False,
@@ -212,6 +220,8 @@ class EpisodeConfig:
             raise ConfigError(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
         if self.mode in ("parallel", "sequential", "imagine") and not 1 <= self.n <= 64:
             raise ConfigError(f"n must be between 1 and 64, not {self.n}")
+        if not 0 <= self.repair_candidates <= 16:
+            raise ConfigError(f"repair_candidates must be between 0 and 16, not {self.repair_candidates}")
         if not self.tool_seconds > 0:
             raise ConfigError(f"tool_seconds must be positive, not {self.tool_seconds}")
         if not 0 < self.rehearsal_share < 1:

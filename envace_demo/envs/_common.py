@@ -78,6 +78,12 @@ def _writers(env_name: str) -> frozenset[str]:
     return frozenset(spec["function"]["name"] for spec in tool_specs(env_name) if spec["function"].get("x-writes"))
 
 
+@functools.cache
+def _additive(env_name: str) -> frozenset[str]:
+    return frozenset(spec["function"]["name"] for spec in tool_specs(env_name)
+                     if spec["function"].get("x-destructive") is False)
+
+
 def _describe(err: Any) -> str:
     where = "/".join(str(p) for p in err.absolute_path) or "arguments"
     return f"{where}: {err.message}"
@@ -115,6 +121,10 @@ class ToolEnvironment(Environment):
 
     def writes(self, name: str) -> bool | None:
         return name in self.state_changing
+
+    def additive(self, name: str) -> bool:
+        """As tools.json declares it (``"x-destructive": false``)."""
+        return name in _additive(self.name)
 
     def stated_facts(self, call: Any, shown: list[tuple[Any, Any]]) -> str | None:
         from envace_demo.facts import stated_facts

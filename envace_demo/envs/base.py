@@ -37,6 +37,13 @@ class Environment(ABC):
         None where the environment does not know (the default)."""
         return None
 
+    def additive(self, name: str) -> bool:
+        """Whether tool ``name`` only adds to the state (creates what is missing, never
+        overwrites or removes): MCP's ``destructiveHint: false``. False where the
+        environment does not say (the default): such a tool is never made unasked
+        (``engine/repair.py``)."""
+        return False
+
     def context_reads(self, name: str, arguments: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         """The reads (tool name, arguments) that show the state a call of ``name`` with
         ``arguments`` depends on: the rehearser reads them for real before it predicts that

@@ -251,6 +251,8 @@ def _step_html(i: int, turn: Turn, s: CallStep | None, traj: Trajectory, condens
         act += "".join(f'<div class="ev-err">{esc(e)}</div>' for e in s.validation_errors)
     if turn.action_from is not None and s is turn.calls[0]:
         act += f'<div class="ev-note">{esc(taken_note(turn.action_from))}</div>'
+    if turn.repaired and s is turn.calls[0]:
+        act += f'<div class="ev-note">{esc(REPAIRED_NOTE.format(why=turn.repaired))}</div>'
     rehearsed = (
         pre(to_json(s.rehearsed, limit), "ev-json ev-is-error" if is_error(s.rehearsed) else "ev-json")
         if s.rehearsed is not None
@@ -320,6 +322,7 @@ UNSURE_NOTE = ("not held: the rehearser gave this failure only {p:.2f}, below Ep
 SKIPPED_NOTE = ("{n} other imagined run{s} never started: the lead run foresaw nothing, so the memory stays unread "
                 "and they could change nothing in the committed run (EpisodeConfig.imagined_others)")
 SUPERSEDED_NOTE = "left out of the actor's history: {why}"
+REPAIRED_NOTE = "another path the rehearsal found: {why}"
 WITHDRAWN_ANSWER_NOTE = "taken back: {why}; the actor answered again from the real results alone"
 SET_ASIDE_NOTE = "set aside: {why}"
 WITHDRAWN_NOTE = "the rehearsal memory was withdrawn here: {why}; the next turns read the real results alone"

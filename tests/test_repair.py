@@ -1,0 +1,168 @@
+"""Another path for a held call, found by rehearsal (``engine/repair.py``): the plans it may
+commit, and the ones it must not (a scripted backend that takes grammars: exact outputs force
+each path; the candidates come from a queue of their own, told apart by their temperature)."""
+
+import pytest
+
+from conftest import call_text, result_text
+from helpers.scripted import ScriptedBackend, sure
+from envace_demo.engine import EpisodeConfig, run_episode
+from envace_demo.engine.repair import CANDIDATE_TEMPERATURE, is_prerequisite, is_variant
+from envace_demo.envs.registry import create
+from envace_demo.models.base import Generation, Sampling
+from envace_demo.record import ToolCall, call_steps
+from envace_demo.tasks import Task
+
+README = {"path": "/projects/app/README.md", "content": "# App"}
+NO_DIR = {"error": {"code": "NOT_FOUND", "message": "no such directory: /projects/app"}}
+TODO = {"path": "/notes/todo.txt", "content": "- water the plants"}
+EXISTS = {"error": {"code": "ALREADY_EXISTS", "message": "/notes/todo.txt already exists"}}
+
+
+class _Constrained(ScriptedBackend):
+    """A scripted backend the engine hands grammars to; candidates drawn for a repair come from
+    ``candidates``."""
+
+    supports_constraints = True
+
+    def __init__(self, actor=(), rehearser=(), candidates=()):
+        super().__init__(actor, rehearser)
+        self.candidates = list(candidates)
+        self.candidate_seeds: list[int | None] = []
+        self.actor_seeds: list[int | None] = []
+
+    def generate(self, prompt, sampling, constraint=None, on_token=None, cancel=None):
+        if sampling.temperature == CANDIDATE_TEMPERATURE and constraint is not None and constraint.role == "actor":
+            self.candidate_seeds.append(sampling.seed)
+            if not self.candidates:
+                raise AssertionError("candidates exhausted")
+            text = self.candidates.pop(0)
+            return Generation(text, max(1, len(text) // 4), 10, 0.0)
+        if constraint is None or constraint.role == "actor":
+            self.actor_seeds.append(sampling.seed)
+        return super().generate(prompt, sampling, constraint, on_token, cancel)
+
+
+def _run(env, prompt, actor, rehearser, candidates=(), **config):
+    backend = _Constrained(actor, rehearser, candidates)
+    environment = create(env)
+    cfg = EpisodeConfig(mode="parallel", n=1, **config)
+    traj = run_episode(backend, Task("t", prompt, environment.tools()), cfg, environment)
+    return traj, environment, backend
+
+
+def _ok(value, p=0.99):
+    return sure(result_text(value), p)
+
+
+def test_a_missing_folder_is_created_first_when_both_steps_are_foreseen_to_go_through():
+    write = call_text("write_file", README)
+    traj, env, backend = _run(
+        "files", "Save a file /projects/app/README.md that contains: # App",
+        actor=["<think></think>\nNo call.", write, "<think></think>\nSaved."],
+        rehearser=[_ok(NO_DIR), _ok({"path": "/projects/app", "created": True}),
+                   _ok({"path": "/projects/app/README.md", "size": 5, "created": True})],
+        # the held call again (skipped), a folder named as the file (not a proper part), the folder
+        candidates=[write, call_text("create_directory", {"path": "/projects/app/README.md"}),
+                    call_text("create_directory", {"path": "/projects/app"})],
+    )
+    held, made, written = call_steps(traj.turns)
+    assert held.held and held.real is None
+    assert made.call == ToolCall("create_directory", {"path": "/projects/app"}) and made.real["created"] is True
+    assert written.call.name == "write_file" and written.call.arguments == README and "error" not in written.real
+    assert env.state()["files"]["/projects/app/README.md"] == "# App"
+    assert "create_directory first" in traj.turns[1].repaired and "after create_directory" in traj.turns[2].repaired
+    # The held write was rehearsed once, after the folder, in that imagined world: not asked again.
+    assert written.repeats_hold and len(backend.rehearser) == 0
+    totals = traj.totals()
+    assert (totals["real_calls"], totals["real_errors"], totals["held_calls"]) == (2, 0, 1)
+    assert traj.final_answer == "Saved."
+
+
+def test_a_variant_that_keeps_every_value_and_adds_overwrite_replaces_the_file():
+    traj, env, _ = _run(
+        "files", "Replace everything in /notes/todo.txt with: - water the plants",
+        actor=["<think></think>\nNo call.", call_text("write_file", TODO), "<think></think>\nReplaced."],
+        rehearser=[_ok(EXISTS), _ok({"path": "/notes/todo.txt", "size": 18, "created": False})],
+        candidates=[call_text("delete_file", {"path": "/notes/todo.txt"}),  # not additive: never made
+                    call_text("write_file", {**TODO, "overwrite": True})],
+    )
+    held, replaced = call_steps(traj.turns)
+    assert held.held and replaced.call.arguments == {**TODO, "overwrite": True}
+    assert env.state()["files"]["/notes/todo.txt"] == "- water the plants"
+    assert "overwrite=true" in traj.turns[1].repaired
+    assert traj.totals()["real_errors"] == 0
+
+
+@pytest.mark.parametrize("foreseen", [_ok(EXISTS), _ok({"path": "/notes/todo.txt", "size": 18, "created": False}, 0.6)],
+                         ids=["foreseen-to-fail", "unsure"])
+def test_a_variant_not_surely_foreseen_to_go_through_is_never_made(foreseen):
+    """The search ends with nothing: the actor acts as it would have, with the seed it had."""
+    traj, env, backend = _run(
+        "files", "Replace everything in /notes/todo.txt with: - water the plants",
+        actor=["<think></think>\nNo call.", call_text("write_file", TODO), "<think></think>\nIt already exists."],
+        rehearser=[_ok(EXISTS), foreseen],
+        candidates=[call_text("write_file", {**TODO, "overwrite": True})] * 4,
+        sampling=Sampling(seed=7),
+    )
+    (held,) = call_steps(traj.turns)
+    assert held.held and held.trusted and not any(t.repaired for t in traj.turns)
+    assert env.state()["files"]["/notes/todo.txt"].startswith("- buy milk")
+    assert len(backend.candidate_seeds) == 4  # the same variant, rehearsed once, then skipped
+    # The committed actor's seeds are the ones an episode without the search draws.
+    plain, _, base = _run(
+        "files", "Replace everything in /notes/todo.txt with: - water the plants",
+        actor=["<think></think>\nNo call.", call_text("write_file", TODO), "<think></think>\nIt already exists."],
+        rehearser=[_ok(EXISTS)], repair_candidates=0, sampling=Sampling(seed=7),
+    )
+    assert backend.actor_seeds == base.actor_seeds and None not in base.actor_seeds
+    assert traj.final_answer == plain.final_answer and set(backend.candidate_seeds).isdisjoint(base.actor_seeds)
+
+
+def test_a_request_that_cannot_be_met_keeps_the_users_amount():
+    """A smaller withdrawal would go through; it is not what was asked, so it is never made."""
+    traj, env, backend = _run(
+        "bank", "Withdraw $40 from ACC-1005.",
+        actor=["<think></think>\nNo call.", call_text("withdraw", {"account_id": "ACC-1005", "amount": 40}),
+               "<think></think>\nACC-1005 holds too little."],
+        rehearser=[_ok({"error": {"code": "INSUFFICIENT_FUNDS", "message": "ACC-1005 holds 15.50"}})],
+        candidates=[call_text("withdraw", {"account_id": "ACC-1005", "amount": 15.5}),
+                    call_text("deposit", {"account_id": "ACC-1005", "amount": 40})] * 2,
+    )
+    (held,) = call_steps(traj.turns)
+    assert held.held and env.state()["accounts"]["ACC-1005"]["balance"] == 15.5
+    assert len(backend.rehearser) == 0 and not backend.candidates  # no candidate was worth a rehearsal
+
+
+def test_no_search_without_candidates_or_a_grammar(scripted):
+    write = call_text("write_file", README)
+    traj, _, backend = _run("files", "Save /projects/app/README.md with: # App",
+                            actor=["<think></think>\nNo call.", write, "<think></think>\nNo such folder."],
+                            rehearser=[_ok(NO_DIR)], repair_candidates=0)
+    assert backend.candidate_seeds == [] and call_steps(traj.turns)[0].held
+    plain = scripted(actor=["<think></think>\nNo call.", write, "<think></think>\nNo such folder."],
+                     rehearser=[_ok(NO_DIR)])
+    env = create("files")
+    traj = run_episode(plain, Task("t", "Save /projects/app/README.md with: # App", env.tools()),
+                       EpisodeConfig(mode="parallel", n=1), env)
+    assert not any(t.repaired for t in traj.turns) and not plain.actor
+
+
+def test_what_counts_as_a_variant_or_a_prerequisite():
+    held = ToolCall("write_file", {"path": "/a/b/c.txt", "content": "x"})
+    assert is_variant(held, ToolCall("write_file", {"path": "/a/b/c.txt", "content": "x", "overwrite": True}))
+    assert not is_variant(held, ToolCall("write_file", {"path": "/a/b/c.txt", "content": "y", "overwrite": True}))
+    assert not is_variant(held, held)  # nothing added
+    assert not is_variant(held, ToolCall("copy_file", {"path": "/a/b/c.txt", "content": "x", "overwrite": True}))
+    folder = ToolCall("create_directory", {"path": "/a/b"})
+    assert is_prerequisite(held, folder, additive=True)
+    assert not is_prerequisite(held, folder, additive=False)  # a tool that may destroy: never unasked
+    assert not is_prerequisite(held, ToolCall("create_directory", {"path": "/a/b/c.txt"}), additive=True)
+    assert not is_prerequisite(held, ToolCall("create_directory", {"path": "/elsewhere"}), additive=True)
+    money = ToolCall("withdraw", {"account_id": "ACC-1005", "amount": 40})
+    assert not is_prerequisite(money, ToolCall("deposit", {"account_id": "ACC-1005", "amount": 40}), additive=True)
+
+
+def test_the_bundled_environments_declare_which_writes_only_add():
+    assert create("files").additive("create_directory") and not create("files").additive("delete_file")
+    assert not create("files").additive("write_file") and not create("bank").additive("withdraw")
