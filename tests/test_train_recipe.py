@@ -198,3 +198,18 @@ def test_even_outcomes_caps_each_tool_and_outcome():
     assert sum(1 for r in more if r.call.name == "withdraw" and outcome_of(r.real) == "success") == 6
     assert sum(1 for r in more if outcome_of(r.real) == "ACCOUNT_FROZEN") == 1
     assert sum(1 for r in more if r.call.name == "deposit") == 3
+
+
+def test_even_outcomes_can_draw_each_setting_of_a_flag_as_its_own_outcome():
+    from types import SimpleNamespace
+
+    from envace_demo.train.recipe import even_outcomes
+
+    def write(overwrite):
+        arguments = {"path": "/a", "content": "x"} | ({} if overwrite is None else {"overwrite": overwrite})
+        return SimpleNamespace(call=SimpleNamespace(name="write_file", arguments=arguments), real={"created": True})
+
+    rows = [write(None)] * 9 + [write(True)] * 2
+    assert len(even_outcomes(rows, 3, seed=0)) == 3  # one class: three rows of eleven
+    kept = even_outcomes(rows, 3, seed=0, flags=True)  # the two overwrites are a class of their own
+    assert sum(r.call.arguments.get("overwrite") is True for r in kept) == 2 and len(kept) == 5

@@ -89,6 +89,9 @@ def register(sub) -> argparse.ArgumentParser:
     p.add_argument("--success-rows-per-outcome", type=int,
                    help="demo-cpu: with --world-rows-per-outcome, at most N successes of each tool instead "
                    "(default: as many as of each error code)")
+    p.add_argument("--outcome-flags", action=argparse.BooleanOptionalAction, default=None,
+                   help="demo-cpu: with --world-rows-per-outcome, each setting of a call's boolean arguments "
+                   "(overwrite true or not) drawn as an outcome of its own (default: off)")
     p.add_argument("--outcome-weight", type=float,
                    help="demo-cpu: weight of a rehearser target's outcome tokens (success or which error) in "
                    "the loss (default: 1)")
@@ -168,7 +171,7 @@ def recipe_from(args: argparse.Namespace):
         changes["roles"] = ("actor", "rehearser") if args.roles == "both" else (args.roles,)
     for name in ("rehearser_epochs", "actor_variants", "rehearser_phrasings", "memory_every", "memory_elsewhere",
                  "actor_recovery", "from_adapter", "rehearser_worlds", "world_tasks", "seeded_rows", "world_contrast",
-                 "world_rows_per_outcome", "success_rows_per_outcome", "outcome_weight", "facts_weight", "rehearser_facts",
+                 "world_rows_per_outcome", "success_rows_per_outcome", "outcome_flags", "outcome_weight", "facts_weight", "rehearser_facts",
                  "drill_worlds"):
         if getattr(args, name, None) is not None:
             changes[name] = getattr(args, name)

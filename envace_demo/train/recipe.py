@@ -87,6 +87,10 @@ class DemoRecipe:
     # rehearser foresaw refusals where the bank took the call (a $300 transfer within a $2,000
     # limit rehearsed as DAILY_LIMIT_EXCEEDED): the state decides, but most calls go through.
     success_rows_per_outcome: int | None = None
+    # Each setting of a call's boolean arguments drawn as an outcome of its own (``overwrite``
+    # true or not): drawn by outcome alone, a write's successes were nearly all new files, and
+    # the rehearser foresaw ALREADY_EXISTS for a write with overwrite true (0.97 sure).
+    outcome_flags: bool = False
     # The weight of a rehearser target's outcome tokens in the loss (``sft.token_weights``).
     outcome_weight: float = 1.0
     # The weight of a reasoning target's deciding facts (``sft.token_weights``): 0 where the
@@ -274,14 +278,17 @@ def outcome_of(result) -> str:
     return error_code(result) if is_error(result) else "success"
 
 
-def even_outcomes(rows: list, cap: int, seed: int = 0, success_cap: int | None = None) -> list:
+def even_outcomes(rows: list, cap: int, seed: int = 0, success_cap: int | None = None, flags: bool = False) -> list:
     """At most ``cap`` rows of each (tool, outcome), drawn by ``seed``, in their order; of a
-    tool's successes at most ``success_cap`` where given."""
+    tool's successes at most ``success_cap`` where given. ``flags``: each setting of the
+    call's boolean arguments is a class of its own."""
     import random
 
-    by: dict[tuple[str, str], list[int]] = {}
+    by: dict[tuple, list[int]] = {}
     for i, row in enumerate(rows):
-        by.setdefault((row.call.name, outcome_of(row.real)), []).append(i)
+        arguments = getattr(row.call, "arguments", None) or {}
+        setting = tuple(sorted((k, v) for k, v in arguments.items() if isinstance(v, bool))) if flags else ()
+        by.setdefault((row.call.name, outcome_of(row.real), setting), []).append(i)
     rng = random.Random(f"even-outcomes:{seed}")
     caps = {key: success_cap if key[1] == "success" and success_cap is not None else cap for key in by}
     kept = sorted(i for key, idx in by.items() for i in (rng.sample(idx, caps[key]) if len(idx) > caps[key] else idx))
@@ -303,7 +310,8 @@ def recipe_rows(backend, recipe: DemoRecipe, scripted: list[ScriptedTask]):
     def capped(rows: list) -> list:
         if not recipe.world_rows_per_outcome:
             return rows
-        return even_outcomes(rows, recipe.world_rows_per_outcome, recipe.seed, recipe.success_rows_per_outcome)
+        return even_outcomes(rows, recipe.world_rows_per_outcome, recipe.seed, recipe.success_rows_per_outcome,
+                             recipe.outcome_flags)
 
     rows = warm_rows(backend, scripted, memory_every=recipe.memory_every, thoughts=recipe.thoughts,
                      roles=seeded_roles, rehearse=recipe.seeded_rows, facts=facts,
