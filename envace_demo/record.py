@@ -246,6 +246,8 @@ class Trajectory:
             "checked_calls": sum(1 for c in committed if c.checked),
             "trusted_calls": sum(1 for c in committed if c.trusted),
             "unsure_calls": sum(1 for c in committed if c.unsure),
+            # Committed calls that are steps of another path the rehearsal found for a held call.
+            "repaired_calls": sum(len(t.calls) for t in self.turns if t.repaired),
             "context_reads": sum(len(c.context) for c in committed),
             "imagined_calls": len(call_steps(imagined)),
             "fetched_reads": sum(1 for c in call_steps(imagined) if c.fetched),

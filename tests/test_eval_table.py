@@ -166,7 +166,7 @@ def test_the_summary_counts_what_rehearsal_changed_from_the_rows_alone(tmp_path)
     # As error or not, over the calls that also ran (the held one did not): both reads right.
     assert par["error_right"]["mean"] == 1.0 and par["error_right"]["n"] == 2
     text = changes_table(summary)
-    assert "| bank | parallel | 0.67 | 0.00 | 0.33 / 0.00 / 0.00 / 0.00 | 1 of 4 | 66.7% (error or not 100.0%) | 100.0% | 16.7% | 100.0% / — | 100.0% / — | 1 / 2 / 1 |" in text
+    assert "| bank | parallel | 0.67 | 0.00 | 0.33 / 0.00 / 0.00 / 0.00 / 0.00 | 1 of 4 | 66.7% (error or not 100.0%) | 100.0% | 16.7% | 100.0% / — | 100.0% / — | 1 / 2 / 1 |" in text
     assert "failure avoided 1, rehearsed value 1, nothing 1 (1 pair without call records)" in text
     from envace_demo.evaluation.table import changes_line
 

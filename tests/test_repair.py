@@ -75,7 +75,7 @@ def test_a_missing_folder_is_created_first_when_both_steps_are_foreseen_to_go_th
     # The held write was rehearsed once, after the folder, in that imagined world: not asked again.
     assert written.repeats_hold and len(backend.rehearser) == 0
     totals = traj.totals()
-    assert (totals["real_calls"], totals["real_errors"], totals["held_calls"]) == (2, 0, 1)
+    assert (totals["real_calls"], totals["real_errors"], totals["held_calls"], totals["repaired_calls"]) == (2, 0, 1, 2)
     assert traj.final_answer == "Saved."
 
 

@@ -18,7 +18,8 @@ Metrics, per episode:
 - ``real_calls``, ``real_errors``, ``held_calls`` (committed calls not executed because
   their rehearsal foresaw a failure), ``checked_calls`` (held, then run for real once the
   run found no other path), ``trusted_calls`` (held and never run: the rehearser was sure
-  of the failure), ``context_reads`` (real reads made for the
+  of the failure), ``repaired_calls`` (steps of another path the rehearsal found for a held
+  call: ``engine/repair.py``), ``context_reads`` (real reads made for the
   rehearser): counts from the record's totals.
 - ``outcome_right`` (share of calls whose rehearsed outcome, success or which error, was
   right), ``error_right`` (the same, as error or not: ``fidelity.error_right``), ``knowable`` and ``unknowable`` (mean share of real values the rehearsal got
@@ -50,8 +51,8 @@ from envace_demo.schemas import Tool, find_tool
 METRICS = ("validity", "success", "fidelity", "tokens", "seconds")
 # What rehearsal changed, per episode: counts of the committed run, and the fidelity's parts.
 PARTS = (
-    "real_calls", "real_errors", "held_calls", "checked_calls", "trusted_calls", "unsure_calls", "context_reads",
-    "outcome_right", "error_right", "knowable", "unknowable",
+    "real_calls", "real_errors", "held_calls", "checked_calls", "trusted_calls", "unsure_calls", "repaired_calls",
+    "context_reads", "outcome_right", "error_right", "knowable", "unknowable",
 )
 # The same parts for two rehearsers with no model, on the same calls and contexts as the
 # model's (``envace_demo.baselines``): what knowing only the schema, or echoing, scores.
@@ -124,7 +125,7 @@ def episode_record(
         "ungrounded": list(traj.ungrounded),
         "withdrawn_answers": sum(1 for t in traj.turns if t.withdrawn),
         **{k: totals[k] for k in ("real_calls", "real_errors", "held_calls", "checked_calls", "trusted_calls",
-                                     "unsure_calls", "context_reads")},
+                                     "unsure_calls", "repaired_calls", "context_reads")},
         **_fidelity_parts(tool_steps),
         **_baseline_parts(traj, tool_steps),
         "trajectory": traj.to_dict(),
@@ -347,7 +348,7 @@ def markdown_table(summary: dict) -> str:
 # ---- what rehearsal changed -----------------------------------------------------------------
 
 CHANGE_COLUMNS = [
-    "category", "mode", "real calls", "real errors", "held / checked / trusted / unsure calls",
+    "category", "mode", "real calls", "real errors", "held / checked / trusted / unsure / repaired calls",
     "ungrounded answers",
     "outcome right", "knowable right", "unknowable right", "schema-only: outcome / knowable",
     "echo: outcome / knowable", "helped / hurt / same", "first divergence",
@@ -398,7 +399,8 @@ def change_rows(summary: dict) -> list[list[Any]]:
             row["category"], row["mode"],
             _fmt_count(row.get("real_calls")), _fmt_count(row.get("real_errors")),
             f'{_fmt_count(row.get("held_calls"))} / {_fmt_count(row.get("checked_calls"))} / '
-            f'{_fmt_count(row.get("trusted_calls"))} / {_fmt_count(row.get("unsure_calls"))}',
+            f'{_fmt_count(row.get("trusted_calls"))} / {_fmt_count(row.get("unsure_calls"))} / '
+            f'{_fmt_count(row.get("repaired_calls"))}',
             f"{row.get('ungrounded_answers', 0)} of {done}",
             _outcome_cell(row), _fmt("knowable", row.get("knowable")),
             _fmt("unknowable", row.get("unknowable")),
@@ -430,7 +432,8 @@ CHANGES_NOTE = (
     "Per episode: real calls, real errors, held calls (not executed: the rehearsal foresaw a failure) and "
     "checked calls (held, then run for real: the run found no other path; trusted: held and never run, the "
     "rehearser sure of the failure, `EpisodeConfig.trust_certainty`; unsure: foreseen below "
-    "`EpisodeConfig.hold_certainty`, so not held and run at once); "
+    "`EpisodeConfig.hold_certainty`, so not held and run at once; repaired: steps of another path the "
+    "rehearsal found for a held call, `EpisodeConfig.repair_candidates`); "
     "ungrounded answers: episodes whose answer carries values only rehearsals had; outcome right: the share "
     "of calls whose rehearsed outcome (success, or which error) was right; knowable / unknowable right: the "
     "share of real values the rehearsal got right among those its context made knowable and among the rest; "

@@ -382,6 +382,7 @@ def outcome_html(traj: Trajectory | None) -> str:
         ("checked calls", t["checked_calls"]),
         ("trusted calls", t["trusted_calls"]),
         ("failures foreseen unsure", t["unsure_calls"]),
+        ("calls of another path the rehearsal found", t["repaired_calls"]),
         ("real writes", writes["real_writes"]),
         ("imagined calls", t["imagined_calls"]),
         ("tokens", t["tokens"]),
