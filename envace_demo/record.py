@@ -96,6 +96,10 @@ class CallStep:
     # Its rehearsal predicted a failure less surely than ``EpisodeConfig.hold_certainty``:
     # not held, run for real at once, as it would have without rehearsal.
     unsure: bool = False
+    # Its rehearsal predicted a failure whose message asks for an argument the call already
+    # passes ("pass overwrite=true" where it did): a prediction at odds with its own call is
+    # no failure foreseen, so the call is not held (``engine/commit.py``, ``contradicts_call``).
+    self_contradicted: bool = False
     # Held, then run for real: the actor answered without another path (no real write
     # since the hold), so the prediction was checked (``EpisodeConfig.check_given_up``).
     checked: bool = False

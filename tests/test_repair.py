@@ -92,6 +92,42 @@ def test_a_variant_that_keeps_every_value_and_adds_overwrite_replaces_the_file()
     assert env.state()["files"]["/notes/todo.txt"] == "- water the plants"
     assert "overwrite=true" in traj.turns[1].repaired
     assert traj.totals()["real_errors"] == 0
+    # The held turn gave way: the answer is drawn from the write that ran, not the foreseen refusal.
+    assert "another path" in traj.turns[0].superseded and "ALREADY_EXISTS" not in traj.turns[2].actor_prompt
+
+
+def test_a_foreseen_failure_that_asks_for_what_the_call_passes_holds_nothing():
+    """The rehearser foresaw "pass overwrite=true" for a write that passed it: the write runs."""
+    asked = {"error": {"code": "ALREADY_EXISTS", "message": "/notes/todo.txt already exists; pass overwrite=true"}}
+    traj, env, backend = _run(
+        "files", "Overwrite /notes/todo.txt with: - water the plants",
+        actor=["<think></think>\nNo call.", call_text("write_file", {**TODO, "overwrite": True}),
+               "<think></think>\nDone."],
+        rehearser=[_ok(asked)],
+    )
+    (step,) = call_steps(traj.turns)
+    assert step.self_contradicted and not step.held and step.real["created"] is False
+    assert env.state()["files"]["/notes/todo.txt"] == "- water the plants" and backend.candidate_seeds == []
+    # The same foresight for the write without the flag is a failure foreseen, and holds it.
+    traj, _, _ = _run("files", "Write /notes/todo.txt: - water the plants",
+                      actor=["<think></think>\nNo call.", call_text("write_file", TODO), "<think></think>\nExists."],
+                      rehearser=[_ok(asked)], repair_candidates=0)
+    assert call_steps(traj.turns)[0].held and not call_steps(traj.turns)[0].self_contradicted
+
+
+@pytest.mark.parametrize("message, arguments, contradicted", [
+    ("pass overwrite=true to replace it", {"overwrite": True}, True),
+    ("pass overwrite=true to replace it", {"overwrite": False}, False),
+    ("pass overwrite=true to replace it", {}, False),
+    ("use retries=3", {"retries": 3}, True),
+    ("use retries=3", {"retries": True}, False),  # a flag is not the number 3
+    ("limit=3 reached", {"limit": 3}, False),  # it states, it does not ask
+])
+def test_what_a_foreseen_failure_asks_for(message, arguments, contradicted):
+    from envace_demo.engine.commit import contradicts_call
+
+    call = ToolCall("f", arguments)
+    assert contradicts_call({"error": {"code": "X", "message": message}}, call) is contradicted
 
 
 @pytest.mark.parametrize("foreseen", [_ok(EXISTS), _ok({"path": "/notes/todo.txt", "size": 18, "created": False}, 0.6)],

@@ -54,6 +54,8 @@ def _print_step(where: str, event: TurnUpdated, out) -> None:
     if step.held:
         sure = f", certainty {step.certainty:.2f}" if step.certainty is not None else ""
         print(f"{prefix}   held: the rehearsal foresaw this failure{sure}; not executed", file=out)
+    if step.self_contradicted:
+        print(f"{prefix}   not held: the foreseen failure asks for an argument this call already passes", file=out)
     if turn.superseded and step.held:
         print(f"{prefix}   left out of the actor's history: {turn.superseded}", file=out)
     if step.real is not None:

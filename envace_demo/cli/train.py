@@ -89,9 +89,8 @@ def register(sub) -> argparse.ArgumentParser:
     p.add_argument("--success-rows-per-outcome", type=int,
                    help="demo-cpu: with --world-rows-per-outcome, at most N successes of each tool instead "
                    "(default: as many as of each error code)")
-    p.add_argument("--outcome-flags", action=argparse.BooleanOptionalAction, default=None,
-                   help="demo-cpu: with --world-rows-per-outcome, each setting of a call's boolean arguments "
-                   "(overwrite true or not) drawn as an outcome of its own (default: off)")
+    p.add_argument("--outcome-flags", action=argparse.BooleanOptionalAction, default=None, help="demo-cpu: with "
+                   "--world-rows-per-outcome, each setting of a call's boolean arguments an outcome of its own")
     p.add_argument("--outcome-weight", type=float,
                    help="demo-cpu: weight of a rehearser target's outcome tokens (success or which error) in "
                    "the loss (default: 1)")

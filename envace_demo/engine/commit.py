@@ -4,6 +4,7 @@ foresaw a failure, and the real call itself, supervised."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from functools import partial
@@ -71,6 +72,9 @@ class Committer:
             return False
         if self.writes(tool) is False:
             return False
+        if contradicts_call(step.rehearsed, step.call):
+            step.self_contradicted = True
+            return False
         sure = unasked or self.hold_certainty is None or step.certainty is None
         if not sure and step.certainty < self.hold_certainty:
             step.unsure = True
@@ -126,6 +130,27 @@ def real_call(
         return failure("TIME_LIMIT", "the episode's time ran out during the call"), "time limit during the real call"
     message = f"no response within {tool_seconds:g} s"
     return failure("TOOL_TIMEOUT", message), f"the environment did not answer: {message}"
+
+
+# "pass name=value" (or set, use) in an error message: what it asks the call to pass.
+_ASKED = re.compile(r"\b(?:pass|set|use)\s+([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(true|false|-?[0-9]+(?:\.[0-9]+)?)\b",
+                    re.IGNORECASE)
+
+
+def contradicts_call(rehearsed: Any, call: ToolCall) -> bool:
+    """Whether a foreseen failure's message asks for an argument value the call already
+    passes: the embedded rehearser foresaw "ALREADY_EXISTS ... pass overwrite=true to replace
+    it" for a write that passed overwrite true (0.97 sure), a prediction its own call answers."""
+    err = rehearsed.get("error") if isinstance(rehearsed, dict) else None
+    message = err.get("message") if isinstance(err, dict) else None
+    if not isinstance(message, str):
+        return False
+    for name, raw in _ASKED.findall(message):
+        value = raw.lower() == "true" if raw.lower() in ("true", "false") else float(raw)
+        given = call.arguments.get(name)
+        if isinstance(given, (bool, int, float)) and isinstance(given, bool) == isinstance(value, bool) and given == value:
+            return True
+    return False
 
 
 def failure(code: str, message: str) -> dict:

@@ -27,6 +27,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Generator
 
 from envace_demo.calls import parse_action
+from envace_demo.engine.commit import contradicts_call
+from envace_demo.events import TurnUpdated
 from envace_demo.models.base import Constraint, Generation
 from envace_demo.prompts import Conversation, actor_prompt
 from envace_demo.record import Action, CallStep, ToolCall, Turn, is_error, rehearsal_failed
@@ -81,11 +83,15 @@ class Repairs:
         if wanted and sure and len(turn.calls) == 1:
             self.pending = Pending(turn, step, conversation, real_results)
 
-    def next_action(self) -> Generator[Request, Generation, tuple[Generation, str] | None]:
+    def next_action(self) -> Generator[Request | TurnUpdated, Generation, tuple[Generation, str] | None]:
         """The committed actor's next action and what it is, where a plan gives it, else None."""
         pending, self.pending = self.pending, None
         if not self.plan and pending is not None:
             self.plan = yield from self._search(pending)
+            if self.plan:  # the held turn gives way: the actor answers from the path that ran
+                pending.conversation.turns.remove(pending.turn)
+                pending.turn.superseded = f"another path the rehearsal found replaces it: {self.plan[0][1]}"
+                yield TurnUpdated("commit", None, pending.turn, None, "acted")
         return self.plan.pop(0) if self.plan else None
 
     def _search(self, pending: Pending) -> Generator[Request, Generation, list[tuple[Generation, str]]]:
@@ -105,8 +111,9 @@ class Repairs:
             environment = runner.committer.environment
             additive = environment is not None and tool is not None and environment.additive(tool.original_name)
             if is_variant(held, call):
-                if (yield from self._succeeds(call, gen, before, pending.real_results, True)) is not None:
-                    return [(gen, f"the held {held.name} with {_added(held, call)}, foreseen to go through so")]
+                if (step := (yield from self._succeeds(call, gen, before, pending.real_results, True))) is not None:
+                    how = "its foreseen failure asks for what it passes" if step.self_contradicted else "foreseen to go through"
+                    return [(gen, f"the held {held.name} with {_added(held, call)}: {how}")]
             elif is_prerequisite(held, call, additive):
                 step = yield from self._succeeds(call, gen, before, pending.real_results, True)
                 if step is None:
@@ -144,6 +151,9 @@ class Repairs:
         context = runner.committer.read_context(step, tool) if real_world else []
         yield from runner.rehearser.rehearse(turn, step, tool, runner.tools, conversation, known, "commit", None,
                                              context)
+        if contradicts_call(step.rehearsed, call):  # its message asks for what the call passes: no failure
+            step.self_contradicted = True
+            return step
         floor = runner.config.hold_certainty
         sure = floor is None or step.certainty is None or step.certainty >= floor
         fails = step.rehearsed is None or is_error(step.rehearsed) or rehearsal_failed(step.rehearsed)

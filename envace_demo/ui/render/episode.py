@@ -280,6 +280,8 @@ def _step_html(i: int, turn: Turn, s: CallStep | None, traj: Trajectory, condens
         real = '<div class="ev-empty">…</div>'
     if s.unsure and s.certainty is not None:
         real += f'<div class="ev-note">{esc(UNSURE_NOTE.format(p=s.certainty))}</div>'
+    if s.self_contradicted:
+        real += f'<div class="ev-note">{esc(CONTRADICTED_NOTE)}</div>'
     if turn.superseded:
         real += f'<div class="ev-note">{esc(SUPERSEDED_NOTE.format(why=turn.superseded))}</div>'
     if withdrawn_here(traj, turn, s):
@@ -323,6 +325,8 @@ SKIPPED_NOTE = ("{n} other imagined run{s} never started: the lead run foresaw n
                 "and they could change nothing in the committed run (EpisodeConfig.imagined_others)")
 SUPERSEDED_NOTE = "left out of the actor's history: {why}"
 REPAIRED_NOTE = "another path the rehearsal found: {why}"
+CONTRADICTED_NOTE = ("not held: the foreseen failure asks for an argument this call already passes, so it "
+                     "foresees nothing")
 WITHDRAWN_ANSWER_NOTE = "taken back: {why}; the actor answered again from the real results alone"
 SET_ASIDE_NOTE = "set aside: {why}"
 WITHDRAWN_NOTE = "the rehearsal memory was withdrawn here: {why}; the next turns read the real results alone"
