@@ -175,6 +175,6 @@ def test_the_summary_counts_what_rehearsal_changed_from_the_rows_alone(tmp_path)
         "failure avoided 1, rehearsed value 1, nothing 1 (1 pair without call records))"
     )
     (none_line,) = [line for line in text.splitlines() if line.startswith("| bank | none |")]
-    assert none_line == "| bank | none | 1.00 | 0.33 | 0.00 / 0.00 / 0.00 / 0.00 | 0 of 4 | — | — | — | — / — | — / — | — | — |"  # no rehearsal, no pairs
+    assert none_line == "| bank | none | 1.00 | 0.33 | 0.00 / 0.00 / 0.00 / 0.00 / 0.00 | 0 of 4 | — | — | — | — / — | — / — | — | — |"  # no rehearsal, no pairs
     report = write_report(tmp_path, summary, {"n": 2}).read_text()
     assert "## What rehearsal changed" in report and "1 / 2 / 1" in report
