@@ -30,6 +30,10 @@ class ToolCall:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def key(self) -> str:
+        """The call as one string, equal for equal calls (a held call, a rehearsal asked again)."""
+        return json.dumps(self.to_dict(), sort_keys=True, default=str)
+
 
 @dataclass
 class Action:

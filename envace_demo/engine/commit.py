@@ -3,7 +3,6 @@ foresaw a failure, and the real call itself, supervised."""
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 import time
@@ -79,7 +78,7 @@ class Committer:
         if not sure and step.certainty < self.hold_certainty:
             step.unsure = True
             return False
-        key = json.dumps(step.call.to_dict(), sort_keys=True, default=str)
+        key = step.call.key()
         if key in held:
             return False
         held.add(key)

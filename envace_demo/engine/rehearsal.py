@@ -74,7 +74,7 @@ class CallRehearser:
             step.rehearsed = decided
             step.rehearsal_text = None
             return
-        again = (json.dumps(step.call.to_dict(), sort_keys=True, default=str), len(real_results))
+        again = (step.call.key(), len(real_results))
         if where == "commit" and again in self._committed:
             step.rehearsal_text, step.certainty = self._committed[again]
             step.rehearsed, step.repeats_hold = parsed_rehearsal(step.rehearsal_text), True

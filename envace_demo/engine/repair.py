@@ -76,11 +76,10 @@ class Repairs:
 
     def held(self, turn: Turn, step: CallStep, conversation: Conversation, real_results: list) -> None:
         """A committed call was held, surely: its other paths are looked for before the next turn."""
-        cfg = self.runner.config
-        sure = cfg.hold_certainty is None or step.certainty is None or step.certainty >= cfg.hold_certainty
         # Only a grammar makes every candidate a call of a writing tool: free samples would mostly answer.
-        wanted = cfg.repair_candidates and self.runner.constrained and self.pending is None
-        if wanted and sure and len(turn.calls) == 1:
+        # (A write held at any certainty, nobody having asked for it, leaves the history: _search.)
+        wanted = self.runner.config.repair_candidates and self.runner.constrained and self.pending is None
+        if wanted and len(turn.calls) == 1:
             self.pending = Pending(turn, step, conversation, real_results)
 
     def next_action(self) -> Generator[Request | TurnUpdated, Generation, tuple[Generation, str] | None]:
@@ -99,14 +98,16 @@ class Repairs:
         if not pending.conversation.turns or pending.conversation.turns[-1] is not pending.turn:
             return []  # the held turn left the history (a write nobody asked for): nothing to repair
         before = replace(pending.conversation, turns=pending.conversation.turns[:-1])
-        tried = {_key(held)}
+        tried = {held.key()}
+        ask = self._candidate_request(pending)
         for _ in range(runner.config.repair_candidates):  # drawn one by one: the first plan found ends it
-            gen = yield from self._candidate(pending)
+            runner.batcher.check_limits()
+            gen = yield ask
             action = parse_action(gen.text, runner.tool_names, require_call=True)
             call = action.calls[0] if len(action.calls) == 1 and not action.error else None
-            if call is None or _key(call) in tried:
+            if call is None or call.key() in tried:
                 continue
-            tried.add(_key(call))
+            tried.add(call.key())
             tool = find_tool(runner.tools, call.name)
             environment = runner.committer.environment
             additive = environment is not None and tool is not None and environment.additive(tool.original_name)
@@ -126,15 +127,14 @@ class Repairs:
                             (own, f"the held {held.name}, after {call.name}")]
         return []
 
-    def _candidate(self, pending: Pending) -> Generator[Request, Generation, Generation]:
-        """A call the actor would make now, shown the foreseen failure: a write required, drawn
-        hotter than it acts."""
+    def _candidate_request(self, pending: Pending) -> Request:
+        """The request for a call the actor would make now, shown the foreseen failure: a write
+        required, drawn hotter than it acts (each draw its own seed)."""
         runner = self.runner
         writes = tuple(t for t in runner.tools if runner.committer.writes(t) is not False)
         prompt = actor_prompt(runner.backend, pending.conversation, runner.tools)
         constraint = Constraint(role="actor", think_chars=0, tools=writes, require_call=True)
-        runner.batcher.check_limits()
-        return (yield Request(prompt, constraint, "actor", "repair", None, temperature=CANDIDATE_TEMPERATURE))
+        return Request(prompt, constraint, "actor", "repair", None, temperature=CANDIDATE_TEMPERATURE)
 
     def _succeeds(
         self, call: ToolCall, gen: Generation, conversation: Conversation, known: list, real_world: bool,
@@ -166,10 +166,6 @@ def _imagined_turn(call: ToolCall, gen: Generation, step: CallStep | None) -> Tu
         shown = CallStep(call, rehearsed=step.rehearsed, held=True)
         turn.calls = [shown]
     return turn
-
-
-def _key(call: ToolCall) -> str:
-    return json.dumps(call.to_dict(), sort_keys=True, default=str)
 
 
 def _added(held: ToolCall, other: ToolCall) -> str:
