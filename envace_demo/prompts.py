@@ -148,6 +148,10 @@ class Conversation:
             return {"error": {"code": error_code(step.rehearsed), "message": HELD_MESSAGE}}
         return step.rehearsed
 
+    def requests(self) -> list[str]:
+        """What the user has said, this turn's request last."""
+        return [*(u for u, _ in self.earlier), self.user]
+
     def segments(self) -> list[tuple[str, list[Turn], bool]]:
         """(user message, turns, committed) of every user turn so far, this one last."""
         return [*((u, t, True) for u, t in self.earlier), (self.user, self.turns, self.executed)]

@@ -51,6 +51,8 @@ class Action:
     calls: list[ToolCall] = field(default_factory=list)
     error: str | None = None
     error_message: str | None = None
+    # Arguments put back as the user's request spells them (``verbatim.as_dictated``).
+    restored: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -9,6 +9,7 @@ import pytest
 from conftest import call_text, result_text
 from helpers.scripted import sure
 from envace_demo.engine import EpisodeConfig, run_episode
+from envace_demo.engine.limits import DRAFT_ANSWER_CHARS
 from envace_demo.envs.registry import create
 from envace_demo.models.base import Sampling
 from envace_demo.grounding import ungrounded, values
@@ -540,7 +541,7 @@ def test_an_imagined_answer_is_cut_to_a_character_only_where_a_committed_run_fol
     """Under a grammar, the imagined runs of a mode that commits answer in one character
     (the committed actor never reads their answers); ``imagine`` mode shows its answer as
     the result, and the committed run answers in full."""
-    def answer_bounds(mode):
+    def answer_bounds(mode, **config):
         backend = scripted(actor=["<think></think>\nIt holds 15.50 USD."] * 3)
         backend.supports_constraints = True
         bounds = []
@@ -552,11 +553,16 @@ def test_an_imagined_answer_is_cut_to_a_character_only_where_a_committed_run_fol
             return generate(prompt, sampling, constraint, *args, **kwargs)
 
         backend.generate = recording
-        run_episode(backend, _task("What is the balance of ACC-1005?"), EpisodeConfig(mode=mode, n=1), create("bank"))
+        run_episode(backend, _task("What is the balance of ACC-1005?"), EpisodeConfig(mode=mode, n=1, **config),
+                    create("bank"))
         return bounds
 
     assert answer_bounds("parallel") == [1, None]  # the imagined run's, then the committed run's
     assert answer_bounds("imagine") == [None]
+    # With the memory in view, the committed answer is a draft worded again without it: its
+    # first words only, with room for any first token (the choice of a call is left as it was).
+    assert answer_bounds("parallel", memory_shown="always") == [1, DRAFT_ANSWER_CHARS, None]
+    assert answer_bounds("parallel", memory_shown="always", answer_without_memory=False) == [1, None]
 
 
 def test_a_setting_outside_its_choices_is_refused_by_name():

@@ -46,6 +46,8 @@ def _print_step(where: str, event: TurnUpdated, out) -> None:
     taken = f"; rehearsal {turn.action_from + 1}'s action, same prompt and seed" if turn.action_from is not None else ""
     taken += f"; another path the rehearsal found: {turn.repaired}" if turn.repaired else ""
     print(f"{prefix} call {step.call.name} {_short(step.call.arguments)} ({valid}{taken})", file=out)
+    for restored in turn.action.restored if event.call == 0 else ():
+        print(f"{prefix}   the user's words, as the user wrote them: {restored}", file=out)
     for read in step.context:
         print(f"{prefix}   read first: {read['call']['name']} {_short(read['call']['arguments'])} -> {_short(read['result'])}",
               file=out)

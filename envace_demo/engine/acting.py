@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Generator
 
-from envace_demo.calls import parse_action
 from envace_demo.context import shots
 from envace_demo.engine.answers import ungrounded
 from envace_demo.engine.commit import Committer
@@ -14,6 +13,7 @@ from envace_demo.engine.config import EpisodeConfig
 from envace_demo.engine.limits import (
     CALL_RESERVE,
     FIRST_WRITE,
+    DRAFT_ANSWER_CHARS,
     IMAGINED_ANSWER_CHARS,
     REHEARSAL_TIME,
     REPEATED_READ,
@@ -47,6 +47,7 @@ from envace_demo.scheduler import Outcome, Request, Run, Stop
 from envace_demo.schemas import Tool, find_tool
 from envace_demo.task import Task
 from envace_demo.validation import check_arguments
+from envace_demo.verbatim import parse_dictated
 
 
 class TrajectoryRunner:
@@ -110,16 +111,16 @@ class TrajectoryRunner:
             require = cfg.require_first_call and turn_index == 0 and not last and not answer
             prompt = actor_prompt(self.backend, conversation, self.tools)
             lead = where == "rehearsal" and rindex == self.lead and not state.withdrawn
+            draft = execute and bool(conversation.memory) and cfg.answer_without_memory
             gen, taken, repaired = yield from self._act(prompt, where, rindex, require, turn_index,
-                                                        state.withdrawn or answer, lead, last or answer)
-            action = parse_action(gen.text, self.tool_names, require_call=require, cut=gen.finish_reason == "length")
+                                                        state.withdrawn or answer, lead, last or answer, draft)
+            action = parse_dictated(gen.text, self.tool_names, self.tools, conversation.requests(), cfg.dictated_case,
+                                    require=require, cut=gen.finish_reason == "length")
             turn = new_turn(turns, action, gen, prompt, self.user_turn, taken, repaired)
             if kept := lead and keeps(action, gen, require, short_answers(self.constrained, self.policy, cfg)):
                 self.imagined_actions[prompt.shown()] = (gen, rindex, turn_index)
             if action.error:
-                turn.error = f"{action.error}: {action.error_message}"
-                if gen.finish_reason == "length":
-                    turn.error = f"{cut_by(self.sampling)}: {turn.error}"
+                turn.error = action_error(action, gen, self.sampling)
                 yield TurnUpdated(where, rindex, turn, None, "acted")
                 return Outcome(None, "parse_error")
             if not action.calls:
@@ -197,7 +198,7 @@ class TrajectoryRunner:
             return Outcome(None, "environment_error") if any(h.step.error for h in checked) else None
         elif execute and conversation.memory and self.config.answer_without_memory:
             # The memory chose the calls; the words come from the conversation, with this turn's seed.
-            turn.set_aside = "worded with the rehearsal memory in view; worded again from the conversation alone"
+            turn.set_aside = "begun with the rehearsal memory in view; worded again from the conversation alone"
             conversation.memory, state.answer_next = None, True
             self.batcher.redraw_committed_seed()
             yield TurnUpdated(where, rindex, turn, None, "acted")
@@ -275,30 +276,35 @@ class TrajectoryRunner:
 
     def _act(
         self, prompt: Any, where: str, rindex: int | None, require: bool, k: int, withdrawn: bool, lead: bool,
-        last: bool = False,
+        last: bool = False, draft: bool = False,
     ) -> Generator[Request, Generation, tuple[Generation, int | None, str | None]]:
         """The actor's ``k``-th generation, the rehearsal it was taken from, and the plan it is a step
         of: a committed actor asked what the lead imagined run was asked at its ``k``-th turn, with the
         same seed, takes its answer (the ``lead`` run draws the seeds the committed actor will); after
-        a hold, a path the rehearsal found comes first (``repair.py``)."""
+        a hold, a path the rehearsal found comes first (``repair.py``); a ``draft`` answer, first words only."""
         if where == "commit" and not (withdrawn or last) and (planned := (yield from self.repairs.next_action())):
             return planned[0], None, planned[1]
         taken = imagined_action(self.imagined_actions, prompt.shown(), k) if where == "commit" and not withdrawn else None
         if taken is not None:
             self.batcher.skip_committed_seed()
             return replace(taken[0], seconds=0.0), taken[1], None
-        # The committed actor reads which calls an imagined run made and what they were
-        # predicted to do, never its answer (unless the memory view is "full"): an imagined
-        # answer stops after its first words.
+        # The committed actor reads an imagined run's calls and their predictions, never its answer
+        # (unless the memory view is "full"): an imagined answer stops after its first words.
         short = where == "rehearsal" and short_answers(self.constrained, self.policy, self.config)
+        chars = IMAGINED_ANSWER_CHARS if short else DRAFT_ANSWER_CHARS if draft else None
         constraint = Constraint(role="actor", think_chars=self.config.think_chars,
                                 tools=offered(self.tools, prompt, last, self.config), require_call=require,
-                                answer_chars=IMAGINED_ANSWER_CHARS if short else None) if self.constrained else None
+                                answer_chars=chars) if self.constrained else None
         gen = yield Request(prompt, constraint, "actor", where, rindex, aligned=k if lead else None)
         return gen, None, None
 
     def _writes(self, name: str) -> bool | None:  # as the environment says (None: unknown)
         return self.committer.writes(find_tool(self.tools, name))
+
+
+def action_error(action: Action, gen: Generation, sampling: Sampling) -> str:
+    error = f"{action.error}: {action.error_message}"
+    return f"{cut_by(sampling)}: {error}" if gen.finish_reason == "length" else error
 
 
 def unasked(config: EpisodeConfig, conversation: Conversation) -> bool:

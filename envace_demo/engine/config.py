@@ -137,6 +137,13 @@ class EpisodeConfig:
                   "reserve a book, the actor answered after the search; its rehearsal had gone on to place the "
                   "hold. False: the committed actor draws its own there"},
     )
+    dictated_case: bool = field(
+        default=True,
+        metadata={"help": "a string argument the request holds in other letter case is put back as the user wrote "
+                  "it (verbatim.as_dictated), where its schema leaves case free. Asked to save 'Dentist Tuesday "
+                  "3pm', the small actor wrote 'dentist Tuesday 3pm', with and without rehearsal. False: the "
+                  "calls stand as drawn"},
+    )
     answer_without_memory: bool = field(
         default=True,
         metadata={"help": "the memory guides which calls the committed actor makes, not what it tells the user: "

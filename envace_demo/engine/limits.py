@@ -17,6 +17,10 @@ CALL_RESERVE = 0.1
 # The characters an imagined run's answer may hold: enough to see that it answered (the
 # committed actor reads which calls the rehearsals made, never their answers).
 IMAGINED_ANSWER_CHARS = 1
+# A committed answer drawn with the rehearsal memory in view is set aside and worded again
+# (``EpisodeConfig.answer_without_memory``): its first words are all that is drawn. Room for
+# any first token, so the grammar leaves the choice between a call and an answer as it was.
+DRAFT_ANSWER_CHARS = 24
 # How an interrupted step names the reason the episode (or the rehearsals) stopped.
 STOP_WORDS = {
     "time_limit": "the time limit came",

@@ -26,7 +26,6 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any, Generator
 
-from envace_demo.calls import parse_action
 from envace_demo.engine.commit import contradicts_call
 from envace_demo.events import TurnUpdated
 from envace_demo.models.base import Constraint, Generation
@@ -35,6 +34,7 @@ from envace_demo.record import Action, CallStep, ToolCall, Turn, is_error, rehea
 from envace_demo.scheduler import Request
 from envace_demo.schemas import find_tool
 from envace_demo.validation import check_arguments
+from envace_demo.verbatim import parse_dictated
 
 # The candidates are drawn hotter than the actor acts: the point is calls it would rarely make.
 CANDIDATE_TEMPERATURE = 1.0
@@ -103,7 +103,8 @@ class Repairs:
         for _ in range(runner.config.repair_candidates):  # drawn one by one: the first plan found ends it
             runner.batcher.check_limits()
             gen = yield ask
-            action = parse_action(gen.text, runner.tool_names, require_call=True)
+            action = parse_dictated(gen.text, runner.tool_names, runner.tools, pending.conversation.requests(),
+                                    runner.config.dictated_case, require=True)
             call = action.calls[0] if len(action.calls) == 1 and not action.error else None
             if call is None or call.key() in tried:
                 continue

@@ -253,6 +253,8 @@ def _step_html(i: int, turn: Turn, s: CallStep | None, traj: Trajectory, condens
         act += f'<div class="ev-note">{esc(taken_note(turn.action_from))}</div>'
     if turn.repaired and s is turn.calls[0]:
         act += f'<div class="ev-note">{esc(REPAIRED_NOTE.format(why=turn.repaired))}</div>'
+    if turn.action.restored and s is turn.calls[0]:
+        act += "".join(f'<div class="ev-note">{esc(RESTORED_NOTE.format(what=r))}</div>' for r in turn.action.restored)
     rehearsed = (
         pre(to_json(s.rehearsed, limit), "ev-json ev-is-error" if is_error(s.rehearsed) else "ev-json")
         if s.rehearsed is not None
@@ -329,6 +331,7 @@ CONTRADICTED_NOTE = ("not held: the foreseen failure asks for an argument this c
                      "foresees nothing")
 WITHDRAWN_ANSWER_NOTE = "taken back: {why}; the actor answered again from the real results alone"
 SET_ASIDE_NOTE = "set aside: {why}"
+RESTORED_NOTE = "the user's words, as the user wrote them: {what}"
 WITHDRAWN_NOTE = "the rehearsal memory was withdrawn here: {why}; the next turns read the real results alone"
 
 
