@@ -7,14 +7,16 @@ import pytest
 from conftest import call_text, result_text
 from helpers.scripted import ScriptedBackend, sure
 from envace_demo.engine import EpisodeConfig, run_episode
-from envace_demo.engine.repair import CANDIDATE_TEMPERATURE, is_prerequisite, is_variant
+from envace_demo.engine.repair import CANDIDATE_TEMPERATURE, is_prerequisite, is_variant, named_part
 from envace_demo.envs.registry import create
 from envace_demo.models.base import Generation, Sampling
-from envace_demo.record import ToolCall, call_steps
+from envace_demo.record import ToolCall, call_steps, is_error
 from envace_demo.tasks import Task
 
 README = {"path": "/projects/app/README.md", "content": "# App"}
 NO_DIR = {"error": {"code": "NOT_FOUND", "message": "no such directory: /projects/app"}}
+# The same failure with no folder named: only a candidate the actor draws can find the folder.
+NO_PARENT = {"error": {"code": "NOT_FOUND", "message": "the parent folder does not exist"}}
 TODO = {"path": "/notes/todo.txt", "content": "- water the plants"}
 EXISTS = {"error": {"code": "ALREADY_EXISTS", "message": "/notes/todo.txt already exists"}}
 
@@ -60,7 +62,7 @@ def test_a_missing_folder_is_created_first_when_both_steps_are_foreseen_to_go_th
     traj, env, backend = _run(
         "files", "Save a file /projects/app/README.md that contains: # App",
         actor=["<think></think>\nNo call.", write, "<think></think>\nSaved."],
-        rehearser=[_ok(NO_DIR), _ok({"path": "/projects/app", "created": True}),
+        rehearser=[_ok(NO_PARENT), _ok({"path": "/projects/app", "created": True}),
                    _ok({"path": "/projects/app/README.md", "size": 5, "created": True})],
         # the held call again (skipped), a folder named as the file (not a proper part), the folder
         candidates=[write, call_text("create_directory", {"path": "/projects/app/README.md"}),
@@ -202,3 +204,60 @@ def test_what_counts_as_a_variant_or_a_prerequisite():
 def test_the_bundled_environments_declare_which_writes_only_add():
     assert create("files").additive("create_directory") and not create("files").additive("delete_file")
     assert not create("files").additive("write_file") and not create("bank").additive("withdraw")
+
+
+TRAVEL = "/notes/travel/japan/packing.txt"
+PACKING = {"path": TRAVEL, "content": "passport, yen"}
+
+
+def _missing(folder):
+    return _ok({"error": {"code": "NOT_FOUND", "message": f"no such directory: {folder}"}})
+
+
+def test_folders_the_foreseen_failures_name_are_made_in_order_asking_the_actor_nothing():
+    """The held write's failure names /notes/travel/japan; making it is foreseen to fail naming
+    /notes/travel, which is foreseen to go through; then the first, then the held write."""
+    write = call_text("write_file", PACKING)
+    traj, env, backend = _run(
+        "files", f"Save {TRAVEL} with: passport, yen",
+        actor=["<think></think>\nNo call.", write, "<think></think>\nSaved."],
+        rehearser=[_missing("/notes/travel/japan"), _missing("/notes/travel"),
+                   _ok({"path": "/notes/travel", "created": True}), _ok({"path": "/notes/travel/japan", "created": True}),
+                   _ok({"path": TRAVEL, "size": 13, "created": True})],
+    )
+    held, parent, folder, written = call_steps(traj.turns)
+    assert held.held and held.real is None
+    assert [parent.call.arguments, folder.call.arguments] == [{"path": "/notes/travel"}, {"path": "/notes/travel/japan"}]
+    assert parent.call.name == folder.call.name == "create_directory" and written.call == held.call
+    assert env.state()["files"][TRAVEL] == "passport, yen" and not any(is_error(s.real) for s in (parent, folder, written))
+    assert backend.candidate_seeds == [] and backend.rehearser == []  # no draw; five rehearsals, all used
+    assert "named by the foreseen failure" in traj.turns[1].repaired
+    assert traj.turns[3].repaired == 'the held write_file, after create_directory "/notes/travel", create_directory "/notes/travel/japan"'
+    assert traj.totals()["repaired_calls"] == 3 and traj.final_answer == "Saved."
+
+
+def test_a_plan_whose_step_fails_for_real_gives_the_turn_back_to_the_actor():
+    """Foreseen wrongly (the folder's parent is missing too), the folder fails for real: the
+    held write is not made after it; the actor acts from the real failure."""
+    write = call_text("write_file", PACKING)
+    traj, env, _ = _run(
+        "files", f"Save {TRAVEL} with: passport, yen",
+        actor=["<think></think>\nNo call.", write, "<think></think>\nThe folder could not be made."],
+        rehearser=[_missing("/notes/travel/japan"), _ok({"path": "/notes/travel/japan", "created": True}),
+                   _ok({"path": TRAVEL, "size": 13, "created": True})],
+    )
+    held, folder = call_steps(traj.turns)
+    assert held.held and folder.call.name == "create_directory" and is_error(folder.real)
+    assert TRAVEL not in env.state()["files"] and traj.final_answer == "The folder could not be made."
+
+
+@pytest.mark.parametrize("message, arguments, part", [
+    ("no such directory: /notes/travel/japan", {"path": TRAVEL, "content": "x"}, "/notes/travel/japan"),
+    ("no such directory: /notes/travel", {"path": TRAVEL}, "/notes/travel"),
+    ("/notes/todo.txt already exists; pass overwrite=true", {"path": "/notes/todo.txt"}, None),  # the whole value
+    ("no such directory: /notes/travelling", {"path": TRAVEL}, "/notes"),  # "/notes/travel" not whole
+    ("account ACC-1002 can transfer 1000.00 USD more today", {"from_account_id": "ACC-1002"}, None),
+])
+def test_which_part_of_a_call_a_foreseen_failure_names(message, arguments, part):
+    assert named_part(ToolCall("write_file", arguments), {"error": {"code": "X", "message": message}}) == part
+    assert named_part(ToolCall("write_file", arguments), {"path": "/notes"}) is None  # no failure

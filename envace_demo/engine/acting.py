@@ -129,7 +129,7 @@ class TrajectoryRunner:
                 if outcome is None:
                     continue  # not a step: the actor is asked again
                 return outcome
-            turn_index += 1
+            turn_index += repaired is None  # a plan's steps are the engine's, not the actor's turns
             if last:
                 turn.error = "a call past the last step (max_steps): not made"
                 yield TurnUpdated(where, rindex, turn, None, "acted")

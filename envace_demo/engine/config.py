@@ -40,7 +40,8 @@ class EpisodeConfig:
     max_steps: int = field(
         default=default_of(Settings, "max_steps"),
         metadata={"help": "actor turns that call tools per trajectory (Settings.max_steps); past them a committed "
-                  "run is asked once more for an answer, with no call on offer"},
+                  "run is asked once more for an answer, with no call on offer. The steps of another path a "
+                  "rehearsal found for a held call (engine/repair.py) are the engine's, not counted"},
     )
     episode_seconds: float = field(
         default=default_of(Settings, "episode_seconds"),

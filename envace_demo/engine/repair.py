@@ -23,21 +23,25 @@ stream (``Request.where`` "repair")."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, replace
 from typing import Any, Generator
 
+from envace_demo.calls import format_call
 from envace_demo.engine.commit import contradicts_call
 from envace_demo.events import TurnUpdated
 from envace_demo.models.base import Constraint, Generation
 from envace_demo.prompts import Conversation, actor_prompt
 from envace_demo.record import Action, CallStep, ToolCall, Turn, is_error, rehearsal_failed
 from envace_demo.scheduler import Request
-from envace_demo.schemas import find_tool
+from envace_demo.schemas import Tool, find_tool
 from envace_demo.validation import check_arguments
 from envace_demo.verbatim import parse_dictated
 
 # The candidates are drawn hotter than the actor acts: the point is calls it would rarely make.
 CANDIDATE_TEMPERATURE = 1.0
+# The most calls a foreseen failure's named parts may chain before the held call (a folder, its parent...).
+MAX_NAMED = 3
 
 
 @dataclass
@@ -73,6 +77,7 @@ class Repairs:
         self.pending: Pending | None = None
         # The plan found, step by step: (the action, what the step is, for its turn's record).
         self.plan: list[tuple[Generation, str]] = []
+        self.ran: tuple[list, int] = ([], 0)  # the real results, and how many there were when the plan was found
 
     def held(self, turn: Turn, step: CallStep, conversation: Conversation, real_results: list) -> None:
         """A committed call was held, surely: its other paths are looked for before the next turn."""
@@ -85,8 +90,12 @@ class Repairs:
     def next_action(self) -> Generator[Request | TurnUpdated, Generation, tuple[Generation, str] | None]:
         """The committed actor's next action and what it is, where a plan gives it, else None."""
         pending, self.pending = self.pending, None
+        results, found = self.ran
+        if self.plan and len(results) > found and is_error(results[-1][1]):
+            self.plan.clear()  # a step failed for real: the rest of the plan is moot, the actor takes over
         if not self.plan and pending is not None:
             self.plan = yield from self._search(pending)
+            self.ran = (pending.real_results, len(pending.real_results))
             if self.plan:  # the held turn gives way: the actor answers from the path that ran
                 pending.conversation.turns.remove(pending.turn)
                 pending.turn.superseded = f"another path the rehearsal found replaces it: {self.plan[0][1]}"
@@ -98,6 +107,8 @@ class Repairs:
         if not pending.conversation.turns or pending.conversation.turns[-1] is not pending.turn:
             return []  # the held turn left the history (a write nobody asked for): nothing to repair
         before = replace(pending.conversation, turns=pending.conversation.turns[:-1])
+        if plan := (yield from self._named(pending, before)):
+            return plan
         tried = {held.key()}
         ask = self._candidate_request(pending)
         for _ in range(runner.config.repair_candidates):  # drawn one by one: the first plan found ends it
@@ -128,6 +139,51 @@ class Repairs:
                             (own, f"the held {held.name}, after {call.name}")]
         return []
 
+    def _named(self, pending: Pending, before: Conversation) -> Generator[Request, Generation, list[tuple[Generation, str]]]:
+        """The plan the foreseen failure points to, asking the actor nothing: it names a leading
+        part of the held call's argument ("no such directory: /notes/travel"), which an additive
+        tool taking that one string makes; where that call is foreseen to fail naming a part of
+        its own, that part is made first (up to ``MAX_NAMED``). Each is rehearsed, then the held
+        call after them."""
+        environment = self.runner.committer.environment
+        makers = [t for t in self.runner.tools if environment is not None and environment.additive(t.original_name)
+                  and one_string(t) is not None]
+        held = pending.step.call
+        chain = (yield from self._make_first(held, pending.step.rehearsed, makers, before, pending.real_results,
+                                             MAX_NAMED)) if makers else None
+        if not chain:
+            return []
+        after, known = _after(before, pending.real_results, chain)
+        own = Generation(pending.turn.action.text, 0, 0, 0.0)
+        if (yield from self._succeeds(held, own, after, known, False)) is None:
+            return []
+        made = [f"{c.name} {json.dumps(next(iter(c.arguments.values())))}" for c, _, _ in chain]
+        return [*((g, f"{m} first, named by the foreseen failure") for m, (_, g, _) in zip(made, chain)),
+                (own, f"the held {held.name}, after {', '.join(made)}")]
+
+    def _make_first(
+        self, call: ToolCall, foreseen: Any, makers: list, world: Conversation, known: list, depth: int,
+        real: bool = True,
+    ) -> Generator[Request, Generation, list[tuple[ToolCall, Generation, CallStep]] | None]:
+        """The calls to make, in order, so that ``call`` (foreseen: ``foreseen``) goes through, or None."""
+        part = named_part(call, foreseen)
+        if part is None or depth == 0:
+            return None
+        for tool in makers:
+            maker = ToolCall(tool.name, {one_string(tool): part})
+            gen = Generation(f"<think>\n</think>\n\n{format_call(maker)}", 0, 0, 0.0)
+            step = yield from self._foresee(maker, gen, world, known, real)
+            if step is None:
+                continue
+            if foreseen_through(step, self.runner.config.hold_certainty):
+                return [(maker, gen, step)]
+            first = yield from self._make_first(maker, step.rehearsed, makers, world, known, depth - 1, real)
+            if first:
+                after, seen = _after(world, known, first)
+                if (again := (yield from self._succeeds(maker, gen, after, seen, False))) is not None:
+                    return [*first, (maker, gen, again)]
+        return None
+
     def _candidate_request(self, pending: Pending) -> Request:
         """The request for a call the actor would make now, shown the foreseen failure: a write
         required, drawn hotter than it acts (each draw its own seed)."""
@@ -141,6 +197,14 @@ class Repairs:
         self, call: ToolCall, gen: Generation, conversation: Conversation, known: list, real_world: bool,
     ) -> Generator[Request, Generation, CallStep | None]:
         """The call's rehearsal, where it foresees a success as surely as a hold asks."""
+        step = yield from self._foresee(call, gen, conversation, known, real_world)
+        return step if step is not None and foreseen_through(step, self.runner.config.hold_certainty) else None
+
+    def _foresee(
+        self, call: ToolCall, gen: Generation, conversation: Conversation, known: list, real_world: bool,
+    ) -> Generator[Request, Generation, CallStep | None]:
+        """The call's rehearsal in ``conversation`` (None for a call its schema refuses); in the real
+        world (``real_world``) the rehearser reads the state it depends on first."""
         runner = self.runner
         tool = find_tool(runner.tools, call.name)
         step = CallStep(call)
@@ -152,13 +216,55 @@ class Repairs:
         context = runner.committer.read_context(step, tool) if real_world else []
         yield from runner.rehearser.rehearse(turn, step, tool, runner.tools, conversation, known, "commit", None,
                                              context)
-        if contradicts_call(step.rehearsed, call):  # its message asks for what the call passes: no failure
-            step.self_contradicted = True
-            return step
-        floor = runner.config.hold_certainty
-        sure = floor is None or step.certainty is None or step.certainty >= floor
-        fails = step.rehearsed is None or is_error(step.rehearsed) or rehearsal_failed(step.rehearsed)
-        return step if sure and not fails else None
+        # A foreseen failure whose message asks for what the call passes is no failure.
+        step.self_contradicted = contradicts_call(step.rehearsed, call)
+        return step
+
+
+def foreseen_through(step: CallStep, floor: float | None) -> bool:
+    """Whether a rehearsed step foresees a success as surely as a hold asks (``floor``)."""
+    if step.self_contradicted:
+        return True
+    sure = floor is None or step.certainty is None or step.certainty >= floor
+    return sure and not (step.rehearsed is None or is_error(step.rehearsed) or rehearsal_failed(step.rehearsed))
+
+
+def one_string(tool: Tool | None) -> str | None:
+    """The parameter of a tool that takes one string and nothing else required, else None."""
+    params = tool.parameters if tool is not None else {}
+    props, required = params.get("properties", {}), params.get("required", [])
+    if len(required) != 1 or not isinstance(props.get(required[0]), dict):
+        return None
+    return required[0] if props[required[0]].get("type") == "string" else None
+
+
+def named_part(call: ToolCall, foreseen: Any) -> str | None:
+    """The longest proper leading part of a string ``call`` passes that the foreseen failure's
+    message names, whole (up to a character that is not a letter or digit on both sides, and
+    not as part of the full value): "no such directory: /notes/travel" names a part of
+    "/notes/travel/japan/packing.txt"; "/notes/todo.txt already exists" names none of
+    "/notes/todo.txt"."""
+    error = foreseen.get("error") if isinstance(foreseen, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    if not isinstance(message, str):
+        return None
+    found: list[str] = []
+    for value in (v for v in call.arguments.values() if isinstance(v, str)):
+        said = message.replace(value, "\0")  # the full value named is not a part named
+        for end in range(len(value) - 1, 0, -1):
+            part = value[:end]
+            if value[end].isalnum() or not any(c.isalnum() for c in part):
+                continue
+            if re.search(rf"(?<![\w]){re.escape(part)}(?![\w])", said):
+                found.append(part)
+                break
+    return max(found, key=len) if found else None
+
+
+def _after(world: Conversation, known: list, made: list) -> tuple[Conversation, list]:
+    """The imagined world after ``made`` (call, generation, foreseen step), and its few-shot."""
+    turns = [_imagined_turn(c, g, step) for c, g, step in made]
+    return replace(world, turns=[*world.turns, *turns]), [*known, *((c, step.rehearsed) for c, _, step in made)]
 
 
 def _imagined_turn(call: ToolCall, gen: Generation, step: CallStep | None) -> Turn:
