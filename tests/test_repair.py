@@ -7,7 +7,7 @@ import pytest
 from conftest import call_text, result_text
 from helpers.scripted import ScriptedBackend, sure
 from envace_demo.engine import EpisodeConfig, run_episode
-from envace_demo.engine.repair import CANDIDATE_TEMPERATURE, is_prerequisite, is_variant, named_part
+from envace_demo.engine.repair import CANDIDATE_TEMPERATURE, is_prerequisite, is_variant, named_part, stems
 from envace_demo.envs.registry import create
 from envace_demo.models.base import Generation, Sampling
 from envace_demo.record import ToolCall, call_steps, is_error
@@ -261,3 +261,37 @@ def test_a_plan_whose_step_fails_for_real_gives_the_turn_back_to_the_actor():
 def test_which_part_of_a_call_a_foreseen_failure_names(message, arguments, part):
     assert named_part(ToolCall("write_file", arguments), {"error": {"code": "X", "message": message}}) == part
     assert named_part(ToolCall("write_file", arguments), {"path": "/notes"}) is None  # no failure
+
+
+ASKS = {"error": {"code": "ALREADY_EXISTS", "message": "/notes/todo.txt already exists; pass overwrite=true to replace it"}}
+
+
+@pytest.mark.parametrize("prompt, replaced", [
+    ("Replace everything in /notes/todo.txt with: - water the plants", True),
+    ("Overwrite /notes/todo.txt with: - water the plants", True),
+    ("Start /notes/todo.txt with '- water the plants'. If there's already a file by that name, leave it alone.", False),
+])
+def test_the_variant_a_foreseen_failure_asks_for_is_made_only_where_the_request_asks_for_it_too(prompt, replaced):
+    write = call_text("write_file", TODO)
+    before = create("files").state()["files"]["/notes/todo.txt"]
+    traj, env, backend = _run(
+        "files", prompt, actor=["<think></think>\nNo call.", write, "<think></think>\nDone."],
+        rehearser=[_ok(ASKS), _ok({"path": "/notes/todo.txt", "size": 18, "created": False})],
+        candidates=[] if replaced else [write] * 4,  # the actor insists on its own call
+    )
+    steps = call_steps(traj.turns)
+    assert steps[0].held
+    if replaced:
+        assert backend.candidate_seeds == [] and steps[1].call.arguments == {**TODO, "overwrite": True}
+        assert env.state()["files"]["/notes/todo.txt"] == "- water the plants"
+        assert "asks for it, and so does the request" in traj.turns[1].repaired
+    else:  # the asked-for variant was never rehearsed: the file stays
+        assert len(steps) == 1 and env.state()["files"]["/notes/todo.txt"] == before
+        assert len(backend.candidate_seeds) == 4 and len(backend.rehearser) == 1
+
+
+def test_stems():
+    assert stems("to replace it") & stems("Replace everything")
+    assert stems("overwrite") & stems("Overwriting the file")
+    assert not stems("overwrite to replace it") & stems("Start a file. If there's already one, leave it alone.")
+    assert stems("pass true false with") == set()

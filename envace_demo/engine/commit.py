@@ -136,16 +136,26 @@ _ASKED = re.compile(r"\b(?:pass|set|use)\s+([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(true|
                     re.IGNORECASE)
 
 
+def asked(rehearsed: Any) -> list[tuple[str, Any, str]]:
+    """What a foreseen failure's message asks the call to pass: (name, value, the rest of its
+    clause: "to replace it")."""
+    err = rehearsed.get("error") if isinstance(rehearsed, dict) else None
+    message = err.get("message") if isinstance(err, dict) else None
+    if not isinstance(message, str):
+        return []
+    out = []
+    for m in _ASKED.finditer(message):
+        raw = m.group(2)
+        value = raw.lower() == "true" if raw.lower() in ("true", "false") else float(raw)
+        out.append((m.group(1), value, re.split(r"[;.!?\n]", message[m.end():])[0]))
+    return out
+
+
 def contradicts_call(rehearsed: Any, call: ToolCall) -> bool:
     """Whether a foreseen failure's message asks for an argument value the call already
     passes: the embedded rehearser foresaw "ALREADY_EXISTS ... pass overwrite=true to replace
     it" for a write that passed overwrite true (0.97 sure), a prediction its own call answers."""
-    err = rehearsed.get("error") if isinstance(rehearsed, dict) else None
-    message = err.get("message") if isinstance(err, dict) else None
-    if not isinstance(message, str):
-        return False
-    for name, raw in _ASKED.findall(message):
-        value = raw.lower() == "true" if raw.lower() in ("true", "false") else float(raw)
+    for name, value, _ in asked(rehearsed):
         given = call.arguments.get(name)
         if isinstance(given, (bool, int, float)) and isinstance(given, bool) == isinstance(value, bool) and given == value:
             return True

@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Generator
 
 from envace_demo.calls import format_call
-from envace_demo.engine.commit import contradicts_call
+from envace_demo.engine.commit import asked, contradicts_call
 from envace_demo.events import TurnUpdated
 from envace_demo.models.base import Constraint, Generation
 from envace_demo.prompts import Conversation, actor_prompt
@@ -107,6 +107,8 @@ class Repairs:
         if not pending.conversation.turns or pending.conversation.turns[-1] is not pending.turn:
             return []  # the held turn left the history (a write nobody asked for): nothing to repair
         before = replace(pending.conversation, turns=pending.conversation.turns[:-1])
+        if plan := (yield from self._asked_for(pending, before)):
+            return plan
         if plan := (yield from self._named(pending, before)):
             return plan
         tried = {held.key()}
@@ -137,6 +139,24 @@ class Repairs:
                                               False)) is not None:
                     return [(gen, f"{call.name} first, for the held {held.name}: both foreseen to go through"),
                             (own, f"the held {held.name}, after {call.name}")]
+        return []
+
+    def _asked_for(self, pending: Pending, before: Conversation) -> Generator[Request, Generation, list[tuple[Generation, str]]]:
+        """The variant the foreseen failure asks for, where the request asks for it too: the
+        message says "pass overwrite=true to replace it" and the user said "Replace" (a word of
+        the argument's name or of what the message says it does). The user who wrote "If
+        there's already a file by that name, leave it alone" said neither: nothing is replaced."""
+        held, tool = pending.step.call, find_tool(self.runner.tools, pending.step.call.name)
+        said = stems(" ".join(pending.conversation.requests()))
+        for name, value, does in asked(pending.step.rehearsed):
+            offered = tool is not None and name in tool.parameters.get("properties", {})
+            if name in held.arguments or not offered or not stems(f"{name.replace('_', ' ')} {does}") & said:
+                continue
+            variant = ToolCall(held.name, {**held.arguments, name: value})
+            gen = Generation(f"<think>\n</think>\n\n{format_call(variant)}", 0, 0, 0.0)
+            if (yield from self._succeeds(variant, gen, before, pending.real_results, True)) is not None:
+                return [(gen, f"the held {held.name} with {_added(held, variant)}: its foreseen failure asks for it, "
+                              "and so does the request")]
         return []
 
     def _named(self, pending: Pending, before: Conversation) -> Generator[Request, Generation, list[tuple[Generation, str]]]:
@@ -259,6 +279,16 @@ def named_part(call: ToolCall, foreseen: Any) -> str | None:
                 found.append(part)
                 break
     return max(found, key=len) if found else None
+
+
+# Words that say nothing of what an argument does.
+_PLAIN = {"pass", "true", "false", "with", "that", "this", "then", "from", "into", "instead"}
+
+
+def stems(text: str) -> set[str]:
+    """The words of ``text`` (four letters or more, not ``_PLAIN``), cut to six letters: "Replace"
+    and "to replace it" share one, "replacing" too."""
+    return {w[:6] for w in re.findall(r"[a-z]{4,}", text.lower()) if w not in _PLAIN}
 
 
 def _after(world: Conversation, known: list, made: list) -> tuple[Conversation, list]:
