@@ -819,3 +819,32 @@ def test_what_a_request_can_have_asked_for():
     # A polite instruction is not a question.
     hold = Action(text="", calls=[ToolCall("place_hold", {"book_id": "BK-019", "patron_id": "P-1100"})])
     assert asked_for(hold, "Could you place a hold on The Great Gatsby for patron P-1100?", writes)
+
+
+@pytest.mark.parametrize("mode", ["none", "parallel"])
+def test_a_question_offers_no_tool_that_changes_or_removes_anything(scripted, mode):
+    """In a request that asks a question, the actor's grammar leaves out the writes the
+    environment does not declare additive, in every mode: asked what was spent in February,
+    the embedded actor had deleted the budget file."""
+    def offered(prompt, **config):
+        backend = scripted(actor=["<think></think>\nFebruary: 980."] * 3)
+        backend.supports_constraints = True
+        names = []
+        generate = backend.generate
+
+        def recording(p, sampling, constraint=None, *args, **kwargs):
+            if constraint is not None and constraint.role == "actor" and constraint.tools:
+                names.append({t.name for t in constraint.tools})
+            return generate(p, sampling, constraint, *args, **kwargs)
+
+        backend.generate = recording
+        env = create("files")
+        run_episode(backend, Task("q", prompt, env.tools()), EpisodeConfig(mode=mode, n=1, **config), env)
+        return names
+
+    everything = {t.name for t in create("files").tools()}
+    changes = {"write_file", "move_file", "delete_file"}
+    asked = offered("How much did I spend in February? It's in /projects/budget.csv.")
+    assert asked and all(n == everything - changes for n in asked)  # reads, and the folder that only adds
+    assert all(n == everything for n in offered("Delete /notes/todo.txt, I'm done with it."))
+    assert all(n == everything for n in offered("What did I spend in February?", questions_keep=False))

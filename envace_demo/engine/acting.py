@@ -293,7 +293,7 @@ class TrajectoryRunner:
         short = where == "rehearsal" and short_answers(self.constrained, self.policy, self.config)
         chars = IMAGINED_ANSWER_CHARS if short else DRAFT_ANSWER_CHARS if draft else None
         constraint = Constraint(role="actor", think_chars=self.config.think_chars,
-                                tools=offered(self.tools, prompt, last, self.config), require_call=require,
+                                tools=offered(self.tools, prompt, last, self.config, self.committer), require_call=require,
                                 answer_chars=chars) if self.constrained else None
         gen = yield Request(prompt, constraint, "actor", where, rindex, aligned=k if lead else None)
         return gen, None, None
@@ -312,12 +312,25 @@ def unasked(config: EpisodeConfig, conversation: Conversation) -> bool:
     return config.drop_unasked_failures and asks_a_question(conversation.user)
 
 
-def offered(tools: list[Tool], prompt: Any, last: bool, config: EpisodeConfig) -> tuple[Tool, ...]:
+def offered(tools: list[Tool], prompt: Any, last: bool, config: EpisodeConfig,
+            committer: Committer | None = None) -> tuple[Tool, ...]:
     """The tools an actor turn's grammar may call: none past the last step; those whose
-    identifiers the conversation can fill (``EpisodeConfig.grounded_ids``)."""
+    identifiers the conversation can fill (``EpisodeConfig.grounded_ids``); in a request that
+    asks a question, none that may change or remove what is there (``EpisodeConfig.questions_keep``:
+    a write the environment does not declare additive), unless that leaves no tool at all."""
     if last:
         return ()
-    return ground(tools, prompt.messages) if config.grounded_ids else tuple(tools)
+    kept = ground(tools, prompt.messages) if config.grounded_ids else tuple(tools)
+    if committer is None or not config.questions_keep or not asks_a_question(latest_request(prompt.messages)):
+        return kept
+    keeps = tuple(t for t in kept if committer.writes(t) is not True or committer.additive(t))
+    return keeps or kept
+
+
+def latest_request(messages: list[dict]) -> str:
+    """The last user message (the request this turn answers)."""
+    said = [m.get("content") for m in messages if m.get("role") == "user"]
+    return said[-1] if said and isinstance(said[-1], str) else ""
 
 
 def new_turn(turns: list[Turn], action: Action, gen: Generation, prompt: Any, user_turn: int = 0,

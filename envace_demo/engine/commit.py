@@ -62,6 +62,10 @@ class Committer:
             return None
         return self.environment.writes(tool.original_name)
 
+    def additive(self, tool: Tool | None) -> bool:
+        """Whether ``tool`` only adds to the state, as the environment declares (``Environment.additive``)."""
+        return self.environment is not None and tool is not None and self.environment.additive(tool.original_name)
+
     def hold(self, step: CallStep, held: set[str], tool: Tool | None = None, unasked: bool = False) -> bool:
         """Whether ``step`` is held: its rehearsal predicted a failure, surely enough
         (``hold_certainty``; at any certainty where nobody asked for the write, ``unasked``),

@@ -162,6 +162,14 @@ class EpisodeConfig:
                   "it, so a wrong foresight loses nothing: asked what was on a todo list, the actor read it, then "
                   "wrote it back without overwrite and failed for real. False: such a write is held like any other"},
     )
+    questions_keep: bool = field(
+        default=True,
+        metadata={"help": "in a request that asks a question (what, which, is, does, ...: engine/imagined.py), the "
+                  "actor's grammar offers no tool that may change or remove what is there: a write the environment "
+                  "does not declare additive (a hold may still be placed, a folder made). Asked 'How much did I "
+                  "spend in February?', the embedded actor deleted the budget file, with and without rehearsal. "
+                  "Every mode. False: every tool is on offer"},
+    )
     grounded_ids: bool = field(
         default=True,
         metadata={"help": "an identifier argument (id, *_id) with a declared pattern is, in the actor's grammar, one "
