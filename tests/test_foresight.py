@@ -537,25 +537,32 @@ def test_an_imagined_run_that_repeats_a_read_in_an_unchanged_world_ends_there(sc
         assert backend.rehearser == [] and traj.final_answer == "It holds 15.50 USD."
 
 
+def _constrained(scripted, answer):
+    """A scripted backend that takes grammars and answers ``answer``, and the actor
+    constraints it was handed, in order."""
+    backend = scripted(actor=[answer] * 3)
+    backend.supports_constraints = True
+    seen = []
+    generate = backend.generate
+
+    def recording(prompt, sampling, constraint=None, *args, **kwargs):
+        if constraint is not None and constraint.role == "actor":
+            seen.append(constraint)
+        return generate(prompt, sampling, constraint, *args, **kwargs)
+
+    backend.generate = recording
+    return backend, seen
+
+
 def test_an_imagined_answer_is_cut_to_a_character_only_where_a_committed_run_follows(scripted):
     """Under a grammar, the imagined runs of a mode that commits answer in one character
     (the committed actor never reads their answers); ``imagine`` mode shows its answer as
     the result, and the committed run answers in full."""
     def answer_bounds(mode, **config):
-        backend = scripted(actor=["<think></think>\nIt holds 15.50 USD."] * 3)
-        backend.supports_constraints = True
-        bounds = []
-        generate = backend.generate
-
-        def recording(prompt, sampling, constraint=None, *args, **kwargs):
-            if constraint is not None and constraint.role == "actor":
-                bounds.append(constraint.answer_chars)
-            return generate(prompt, sampling, constraint, *args, **kwargs)
-
-        backend.generate = recording
+        backend, actor = _constrained(scripted, "<think></think>\nIt holds 15.50 USD.")
         run_episode(backend, _task("What is the balance of ACC-1005?"), EpisodeConfig(mode=mode, n=1, **config),
                     create("bank"))
-        return bounds
+        return [c.answer_chars for c in actor]
 
     assert answer_bounds("parallel") == [1, None]  # the imagined run's, then the committed run's
     assert answer_bounds("imagine") == [None]
@@ -827,20 +834,10 @@ def test_a_question_offers_no_tool_that_changes_or_removes_anything(scripted, mo
     environment does not declare additive, in every mode: asked what was spent in February,
     the embedded actor had deleted the budget file."""
     def offered(prompt, **config):
-        backend = scripted(actor=["<think></think>\nFebruary: 980."] * 3)
-        backend.supports_constraints = True
-        names = []
-        generate = backend.generate
-
-        def recording(p, sampling, constraint=None, *args, **kwargs):
-            if constraint is not None and constraint.role == "actor" and constraint.tools:
-                names.append({t.name for t in constraint.tools})
-            return generate(p, sampling, constraint, *args, **kwargs)
-
-        backend.generate = recording
+        backend, actor = _constrained(scripted, "<think></think>\nFebruary: 980.")
         env = create("files")
         run_episode(backend, Task("q", prompt, env.tools()), EpisodeConfig(mode=mode, n=1, **config), env)
-        return names
+        return [{t.name for t in c.tools} for c in actor if c.tools]
 
     everything = {t.name for t in create("files").tools()}
     changes = {"write_file", "move_file", "delete_file"}
