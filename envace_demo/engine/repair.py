@@ -122,9 +122,7 @@ class Repairs:
             if call is None or call.key() in tried:
                 continue
             tried.add(call.key())
-            tool = find_tool(runner.tools, call.name)
-            environment = runner.committer.environment
-            additive = environment is not None and tool is not None and environment.additive(tool.original_name)
+            additive = runner.committer.additive(find_tool(runner.tools, call.name))
             if is_variant(held, call):
                 if (step := (yield from self._succeeds(call, gen, before, pending.real_results, True))) is not None:
                     how = "its foreseen failure asks for what it passes" if step.self_contradicted else "foreseen to go through"
@@ -133,10 +131,9 @@ class Repairs:
                 step = yield from self._succeeds(call, gen, before, pending.real_results, True)
                 if step is None:
                     continue
-                after = replace(before, turns=[*before.turns, _imagined_turn(call, gen, step)])
+                after, known = _after(before, pending.real_results, [(call, gen, step)])
                 own = Generation(pending.turn.action.text, 0, 0, 0.0)
-                if (yield from self._succeeds(held, own, after, [*pending.real_results, (call, step.rehearsed)],
-                                              False)) is not None:
+                if (yield from self._succeeds(held, own, after, known, False)) is not None:
                     return [(gen, f"{call.name} first, for the held {held.name}: both foreseen to go through"),
                             (own, f"the held {held.name}, after {call.name}")]
         return []
@@ -153,7 +150,7 @@ class Repairs:
             if name in held.arguments or not offered or not stems(f"{name.replace('_', ' ')} {does}") & said:
                 continue
             variant = ToolCall(held.name, {**held.arguments, name: value})
-            gen = Generation(f"<think>\n</think>\n\n{format_call(variant)}", 0, 0, 0.0)
+            gen = _made(variant)
             if (yield from self._succeeds(variant, gen, before, pending.real_results, True)) is not None:
                 return [(gen, f"the held {held.name} with {_added(held, variant)}: its foreseen failure asks for it, "
                               "and so does the request")]
@@ -165,9 +162,8 @@ class Repairs:
         tool taking that one string makes; where that call is foreseen to fail naming a part of
         its own, that part is made first (up to ``MAX_NAMED``). Each is rehearsed, then the held
         call after them."""
-        environment = self.runner.committer.environment
-        makers = [t for t in self.runner.tools if environment is not None and environment.additive(t.original_name)
-                  and one_string(t) is not None]
+        committer = self.runner.committer
+        makers = [(t.name, one) for t in self.runner.tools if committer.additive(t) and (one := one_string(t))]
         held = pending.step.call
         chain = (yield from self._make_first(held, pending.step.rehearsed, makers, before, pending.real_results,
                                              MAX_NAMED)) if makers else None
@@ -182,16 +178,16 @@ class Repairs:
                 (own, f"the held {held.name}, after {', '.join(made)}")]
 
     def _make_first(
-        self, call: ToolCall, foreseen: Any, makers: list, world: Conversation, known: list, depth: int,
+        self, call: ToolCall, foreseen: Any, makers: list[tuple[str, str]], world: Conversation, known: list, depth: int,
         real: bool = True,
     ) -> Generator[Request, Generation, list[tuple[ToolCall, Generation, CallStep]] | None]:
         """The calls to make, in order, so that ``call`` (foreseen: ``foreseen``) goes through, or None."""
         part = named_part(call, foreseen)
         if part is None or depth == 0:
             return None
-        for tool in makers:
-            maker = ToolCall(tool.name, {one_string(tool): part})
-            gen = Generation(f"<think>\n</think>\n\n{format_call(maker)}", 0, 0, 0.0)
+        for name, param in makers:
+            maker = ToolCall(name, {param: part})
+            gen = _made(maker)
             step = yield from self._foresee(maker, gen, world, known, real)
             if step is None:
                 continue
@@ -295,6 +291,11 @@ def _after(world: Conversation, known: list, made: list) -> tuple[Conversation, 
     """The imagined world after ``made`` (call, generation, foreseen step), and its few-shot."""
     turns = [_imagined_turn(c, g, step) for c, g, step in made]
     return replace(world, turns=[*world.turns, *turns]), [*known, *((c, step.rehearsed) for c, _, step in made)]
+
+
+def _made(call: ToolCall) -> Generation:
+    """A call the engine makes for the actor, written as the actor writes one (no reasoning)."""
+    return Generation(f"<think>\n</think>\n\n{format_call(call)}", 0, 0, 0.0)
 
 
 def _imagined_turn(call: ToolCall, gen: Generation, step: CallStep | None) -> Turn:
