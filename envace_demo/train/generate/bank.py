@@ -1,9 +1,10 @@
 """Generated tasks over the ``bank`` environment: balances, histories, deposits,
-withdrawals, transfers (the daily limit included) and freezes."""
+withdrawals, transfers (the daily limit included) and freezes; questions about one past
+transaction, refunds of one, whole balances withdrawn, transfers with a memo."""
 
 from __future__ import annotations
 
-from envace_demo.train.generate.script import Add, Say, error, money
+from envace_demo.train.generate.script import Add, Say, Script, error, money
 
 READ_TOOLS = {"get_account", "list_transactions"}
 _ACCOUNTS = ("ACC-1001", "ACC-1002", "ACC-1003", "ACC-1004", "ACC-1005")
@@ -203,6 +204,139 @@ def _freezes(add: Add, say: Say) -> None:
         s.check_answer("frozen")
 
 
+# What a user calls a transaction, by the first part of its description.
+_KINDS = {"Rent": "rent", "Payroll": "paycheck", "Grocery": "grocery bill", "Phone bill": "phone bill",
+          "Water bill": "water bill", "Electric bill": "electric bill", "Gym": "gym fee", "Coffee": "coffee",
+          "Bookshop": "bookshop purchase", "Pharmacy": "pharmacy charge", "Bakery": "bakery charge",
+          "Refund": "refund", "ATM withdrawal": "ATM withdrawal", "Monthly savings": "savings deposit"}
+# (account, kind) pairs of the seeded world a measuring set asks about: taught in varied
+# worlds only, where the amounts differ.
+_MONEY_IN = {"Payroll", "Refund", "Monthly savings"}
+_MEASURED = {("ACC-1001", "Rent"), ("ACC-1001", "Grocery"), ("ACC-1003", "Payroll"), ("ACC-1003", "Electric bill")}
+
+
+def _named_transaction(s: Script, a: str, i: int, charges: bool = False) -> dict | None:
+    """A transaction of ``a`` the request can name by its kind (another each ``i``; money
+    out only, with ``charges``), in the script's world, or None where there is none (in the
+    seeded world, none a measuring set asks about)."""
+    seeded = s.seeded()
+    mine = [t for t in s.state("transactions") if t["account_id"] == a
+            and not (charges and t["description"].split(" - ")[0] in _MONEY_IN)
+            and not (seeded and (a, t["description"].split(" - ")[0]) in _MEASURED)]
+    return mine[i % len(mine)] if mine else None
+
+
+def _kind(t: dict) -> str:
+    return _KINDS.get(t["description"].split(" - ")[0], t["description"].split(" - ")[0].lower())
+
+
+def _history_questions(add: Add, say: Say) -> None:
+    """A question about one past transaction (the rent, the paycheck): the history has it,
+    the account record does not."""
+    # ACC-1003 is left out: in the seeded world, measuring sets ask about both its transactions.
+    for i, a in enumerate(("ACC-1001", "ACC-1001", "ACC-1002", "ACC-1001", "ACC-1002", "ACC-1001")):
+        s = add(f"history-question-{a[-4:]}-{i}", "")
+        t = _named_transaction(s, a, i)
+        if t is None:
+            s.prompt = say(i, ("What was the last payment on {a}?", "What did the latest transaction on {a} come to?"), a=a)
+            r = s.call("list_transactions", {"account_id": a, "limit": 10}, f"I read the history of {a}.")
+            s.answer = f"Account {a} has no transactions on record."
+            s.check_answer("no transactions")
+            continue
+        k = _kind(t)
+        s.prompt = say(i, ("How much was the {k} on {a}?", "What did the {k} on account {a} come to?",
+                           "{a}: how much was my last {k}, and when?", "{a} - what was the {k}?",
+                           "Can you check what the {k} on {a} was?"), k=k, a=a)
+        r = s.call("list_transactions", {"account_id": a, "limit": 10},
+                   f"The {k} is a past transaction: I read the history of {a}, not the account.")
+        t = next(x for x in r["transactions"] if x["transaction_id"] == t["transaction_id"])
+        s.answer = f"The {k} on {a} was {money(t['amount'])} USD ({t['description']}, {t['date']})."
+        s.check_answer(money(t["amount"]))
+
+
+def _refunds(add: Add, say: Say) -> None:
+    """The amount of a past transaction put back: the history first, then the deposit."""
+    for i, a in enumerate(("ACC-1001", "ACC-1001", "ACC-1002", "ACC-1001")):
+        s = add(f"refund-{a[-4:]}-{i}", "")
+        t = _named_transaction(s, a, i + 1, charges=True)
+        if t is None:
+            s.prompt = f"Refund the last charge on {a} by depositing the same amount back."
+            s.call("list_transactions", {"account_id": a, "limit": 10}, f"I look for the last charge on {a}.")
+            s.answer = f"Account {a} has no charge on record, so there is nothing to refund."
+            s.check_state("accounts", a, "balance")
+            s.check_answer("no charge")
+            continue
+        k = _kind(t)
+        s.prompt = say(i, ("The {k} on {a} was a mistake; deposit the same amount back into {a}.",
+                           "Please refund the {k} on {a}: put that amount back in the account.",
+                           "I'm getting the {k} on {a} back. Credit the same amount to {a}."), k=k, a=a)
+        r = s.call("list_transactions", {"account_id": a, "limit": 10}, f"I find the amount of the {k} on {a} first.")
+        amount = next(x for x in r["transactions"] if x["transaction_id"] == t["transaction_id"])["amount"]
+        r = s.call("deposit", {"account_id": a, "amount": amount}, f"The {k} was {amount:g} USD; I deposit it.")
+        err = error(r)
+        s.answer = (f"The deposit failed: account {a} is frozen, so no money can move in or out." if err else
+                    f"Deposited {money(amount)} USD (the {k}) into {a}; the new balance is {money(r['new_balance'])} USD.")
+        s.check_state("accounts", a, "balance")
+
+
+def _withdraw_all(add: Add, say: Say) -> None:
+    """Everything in an account taken out: the balance read first, then withdrawn."""
+    # Not ACC-1005: a measuring set asks to empty it.
+    for i, a in enumerate(("ACC-1001", "ACC-1003", "ACC-1002", "ACC-1004")):
+        s = add(f"withdraw-all-{a[-4:]}", say(i, ("Withdraw everything from account {a}.", "Empty my account {a}: take all of it out in cash.",
+                           "I'm closing {a}. Cash out the whole balance, please.",
+                           "take every cent out of {a}"), a=a))
+        r = s.call("get_account", {"account_id": a}, f"To take everything out I read the balance of {a} first.")
+        if r["status"] == "frozen":
+            s.answer = f"Account {a} is frozen, so no money can be withdrawn."
+            s.check_answer("frozen")
+        elif r["balance"] <= 0:
+            s.answer = f"Account {a} is empty; there is nothing to withdraw."
+            s.check_answer("nothing to withdraw")
+        else:
+            w = s.call("withdraw", {"account_id": a, "amount": r["balance"]},
+                       f"{a} holds {r['balance']:g} USD; I withdraw all of it.")
+            s.answer = f"Withdrew {money(r['balance'])} USD from {a}; the new balance is {money(w['new_balance'])} USD."
+        s.check_state("accounts", a, "balance")
+
+
+def _memo_transfers(add: Add, say: Say) -> None:
+    """Transfers with a note, and payments into a named person's account."""
+    for i, (src, dst, amount, memo) in enumerate((("ACC-1002", "ACC-1001", 120.0, "Gym refund"),
+                                                  ("ACC-1001", "ACC-1003", 35.0, "Pizza night"),
+                                                  ("ACC-1003", "ACC-1001", 80.0, "Concert tickets"),
+                                                  ("ACC-1001", "ACC-1005", 60.0, "Birthday gift"))):
+        s = add(f"transfer-memo-{src[-4:]}-{dst[-4:]}", say(i, (
+            "Transfer ${x:g} from {src} to {dst} with the memo '{m}'.",
+            "Send ${x:g} from {src} to {dst}, note: {m}",
+            "Move ${x:g} from {src} to {dst} and put '{m}' as the memo."), x=amount, src=src, dst=dst, m=memo))
+        r = s.call("transfer", {"from_account_id": src, "to_account_id": dst, "amount": amount, "memo": memo},
+                   f"I move {amount:g} USD from {src} to {dst} with the memo {memo}.")
+        err = error(r)
+        s.answer = (f"The transfer did not go through: {err['message']}." if err else
+                    f"Transferred {money(amount)} USD from {src} to {dst} ('{memo}').")
+        s.check_state("accounts", src, "balance")
+        s.check_state("accounts", dst, "balance")
+    for i, (src, dst, amount) in enumerate((("ACC-1002", "ACC-1003", 75.0), ("ACC-1003", "ACC-1005", 20.0),
+                                            ("ACC-1002", "ACC-1004", 40.0), ("ACC-1005", "ACC-1001", 10.0))):
+        s = add(f"pay-into-{src[-4:]}-{dst[-4:]}", "")
+        owner = s.state("accounts", dst, "owner")
+        s.prompt = say(i, ("Can you pay ${x:g} from {src} into {o}'s account {dst}?",
+                           "Please send {o} ${x:g}: from my {src} to their account {dst}.",
+                           "Pay {o} (account {dst}) ${x:g} out of {src}."), x=amount, src=src, dst=dst, o=owner)
+        r = s.call("transfer", {"from_account_id": src, "to_account_id": dst, "amount": amount},
+                   f"Paying into another account is a transfer from {src} to {dst}.")
+        err = error(r)
+        if err:
+            word = {"INSUFFICIENT_FUNDS": "insufficient", "ACCOUNT_FROZEN": "frozen"}.get(err["code"], "limit")
+            s.answer = f"The payment did not go through ({word}): {err['message']}."
+            s.check_answer(word)
+        else:
+            s.answer = f"Paid {money(amount)} USD from {src} into {owner}'s account {dst}."
+        s.check_state("accounts", src, "balance")
+        s.check_state("accounts", dst, "balance")
+
+
 def write(add: Add, say: Say) -> None:
     """Every bank family, in order."""
     _balances(add, say)
@@ -213,3 +347,7 @@ def write(add: Add, say: Say) -> None:
     _limit_transfers(add, say)
     _freezes(add, say)
     _questions(add, say)
+    _history_questions(add, say)
+    _refunds(add, say)
+    _withdraw_all(add, say)
+    _memo_transfers(add, say)

@@ -1,5 +1,6 @@
 """Generated tasks over the ``files`` environment: reads, listings, creates,
-overwrites, read-only writes, directories, deletes, moves and copies."""
+overwrites, read-only writes, directories, deletes, moves and copies; a file found in a
+folder the user names, a folder made with a file in it."""
 
 from __future__ import annotations
 
@@ -200,7 +201,8 @@ def _moves(add: Add, say: Say) -> None:
                                     ("/notes/meeting-2025-03-10.md", "/archive/2024"),
                                     ("/projects/website/index.html", "/projects/old/index.html"))):
         s = add(f"move-{i}", say(i, ("Move {s} to {d}.", "Please move {s} over to {d}.", "Relocate {s} to {d}.",
-                                     "Shift {s} into {d}."), s=src, d=dst))
+                                     "Shift {s} into {d}.", "Put {s} in {d}, I'm done with it there.",
+                                     "File {s} under {d}."), s=src, d=dst))
         r = s.call("move_file", {"source": src, "destination": dst}, f"I move {src} to {dst}.")
         _into_extra_dir(s, dst)
         err = error(r)
@@ -236,6 +238,54 @@ def _copies(add: Add, say: Say) -> None:
         s.check_state("files", src, exists=True)
 
 
+def _found_in_folder(add: Add, say: Say) -> None:
+    """A file the user describes and places in a folder without naming it: the folder is
+    listed first, then the file read (or the answer says the folder has none)."""
+    asks = (("/projects", "budget.csv", "budget", "What did March come to in my budget? The spreadsheet is somewhere in /projects."),
+            ("/projects/website", "style.css", "stylesheet", "Which font does my site's stylesheet use? It's somewhere in /projects/website."),
+            ("/system", "readme.txt", "readme", "There's a readme somewhere in /system. What does it say?"),
+            ("/notes", "books-to-read.txt", "reading list", "I keep a reading list in /notes. What's on it?"),
+            ("/notes", "recipes.txt", "recipes", "read me my recipes file, it's in /notes"),
+            ("/projects", "ideas.md", "ideas", "My project ideas are in a file under /projects. What are they?"),
+            ("/archive", "letters.txt", "letters", "Somewhere in /archive there's a file of my letters. What does it say?"),
+            ("/notes", "shopping.txt", "shopping list", "Is there a shopping list in /notes? What's on it?"))
+    for i, (folder, name, what, ask) in enumerate(asks):
+        s = add(f"found-in-{folder.strip('/').replace('/', '-')}-{i}", ask)
+        r = s.call("list_directory", {"path": folder}, f"The user did not name the file; I list {folder} to find the {what}.")
+        names = [e["name"] for e in r["entries"] if e["type"] == "file"]
+        s.check_call("list_directory", {"path": folder})
+        if name not in names:
+            s.answer = f"I found no {what} in {folder}; it holds: {', '.join(names) or 'no files'}."
+            s.check_answer(f"no {what}")
+            continue
+        path = f"{folder}/{name}"
+        r = s.call("read_file", {"path": path}, f"The {what} is {path}; I read it.")
+        s.answer = f"{path} contains: {r['content'].strip()}"
+        s.check_call("read_file", {"path": path})
+        s.check_answer(r["content"].strip().split("\n")[-1])
+
+
+def _folder_then_file(add: Add, say: Say) -> None:
+    """A new folder and a file in it, asked for at once: the folder first (there already
+    or not), then the file."""
+    for i, (folder, name, content) in enumerate((("/projects/reports", "q2.txt", "Q2 revenue up 3%"),
+                                                 ("/archive/2024", "taxes.txt", "filed on April 2"),
+                                                 ("/notes/travel", "rome.txt", "Colosseum, Trastevere, gelato"),
+                                                 ("/notes/drafts", "letter.txt", "Dear Lars, thanks for the invoice."),
+                                                 ("/projects/old", "notes.md", "keep for reference"),
+                                                 ("/archive/2023", "receipts.txt", "printer ink 24.99"))):
+        s = add(f"folder-and-file-{i}", say(i, ("Create a folder {d} and inside it a file {n} containing: {c}",
+                                                "Make a new directory {d}, then save '{c}' in it as {n}.",
+                                                "Set up {d} with a file called {n} that says exactly: {c}"),
+                                            d=folder, n=name, c=content))
+        r = s.call("create_directory", {"path": folder}, f"First the folder {folder}.")
+        made = error(r) is None
+        path = f"{folder}/{name}"
+        r = s.call("write_file", {"path": path, "content": content},
+                   f"{folder} {'is made' if made else 'is there already'}; now I write {path}.")
+        _wrote(s, path, r, f"Created {folder} and wrote {path}." if made else f"{folder} was there already; wrote {path}.")
+
+
 def write(add: Add, say: Say) -> None:
     """Every files family, in order."""
     _reads(add, say)
@@ -247,3 +297,5 @@ def write(add: Add, say: Say) -> None:
     _mkdirs_and_deletes(add, say)
     _moves(add, say)
     _copies(add, say)
+    _found_in_folder(add, say)
+    _folder_then_file(add, say)

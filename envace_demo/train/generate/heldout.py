@@ -25,10 +25,28 @@ def _check_calls(task: Task) -> list[tuple[str, dict]]:
     return out
 
 
+def _asks_a_change(task: Task) -> bool:
+    """Whether the task's state check asks for a state other than the seeded one. A check
+    that nothing changed (a refusal's) is shared by every refusal on the same entity; its
+    request and calls tell those tasks apart, not the check."""
+    from envace_demo.envs.registry import create
+    from envace_demo.tasks import _MISSING, _lookup
+
+    seeded = create(task.env).state()
+
+    def changed(cond: dict) -> bool:
+        value = _lookup(seeded, cond["path"])
+        if "exists" in cond:
+            return (value is not _MISSING) != bool(cond["exists"])
+        return value != cond.get("equals")
+
+    return any(changed(c) for c in task.check["state"])
+
+
 def overlaps_heldout(scripted: ScriptedTask, heldout: list[Task]) -> str | None:
     """Why ``scripted`` is too close to a held-out task (same request, the same calls its
     check asks for, one of those calls among its calls or context reads, or the same
-    state check), or None."""
+    state check where that check asks for a change), or None."""
     mine = _signature([(c.name, c.arguments) for c in scripted.calls])
     shown = {_signature([(c.name, c.arguments)]) for step in scripted.steps
              for c in (step.call, *(read for read, _ in step.context))}
@@ -43,6 +61,6 @@ def overlaps_heldout(scripted: ScriptedTask, heldout: list[Task]) -> str | None:
             if _signature([call]) in shown:
                 return f"shows the {call[0]} call held-out task {task.name} asks for"
         state = (task.check or {}).get("state")
-        if state and state == (scripted.task.check or {}).get("state"):
+        if state and state == (scripted.task.check or {}).get("state") and _asks_a_change(task):
             return f"same state check as held-out task {task.name}"
     return None

@@ -1,5 +1,6 @@
 """Generated tasks over the ``library`` environment: books, authors, genres, wrong ids
-and holds."""
+and holds; a section's oldest or newest book, a hold chosen from an author's list, what a
+patron holds."""
 
 from __future__ import annotations
 
@@ -113,8 +114,8 @@ def _holds(add: Add, say: Say, env_books: dict) -> None:
     """Holds: placed, a queue, already held, or at the limit."""
     # Holds: on books with no copy on the shelf (still placed: a queue), on books the patron
     # holds already (ALREADY_ON_HOLD comes before the limit), for the patron at the limit.
-    for i, (book_id, patron) in enumerate((("BK-004", "P-1042"), ("BK-012", "P-1100"), ("BK-029", "P-1042"),
-                                           ("BK-005", "P-1100"), ("BK-038", "P-1042"), ("BK-008", "P-1042"),
+    for i, (book_id, patron) in enumerate((("BK-003", "P-1042"), ("BK-012", "P-1100"), ("BK-029", "P-1042"),
+                                           ("BK-009", "P-1100"), ("BK-038", "P-1042"), ("BK-008", "P-1042"),
                                            ("BK-020", "P-1100"), ("BK-033", "P-1100"), ("BK-001", "P-1042"),
                                            ("BK-018", "P-1100"), ("BK-014", "P-1042"), ("BK-020", "P-1077"),
                                            ("BK-001", "P-1077"))):
@@ -169,6 +170,63 @@ def _limit_and_title_holds(add: Add, say: Say, env_books: dict) -> None:
         s.check_state("patrons", patron, "holds")
 
 
+def _oldest_and_newest(add: Add, say: Say) -> None:
+    """The oldest or newest book of a section: the section's books by year."""
+    # Not science: a measuring set asks for its oldest book.
+    for i, (genre, newest) in enumerate((("classic", False), ("fantasy", True), ("mystery", False),
+                                         ("horror", True), ("memoir", False), ("science-fiction", True),
+                                         ("fiction", False), ("history", True), ("classic", True),
+                                         ("science-fiction", False))):
+        word = "newest" if newest else "oldest"
+        s = add(f"{word}-{genre}", say(i, ("What's the {w} book in the {g} section?", "Which {g} book is the {w} one you have?",
+                                           "Of your {g} books, which is the {w}?"), w=word, g=genre))
+        r = s.call("list_books", {"genre": genre, "sort_by": "year"}, f"I list the {genre} books by year.")
+        books = r["books"]
+        b = books[-1] if newest else books[0]
+        s.answer = f"The {word} {genre} book is {b['title']} by {b['author']} ({b['year']})."
+        s.check_answer(b["title"])
+
+
+def _author_holds(add: Add, say: Say) -> None:
+    """A hold on one of an author's books, chosen by what the list shows: a copy on the
+    shelf now, or the most recent."""
+    # Not Christie or Ishiguro: measuring sets ask for those.
+    for i, (author, patron) in enumerate((("Orwell", "P-1042"), ("Austen", "P-1100"), ("Le Guin", "P-1042"),
+                                          ("Bronte", "P-1100"), ("Orwell", "P-1100"), ("Austen", "P-1042"))):
+        s = add(f"author-hold-shelf-{author.lower().replace(' ', '-')}-{patron}", say(i, (
+            "Card {p} here. Please hold whichever {a} book has a copy on the shelf right now.",
+            "I'd like any book by {a} that's on the shelf today; put it on hold for {p}.",
+            "Hold one of {a}'s books that has a copy available now, card {p}."), a=author, p=patron))
+        r = s.call("list_books", {"author": author, "available_only": True}, f"I list {author}'s books on the shelf now.")
+        if not r["books"]:
+            s.answer = f"No book by {author} has a copy on the shelf right now, so I placed no hold."
+            s.check_state("patrons", patron, "holds")
+            continue
+        _hold(s, r["books"][0]["book_id"], patron)
+    for i, (author, patron) in enumerate((("Orwell", "P-1042"), ("Austen", "P-1100"), ("Le Guin", "P-1100"),
+                                          ("Bronte", "P-1042"))):
+        s = add(f"author-hold-newest-{author.lower().replace(' ', '-')}-{patron}", say(i, (
+            "Put a hold on the most recent {a} book you have, for card {p}.",
+            "Reserve {a}'s newest book for {p}.", "For patron {p}: hold the latest book by {a}."),
+            a=author, p=patron))
+        r = s.call("list_books", {"author": author, "sort_by": "year"}, f"I list {author}'s books by year.")
+        _hold(s, r["books"][-1]["book_id"], patron)
+
+
+def _patron_holds(add: Add, say: Say) -> None:
+    """What a patron holds, by title: the patron's record, then each book."""
+    # Not P-1100: a measuring set asks what that patron holds.
+    for i, patron in enumerate(("P-1077", "P-1042", "P-1077", "P-1042")):
+        s = add(f"patron-holds-{patron}-{i}", say(i, ("What does {p} have on hold right now?",
+                                                      "Which books is card {p} holding?",
+                                                      "list the holds of patron {p}, titles please"), p=patron))
+        r = s.call("get_patron", {"patron_id": patron}, f"I look up patron {patron}'s holds.")
+        titles = [s.call("get_book", {"book_id": b}, f"I look up {b} for its title.")["title"] for b in r["holds"]]
+        s.answer = (f"{r['name']} ({patron}) holds: {', '.join(titles)}." if titles
+                    else f"{r['name']} ({patron}) holds no books right now.")
+        s.check_answer(*(titles[:1] or ["no books"]))
+
+
 def write(add: Add, say: Say) -> None:
     """Every library family, in order."""
     env_books = create("library").state()["books"]
@@ -179,3 +237,6 @@ def write(add: Add, say: Say) -> None:
     _holds(add, say, env_books)
     _limit_and_title_holds(add, say, env_books)
     _shelf_marks(add, say)
+    _oldest_and_newest(add, say)
+    _author_holds(add, say)
+    _patron_holds(add, say)

@@ -65,6 +65,14 @@ class Script:
         first), never the call itself."""
         self.steps[-1].mistake = True
 
+    def seeded(self) -> bool:
+        """Whether the script runs in the seeded world (before any call): a family leaves
+        out there what a measuring set asks about the seeded world, and teaches it in
+        varied worlds only, where the values differ."""
+        from envace_demo.envs.registry import create
+
+        return self.env.state() == create(self.env_name).state()
+
     def state(self, *path: str) -> Any:
         node = self.env.state()
         for key in path:
