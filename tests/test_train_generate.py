@@ -84,6 +84,25 @@ def test_overlap_is_detected_for_a_heldout_task_written_again():
     assert "shows the list_transactions call" in overlaps_heldout(shown, held)
 
 
+def test_a_check_that_nothing_changed_names_no_task_by_itself():
+    """Every refusal on one patron leaves their holds as seeded: that check alone is no
+    overlap, while the same check asking for a change is."""
+    from envace_demo.tasks import task_from_record
+
+    tasks = {s.task.name: s for s in generated_tasks("library")}
+    refused = tasks["gen-library-hold-limit-BK-002"]  # P-1077 is at the limit: holds unchanged
+    placed = tasks["gen-library-hold-BK-003-P-1042"]  # a new hold: the holds change
+    tools = {"library": create("library").tools()}
+
+    def written_apart(scripted):
+        record = {"name": "apart", "env": "library", "prompt": "Another request altogether.",
+                  "check": {"state": scripted.task.check["state"]}}
+        return task_from_record(record, "apart", tools)
+
+    assert overlaps_heldout(refused, [written_apart(refused)]) is None
+    assert "same state check" in overlaps_heldout(placed, [written_apart(placed)])
+
+
 def test_read_only_requests_are_marked_and_write_nothing():
     for env in GENERATED_ENVS:
         for s in generated_tasks(env):
