@@ -292,3 +292,28 @@ def test_a_write_into_a_missing_directory_creates_it_and_the_failed_write_is_a_m
             elif step.mistake:
                 raise AssertionError(f"{s.task.name}: a call marked mistaken that did not fail or was not recovered")
     assert recovered >= 5
+
+
+# What an answer says when the write went through; never said after a write that failed.
+_DONE = ("hold placed", "transferred", "deposited", "withdrew", "created", "moved", "copied", "now contains",
+         "paid", "deleted", "is now frozen")
+
+
+@pytest.mark.parametrize("env", GENERATED_ENVS)
+@pytest.mark.parametrize("world", (None, 1, 2))
+def test_an_answer_after_a_failed_write_never_says_it_went_through(env, world):
+    """The actor learns its answers from the scripts: where a task's last write failed in
+    the world it ran in, the answer says so (a title hold once answered "placed" whatever
+    the result, and the actor repeated it after a refusal)."""
+    from envace_demo.train.generate import bank, files, library
+    from envace_demo.train.generate.script import error
+
+    reads = {"bank": bank.READ_TOOLS, "files": files.READ_TOOLS, "library": library.READ_TOOLS}[env]
+    failed = 0
+    for s in generated_tasks(env, world):
+        writes = [step for step in s.steps if step.call.name not in reads]
+        if writes and error(writes[-1].result):
+            failed += 1
+            said = [w for w in _DONE if w in s.answer.lower()]
+            assert not said, (s.task.name, s.answer)
+    assert failed  # every environment has refusals in every world

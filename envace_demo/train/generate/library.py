@@ -126,9 +126,10 @@ def _holds(add: Add, say: Say, env_books: dict) -> None:
         _hold(s, book_id, patron)
 
 
-def _hold(s: Script, book_id: str, patron: str) -> None:
+def _hold(s: Script, book_id: str, patron: str, thought: str | None = None) -> None:
     """The hold call and its answer, whichever outcome the world gives."""
-    r = s.call("place_hold", {"book_id": book_id, "patron_id": patron}, f"I place the hold on {book_id} for {patron}.")
+    r = s.call("place_hold", {"book_id": book_id, "patron_id": patron},
+               thought or f"I place the hold on {book_id} for {patron}.")
     err = error(r)
     if err is None:
         s.answer = f"Hold placed on {r['title']} for {patron}; queue position {r['queue_position']}."
@@ -165,9 +166,9 @@ def _limit_and_title_holds(add: Add, say: Say, env_books: dict) -> None:
             "Could you place a hold on the book {t}? My card number is {p}."), t=title, p=patron))
         r = s.call("search_catalog", {"query": title}, f"I need the id of {title} first.")
         book_id = next(h["book_id"] for h in r["results"] if h["title"] == title)
-        s.call("place_hold", {"book_id": book_id, "patron_id": patron}, f"{title} is {book_id}; I place the hold.")
-        s.answer = f"Hold placed on {title} ({book_id}) for {patron}."
-        s.check_state("patrons", patron, "holds")
+        # The answer follows the hold's result: a world may have the patron at the limit,
+        # or holding the book already (an answer of "placed" there would teach a false one).
+        _hold(s, book_id, patron, f"{title} is {book_id}; I place the hold.")
 
 
 def _oldest_and_newest(add: Add, say: Say) -> None:
