@@ -4,6 +4,8 @@ transaction, refunds of one, whole balances withdrawn, transfers with a memo."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from envace_demo.train.generate.script import Add, Say, Script, error, money
 
 READ_TOOLS = {"get_account", "list_transactions"}
@@ -128,6 +130,20 @@ def _withdrawals(add: Add, say: Say) -> None:
         s.check_call("withdraw", {"account_id": a, "amount": amount})
 
 
+def _moved(s: Script, result: dict, src: str, dst: str, what: str, done: Callable[[dict], str]) -> None:
+    """The answer and check of a transfer: ``done(result)`` where it went through, else the
+    refusal's word (insufficient, frozen, limit) and message."""
+    err = error(result)
+    if err:
+        word = {"INSUFFICIENT_FUNDS": "insufficient", "ACCOUNT_FROZEN": "frozen"}.get(err["code"], "limit")
+        s.answer = f"The {what} did not go through ({word}): {err['message']}."
+        s.check_answer(word)
+    else:
+        s.answer = done(result)
+    s.check_state("accounts", src, "balance")
+    s.check_state("accounts", dst, "balance")
+
+
 def _transfers(add: Add, say: Say) -> None:
     """Transfers between two accounts, through or refused."""
     # Transfers: over the balance, from or to a frozen account, over the daily limit, or through.
@@ -144,16 +160,9 @@ def _transfers(add: Add, say: Say) -> None:
         ), x=amount, src=src, dst=dst))
         r = s.call("transfer", {"from_account_id": src, "to_account_id": dst, "amount": amount},
                    f"I move {amount:g} USD from {src} to {dst}.")
-        err = error(r)
-        if err:
-            word = {"INSUFFICIENT_FUNDS": "insufficient", "ACCOUNT_FROZEN": "frozen"}.get(err["code"], "limit")
-            s.answer = f"The transfer did not go through ({word}): {err['message']}."
-            s.check_answer(word)
-        else:
-            s.answer = (f"Transferred {money(amount)} USD from {src} to {dst}. {src} now has "
-                        f"{money(r['from_balance'])} USD and {dst} has {money(r['to_balance'])} USD.")
-        s.check_state("accounts", src, "balance")
-        s.check_state("accounts", dst, "balance")
+        _moved(s, r, src, dst, "transfer", lambda r: (
+            f"Transferred {money(amount)} USD from {src} to {dst}. {src} now has "
+            f"{money(r['from_balance'])} USD and {dst} has {money(r['to_balance'])} USD."))
 
 
 def _limit_transfers(add: Add, say: Say) -> None:
@@ -326,15 +335,8 @@ def _memo_transfers(add: Add, say: Say) -> None:
                            "Pay {o} (account {dst}) ${x:g} out of {src}."), x=amount, src=src, dst=dst, o=owner)
         r = s.call("transfer", {"from_account_id": src, "to_account_id": dst, "amount": amount},
                    f"Paying into another account is a transfer from {src} to {dst}.")
-        err = error(r)
-        if err:
-            word = {"INSUFFICIENT_FUNDS": "insufficient", "ACCOUNT_FROZEN": "frozen"}.get(err["code"], "limit")
-            s.answer = f"The payment did not go through ({word}): {err['message']}."
-            s.check_answer(word)
-        else:
-            s.answer = f"Paid {money(amount)} USD from {src} into {owner}'s account {dst}."
-        s.check_state("accounts", src, "balance")
-        s.check_state("accounts", dst, "balance")
+        _moved(s, r, src, dst, "payment",
+               lambda r: f"Paid {money(amount)} USD from {src} into {owner}'s account {dst}.")
 
 
 def write(add: Add, say: Say) -> None:
