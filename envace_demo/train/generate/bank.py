@@ -224,19 +224,23 @@ _MONEY_IN = {"Payroll", "Refund", "Monthly savings"}
 _MEASURED = {("ACC-1001", "Rent"), ("ACC-1001", "Grocery"), ("ACC-1003", "Payroll"), ("ACC-1003", "Electric bill")}
 
 
+def _prefix(t: dict) -> str:
+    """The first part of a transaction's description ("Rent" of "Rent - Oak Tower")."""
+    return t["description"].split(" - ")[0]
+
+
 def _named_transaction(s: Script, a: str, i: int, charges: bool = False) -> dict | None:
     """A transaction of ``a`` the request can name by its kind (another each ``i``; money
     out only, with ``charges``), in the script's world, or None where there is none (in the
     seeded world, none a measuring set asks about)."""
     seeded = s.seeded()
     mine = [t for t in s.state("transactions") if t["account_id"] == a
-            and not (charges and t["description"].split(" - ")[0] in _MONEY_IN)
-            and not (seeded and (a, t["description"].split(" - ")[0]) in _MEASURED)]
+            and not (charges and _prefix(t) in _MONEY_IN) and not (seeded and (a, _prefix(t)) in _MEASURED)]
     return mine[i % len(mine)] if mine else None
 
 
 def _kind(t: dict) -> str:
-    return _KINDS.get(t["description"].split(" - ")[0], t["description"].split(" - ")[0].lower())
+    return _KINDS.get(_prefix(t), _prefix(t).lower())
 
 
 def _history_questions(add: Add, say: Say) -> None:
@@ -247,8 +251,9 @@ def _history_questions(add: Add, say: Say) -> None:
         s = add(f"history-question-{a[-4:]}-{i}", "")
         t = _named_transaction(s, a, i)
         if t is None:
-            s.prompt = say(i, ("What was the last payment on {a}?", "What did the latest transaction on {a} come to?"), a=a)
-            r = s.call("list_transactions", {"account_id": a, "limit": 10}, f"I read the history of {a}.")
+            s.prompt = say(i, ("What was the last payment on {a}?",
+                               "What did the latest transaction on {a} come to?"), a=a)
+            s.call("list_transactions", {"account_id": a, "limit": 10}, f"I read the history of {a}.")
             s.answer = f"Account {a} has no transactions on record."
             s.check_answer("no transactions")
             continue
@@ -279,12 +284,14 @@ def _refunds(add: Add, say: Say) -> None:
         s.prompt = say(i, ("The {k} on {a} was a mistake; deposit the same amount back into {a}.",
                            "Please refund the {k} on {a}: put that amount back in the account.",
                            "I'm getting the {k} on {a} back. Credit the same amount to {a}."), k=k, a=a)
-        r = s.call("list_transactions", {"account_id": a, "limit": 10}, f"I find the amount of the {k} on {a} first.")
+        r = s.call("list_transactions", {"account_id": a, "limit": 10},
+                   f"I find the amount of the {k} on {a} first.")
         amount = next(x for x in r["transactions"] if x["transaction_id"] == t["transaction_id"])["amount"]
         r = s.call("deposit", {"account_id": a, "amount": amount}, f"The {k} was {amount:g} USD; I deposit it.")
         err = error(r)
-        s.answer = (f"The deposit failed: account {a} is frozen, so no money can move in or out." if err else
-                    f"Deposited {money(amount)} USD (the {k}) into {a}; the new balance is {money(r['new_balance'])} USD.")
+        s.answer = (f"The deposit failed: account {a} is frozen, so no money can move in or out." if err
+                    else f"Deposited {money(amount)} USD (the {k}) into {a}; the new balance is "
+                    f"{money(r['new_balance'])} USD.")
         s.check_state("accounts", a, "balance")
 
 
@@ -292,9 +299,9 @@ def _withdraw_all(add: Add, say: Say) -> None:
     """Everything in an account taken out: the balance read first, then withdrawn."""
     # Not ACC-1005: a measuring set asks to empty it.
     for i, a in enumerate(("ACC-1001", "ACC-1003", "ACC-1002", "ACC-1004")):
-        s = add(f"withdraw-all-{a[-4:]}", say(i, ("Withdraw everything from account {a}.", "Empty my account {a}: take all of it out in cash.",
-                           "I'm closing {a}. Cash out the whole balance, please.",
-                           "take every cent out of {a}"), a=a))
+        s = add(f"withdraw-all-{a[-4:]}", say(i, (
+            "Withdraw everything from account {a}.", "Empty my account {a}: take all of it out in cash.",
+            "I'm closing {a}. Cash out the whole balance, please.", "take every cent out of {a}"), a=a))
         r = s.call("get_account", {"account_id": a}, f"To take everything out I read the balance of {a} first.")
         if r["status"] == "frozen":
             s.answer = f"Account {a} is frozen, so no money can be withdrawn."
@@ -305,7 +312,8 @@ def _withdraw_all(add: Add, say: Say) -> None:
         else:
             w = s.call("withdraw", {"account_id": a, "amount": r["balance"]},
                        f"{a} holds {r['balance']:g} USD; I withdraw all of it.")
-            s.answer = f"Withdrew {money(r['balance'])} USD from {a}; the new balance is {money(w['new_balance'])} USD."
+            s.answer = (f"Withdrew {money(r['balance'])} USD from {a}; the new balance is "
+                        f"{money(w['new_balance'])} USD.")
         s.check_state("accounts", a, "balance")
 
 
@@ -321,11 +329,8 @@ def _memo_transfers(add: Add, say: Say) -> None:
             "Move ${x:g} from {src} to {dst} and put '{m}' as the memo."), x=amount, src=src, dst=dst, m=memo))
         r = s.call("transfer", {"from_account_id": src, "to_account_id": dst, "amount": amount, "memo": memo},
                    f"I move {amount:g} USD from {src} to {dst} with the memo {memo}.")
-        err = error(r)
-        s.answer = (f"The transfer did not go through: {err['message']}." if err else
-                    f"Transferred {money(amount)} USD from {src} to {dst} ('{memo}').")
-        s.check_state("accounts", src, "balance")
-        s.check_state("accounts", dst, "balance")
+        _moved(s, r, src, dst, "transfer",
+               lambda r: f"Transferred {money(amount)} USD from {src} to {dst} ('{memo}').")
     for i, (src, dst, amount) in enumerate((("ACC-1002", "ACC-1003", 75.0), ("ACC-1003", "ACC-1005", 20.0),
                                             ("ACC-1002", "ACC-1004", 40.0), ("ACC-1005", "ACC-1001", 10.0))):
         s = add(f"pay-into-{src[-4:]}-{dst[-4:]}", "")

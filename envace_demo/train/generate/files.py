@@ -241,17 +241,23 @@ def _copies(add: Add, say: Say) -> None:
 def _found_in_folder(add: Add, say: Say) -> None:
     """A file the user describes and places in a folder without naming it: the folder is
     listed first, then the file read (or the answer says the folder has none)."""
-    asks = (("/projects", "budget.csv", "budget", "What did March come to in my budget? The spreadsheet is somewhere in /projects."),
-            ("/projects/website", "style.css", "stylesheet", "Which font does my site's stylesheet use? It's somewhere in /projects/website."),
-            ("/system", "readme.txt", "readme", "There's a readme somewhere in /system. What does it say?"),
-            ("/notes", "books-to-read.txt", "reading list", "I keep a reading list in /notes. What's on it?"),
-            ("/notes", "recipes.txt", "recipes", "read me my recipes file, it's in /notes"),
-            ("/projects", "ideas.md", "ideas", "My project ideas are in a file under /projects. What are they?"),
-            ("/archive", "letters.txt", "letters", "Somewhere in /archive there's a file of my letters. What does it say?"),
-            ("/notes", "shopping.txt", "shopping list", "Is there a shopping list in /notes? What's on it?"))
+    asks = (
+        ("/projects", "budget.csv", "budget",
+         "What did March come to in my budget? The spreadsheet is somewhere in /projects."),
+        ("/projects/website", "style.css", "stylesheet",
+         "Which font does my site's stylesheet use? It's somewhere in /projects/website."),
+        ("/system", "readme.txt", "readme", "There's a readme somewhere in /system. What does it say?"),
+        ("/notes", "books-to-read.txt", "reading list", "I keep a reading list in /notes. What's on it?"),
+        ("/notes", "recipes.txt", "recipes", "read me my recipes file, it's in /notes"),
+        ("/projects", "ideas.md", "ideas", "My project ideas are in a file under /projects. What are they?"),
+        ("/archive", "letters.txt", "letters",
+         "Somewhere in /archive there's a file of my letters. What does it say?"),
+        ("/notes", "shopping.txt", "shopping list", "Is there a shopping list in /notes? What's on it?"),
+    )
     for i, (folder, name, what, ask) in enumerate(asks):
         s = add(f"found-in-{folder.strip('/').replace('/', '-')}-{i}", ask)
-        r = s.call("list_directory", {"path": folder}, f"The user did not name the file; I list {folder} to find the {what}.")
+        r = s.call("list_directory", {"path": folder},
+                   f"The user did not name the file; I list {folder} to find the {what}.")
         names = [e["name"] for e in r["entries"] if e["type"] == "file"]
         s.check_call("list_directory", {"path": folder})
         if name not in names:
@@ -283,7 +289,8 @@ def _folder_then_file(add: Add, say: Say) -> None:
         path = f"{folder}/{name}"
         r = s.call("write_file", {"path": path, "content": content},
                    f"{folder} {'is made' if made else 'is there already'}; now I write {path}.")
-        _wrote(s, path, r, f"Created {folder} and wrote {path}." if made else f"{folder} was there already; wrote {path}.")
+        _wrote(s, path, r, f"Created {folder} and wrote {path}." if made
+               else f"{folder} was there already; wrote {path}.")
 
 
 def write(add: Add, say: Say) -> None:

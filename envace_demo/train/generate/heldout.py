@@ -29,18 +29,13 @@ def _asks_a_change(task: Task) -> bool:
     """Whether the task's state check asks for a state other than the seeded one. A check
     that nothing changed (a refusal's) is shared by every refusal on the same entity; its
     request and calls tell those tasks apart, not the check."""
+    from dataclasses import replace
+
     from envace_demo.envs.registry import create
-    from envace_demo.tasks import _MISSING, _lookup
+    from envace_demo.tasks import evaluate
 
-    seeded = create(task.env).state()
-
-    def changed(cond: dict) -> bool:
-        value = _lookup(seeded, cond["path"])
-        if "exists" in cond:
-            return (value is not _MISSING) != bool(cond["exists"])
-        return value != cond.get("equals")
-
-    return any(changed(c) for c in task.check["state"])
+    state_only = replace(task, check={"state": task.check["state"]})
+    return not evaluate(state_only, [], None, create(task.env).state()).success
 
 
 def overlaps_heldout(scripted: ScriptedTask, heldout: list[Task]) -> str | None:

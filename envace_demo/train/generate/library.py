@@ -179,7 +179,8 @@ def _oldest_and_newest(add: Add, say: Say) -> None:
                                          ("fiction", False), ("history", True), ("classic", True),
                                          ("science-fiction", False))):
         word = "newest" if newest else "oldest"
-        s = add(f"{word}-{genre}", say(i, ("What's the {w} book in the {g} section?", "Which {g} book is the {w} one you have?",
+        s = add(f"{word}-{genre}", say(i, ("What's the {w} book in the {g} section?",
+                                           "Which {g} book is the {w} one you have?",
                                            "Of your {g} books, which is the {w}?"), w=word, g=genre))
         r = s.call("list_books", {"genre": genre, "sort_by": "year"}, f"I list the {genre} books by year.")
         books = r["books"]
@@ -198,7 +199,8 @@ def _author_holds(add: Add, say: Say) -> None:
             "Card {p} here. Please hold whichever {a} book has a copy on the shelf right now.",
             "I'd like any book by {a} that's on the shelf today; put it on hold for {p}.",
             "Hold one of {a}'s books that has a copy available now, card {p}."), a=author, p=patron))
-        r = s.call("list_books", {"author": author, "available_only": True}, f"I list {author}'s books on the shelf now.")
+        r = s.call("list_books", {"author": author, "available_only": True},
+                   f"I list {author}'s books on the shelf now.")
         if not r["books"]:
             s.answer = f"No book by {author} has a copy on the shelf right now, so I placed no hold."
             s.check_state("patrons", patron, "holds")
