@@ -163,6 +163,10 @@ class Turn:
     # A committed turn whose action is another path the rehearsal found for a held call
     # (``engine/repair.py``): what the plan is.
     repaired: str | None = None
+    # A final answer that, asked twice, left out that the last call failed
+    # (``acknowledgment.py``): the actor's words, kept here; the engine's report of the
+    # failure stood in their place (``action.content``).
+    reported: str | None = None
 
     def read(self) -> bool:
         """Whether the actor's later turns read this turn: not an answer taken back, not a

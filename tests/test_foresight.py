@@ -204,14 +204,18 @@ EXISTS = {"error": {"code": "ALREADY_EXISTS", "message": "/notes/todo.txt alread
 def test_a_write_nobody_asked_for_foreseen_to_fail_is_never_made(scripted, prompt, drop, dropped):
     """A question asks for no write: one foreseen to fail, even unsurely, never runs and leaves
     the actor's history, and the actor answers from the real read."""
-    backend = scripted(actor=["<think></think>\nNo call.", READ_TODO, WRITE_TODO, "<think></think>\nBuy milk."],
+    backend = scripted(actor=["<think></think>\nNo call.", READ_TODO, WRITE_TODO, *["<think></think>\nBuy milk."] * 2],
                        rehearser=[sure(result_text(EXISTS), 0.6)])
     env = create("files")
     traj = run_episode(backend, Task("t", prompt, env.tools()),
                        EpisodeConfig(mode="parallel", n=1, drop_unasked_failures=drop), env)
     read, write = call_steps(traj.turns)
     assert read.real["content"].startswith("- buy milk")
-    assert traj.final_answer == "Buy milk."
+    if prompt.startswith("What"):
+        assert traj.final_answer == "Buy milk."
+    else:  # the write was asked for: an answer that leaves its failure out gives way to the failure
+        assert traj.final_answer.startswith("That did not go through: write_file failed with ALREADY_EXISTS")
+        assert traj.turns[-1].reported == "Buy milk." and traj.turns[-2].withdrawn
     if dropped:
         assert write.held and write.trusted and write.real is None
         assert "did not ask for" in traj.turns[1].superseded

@@ -3,9 +3,11 @@ turn, then each of its calls validated, rehearsed (where the mode does), held or
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any, Generator
 
+from envace_demo.acknowledgment import acknowledges, report
 from envace_demo.context import shots
 from envace_demo.engine.answers import ungrounded
 from envace_demo.engine.commit import Committer
@@ -42,7 +44,7 @@ from envace_demo.generation import BatchGenerator
 from envace_demo.models.base import Backend, Constraint, Generation, Sampling
 from envace_demo.modes import ModePolicy
 from envace_demo.prompts import Conversation, actor_prompt
-from envace_demo.record import Action, CallStep, Rehearsal, ToolCall, Turn
+from envace_demo.record import Action, CallStep, Rehearsal, ToolCall, Turn, error_code, is_error
 from envace_demo.scheduler import Outcome, Request, Run, Stop
 from envace_demo.schemas import Tool, find_tool
 from envace_demo.task import Task
@@ -213,6 +215,24 @@ class TrajectoryRunner:
                 conversation.memory, conversation.grounded = None, True
                 yield TurnUpdated(where, rindex, turn, None, "acted")
                 return None
+        if execute and not turn.error and self.config.report_failures and (failed := last_failure(conversation)):
+            step, failure = failed
+            # A question asked for no write: one that failed on the way need not be told.
+            unasked_write = step.write and asks_a_question(conversation.user)
+            read = [message for t in conversation.turns if t.read() for _, message in conversation.results(t)
+                    if not is_error(message)]
+            tool = find_tool(self.tools, step.call.name)
+            known = [*conversation.requests(), json.dumps(tool.to_openai()) if tool else ""]
+            if not unasked_write and not acknowledges(content, step.call, failure, known, read):
+                if not state.retold:  # asked again once, with the next seed
+                    state.retold = True
+                    turn.withdrawn = f"it did not tell that {step.call.name} failed ({error_code(failure)})"
+                    yield TurnUpdated(where, rindex, turn, None, "acted")
+                    return None
+                content = report(step.call, failure, ran=not step.held)
+                if step.held and ungrounded(self.task, self.config.known_results, turns, content, self.rehearsals):
+                    content = report(step.call, failure, ran=False, with_message=False)
+                turn.reported, turn.action.content = turn.action.content, content
         yield TurnUpdated(where, rindex, turn, None, "acted")
         if where == "rehearsal" and short_answers(self.constrained, self.policy, self.config) and not turn.error:
             return Outcome(None, "answer")  # its first character only: the committed run answers
@@ -348,3 +368,13 @@ def new_turn(turns: list[Turn], action: Action, gen: Generation, prompt: Any, us
     )
     turns.append(turn)
     return turn
+
+
+def last_failure(conversation: Conversation) -> tuple[CallStep, Any] | None:
+    """The last call the actor read in this user turn and its message, where that message
+    is a failure (a real error, or a held call's foreseen one); None otherwise."""
+    for turn in reversed(conversation.turns):
+        if turn.calls and turn.read():
+            _, message = conversation.results(turn)[-1]
+            return (turn.calls[-1], message) if is_error(message) else None
+    return None

@@ -202,6 +202,12 @@ class EpisodeConfig:
                   "(CallStep.unsure): a wrong, unsure foresight must not send the actor down another path. None, "
                   "or a rehearser that gives no probability: every predicted failure is held"},
     )
+    report_failures: bool = field(
+        default=True,
+        metadata={"help": "a committed answer given right after a failure (a real error, or a held call's "
+                  "foreseen one) must tell of it (acknowledgment.py): one that does not is taken back once and "
+                  "the actor asked again; a second such answer gives way to the failure as the tool returned it"},
+    )
     check_given_up: bool = field(
         default=True,
         metadata={"help": "an answer given while a held call found no other path (no real write since the hold) "

@@ -202,7 +202,7 @@ def first_divergence(without: Trajectory | dict, with_: Trajectory | dict) -> Di
         kind, detail = _parted(i, x, y)
         return Divergence(kind, i, detail, verdict)
     calls = f"the same {len(a.steps)} call{'s' if len(a.steps) != 1 else ''}"
-    withdrawn = "; an answer carrying rehearsed values was withdrawn first" if b.withdrawn else ""
+    withdrawn = "; an answer was taken back first" if b.withdrawn else ""
     same_answer = (a.answer or "").strip() == (b.answer or "").strip()
     if b.ungrounded:
         values = ", ".join(json.dumps(v, ensure_ascii=False) for v in b.ungrounded[:4])

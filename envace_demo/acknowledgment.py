@@ -1,0 +1,83 @@
+"""Whether an answer tells the user that the last call failed.
+
+An answer written right after a failure (a real error, or a call held on a foreseen one)
+must say so: a small actor trained on a script that once answered "Hold placed" after a
+refused hold learnt to claim a write that never happened. ``acknowledges`` reads the answer
+for a word of the failure that the request and the call's arguments do not already hold
+(``HOLD_LIMIT_REACHED: patron P-1077 already has 3 holds`` -> ``already``, ``3``, ``limit``…),
+or for a plain negation ("could not", "did not"); an answer that tells what an earlier call
+read for real stands too (a question answered, after a write nobody asked for failed). ``report`` is the engine's own answer when
+the actor, asked twice, still leaves the failure out: the failure as the tool returned it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Iterable
+
+from envace_demo.record import ToolCall, error_code, is_error
+
+_WORD = re.compile(r"[a-z0-9][a-z0-9._/-]*[a-z0-9]|[a-z0-9]")
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}\b)")
+_NEGATION = re.compile(r"\b(?:not|cannot|unable|failed|fails|refused|denied|\w+n't|\w+n’t)\b", re.IGNORECASE)
+# Words that carry nothing on their own: an answer sharing only these with the failure told nothing of it.
+_STOP = frozenset(
+    "a an the of to in on at is are was be been it its this that and or for with by from as no any has "
+    "have had i you your my me we our so do does did can could would will just please now there their "
+    "they error".split()
+)
+
+
+def _words(text: str) -> set[str]:
+    # A plural and its singular are one word ("holds" in the message, "hold" in the request),
+    # and a number one value ("40.00" in the message, 40 in the arguments).
+    out = set()
+    for w in _WORD.findall(_THOUSANDS.sub("", text.lower())):
+        try:
+            out.add(_number(float(w)))
+        except ValueError:
+            out.add(w.rstrip("s") or w)
+    return out - _STOP
+
+
+def _number(x: float) -> str:
+    return str(int(x)) if x == int(x) and abs(x) < 1e15 else repr(x)
+
+
+def failure_text(failure: Any) -> tuple[str, str]:
+    """The code and message of a failure in the environments' or the contract's form."""
+    err = failure.get("error", failure.get("error_tool_call")) if isinstance(failure, dict) else None
+    message = err.get("message") if isinstance(err, dict) else err if isinstance(err, str) else None
+    return error_code(failure), str(message or "")
+
+
+def acknowledges(
+    answer: str, call: ToolCall, failure: Any, known: Iterable[str], read: Iterable[Any] = ()
+) -> bool:
+    """Whether ``answer`` tells of ``failure`` (the result ``call`` got), or answers from what
+    was ``read`` for real before it (a question answered, after a write nobody asked for
+    failed): a negation, or a word of the failure's code and message, or of a read, that
+    neither the call's arguments nor the ``known`` texts hold (the requests, the tool's
+    description: "USD" or "holds" there tell nothing of this failure)."""
+    if not is_error(failure) or _NEGATION.search(answer):
+        return True
+    said = _words(json.dumps(call.arguments, ensure_ascii=False))
+    for text in known:
+        said |= _words(text)
+    code, message = failure_text(failure)
+    told = _words(f"{code.replace('_', ' ')} {message}")
+    for result in read:
+        told |= _words(json.dumps(result, ensure_ascii=False))
+    return bool((told - said) & _words(answer))
+
+
+def report(call: ToolCall, failure: Any, ran: bool, with_message: bool = True) -> str:
+    """The engine's answer for a failure the actor left out: what the tool returned (``ran``)
+    or what rehearsal foresaw for a call that was never run; ``with_message`` False keeps
+    the code alone (a foreseen message whose values nothing real backs)."""
+    code, message = failure_text(failure)
+    told = f"{code}: {message}" if message and with_message else code
+    if ran:
+        return f"That did not go through: {call.name} failed with {told}."
+    return f"I did not run {call.name}: rehearsal foresaw that it would fail with {told}."

@@ -1,0 +1,105 @@
+"""An answer right after a failure tells of it: the words it is read for, and the engine
+taking back an answer that claims what did not happen (scripted backend: exact outputs)."""
+
+import pytest
+
+from conftest import call_text, result_text
+from envace_demo.acknowledgment import acknowledges, report
+from envace_demo.engine import EpisodeConfig, run_episode
+from envace_demo.envs.registry import create
+from envace_demo.record import ToolCall, call_steps
+from envace_demo.tasks import Task
+
+HOLD = ToolCall("place_hold", {"book_id": "BK-028", "patron_id": "P-1077"})
+LIMIT = {"error": {"code": "HOLD_LIMIT_REACHED",
+                   "message": "patron P-1077 already has 3 holds, the most allowed; cancel one at the desk first"}}
+REQUEST = "Tom Becker here, card P-1077. I'd like a hold on Dracula please."
+SEARCH = {"query": "Dracula", "total": 1,
+          "results": [{"book_id": "BK-028", "title": "Dracula", "author": "Bram Stoker", "year": 1897}]}
+
+
+@pytest.mark.parametrize("answer,told", [
+    ("Hold placed on Dracula (BK-028) for P-1077.", False),  # only the request's and the call's words
+    ("Dracula is on hold for you now.", False),
+    ("You already have 3 holds, the most allowed.", True),  # the failure's own words
+    ("That hold hit the limit: cancel one first.", True),
+    ("I could not place the hold.", True),  # a negation
+    ("The library didn't take it.", True),
+    ("Dracula is by Bram Stoker, 1897.", True),  # what a real read said: a question answered
+])
+def test_an_answer_is_read_for_the_failure_or_a_real_read(answer, told):
+    assert acknowledges(answer, HOLD, LIMIT, [REQUEST], read=[SEARCH]) is told
+
+
+def test_words_the_tool_or_request_already_hold_tell_nothing():
+    withdraw = ToolCall("withdraw", {"account_id": "ACC-1005", "amount": 40})
+    refused = {"error": {"code": "INSUFFICIENT_FUNDS", "message": "account ACC-1005 has 15.50 USD, cannot withdraw 40.00"}}
+    claim = "Withdrew 40.00 USD from ACC-1005."  # 40.00 is the argument; USD the tool's own word
+    assert acknowledges(claim, withdraw, refused, ["Withdraw $40 from ACC-1005."]) is True  # "USD" unknown here
+    assert acknowledges(claim, withdraw, refused, ["Withdraw $40 from ACC-1005.", "Amount in USD"]) is False
+    assert acknowledges("It holds only 15.50 USD.", withdraw, refused, ["Withdraw $40", "Amount in USD"]) is True
+    assert acknowledges("anything", withdraw, {"new_balance": 0}, []) is True  # no failure, nothing to tell
+
+
+def test_the_report_says_what_the_tool_returned_or_what_was_foreseen():
+    assert report(HOLD, LIMIT, ran=True) == (
+        "That did not go through: place_hold failed with HOLD_LIMIT_REACHED: patron P-1077 already has 3 holds, "
+        "the most allowed; cancel one at the desk first.")
+    assert report(HOLD, LIMIT, ran=False, with_message=False) == (
+        "I did not run place_hold: rehearsal foresaw that it would fail with HOLD_LIMIT_REACHED.")
+
+
+def _hold_task():
+    return Task("tom", REQUEST, create("library").tools())
+
+
+HOLD_CALL = call_text("place_hold", HOLD.arguments)
+CLAIM = "<think></think>\nHold placed on Dracula (BK-028) for P-1077."
+
+
+def _tom_over_limit():
+    env = create("library")
+    assert len(env.state()["patrons"]["P-1077"]["holds"]) == 3  # the seeded world: Tom at the limit
+    return env
+
+
+def test_a_claim_after_a_real_refusal_is_asked_again_then_replaced_by_the_refusal(scripted):
+    env = _tom_over_limit()
+    backend = scripted(actor=[HOLD_CALL, CLAIM, CLAIM])
+    traj = run_episode(backend, _hold_task(), EpisodeConfig(mode="none"), env)
+    (step,) = call_steps(traj.turns)
+    assert step.real["error"]["code"] == "HOLD_LIMIT_REACHED"
+    first, final = traj.turns[1], traj.turns[2]
+    assert "place_hold failed (HOLD_LIMIT_REACHED)" in first.withdrawn and not first.read()
+    assert final.reported == "Hold placed on Dracula (BK-028) for P-1077."
+    assert traj.final_answer == final.action.content == report(step.call, step.real, ran=True)
+    assert "3 holds" in traj.final_answer and traj.totals()["real_calls"] == 1  # nothing run again
+
+
+def test_a_second_answer_that_tells_the_failure_stands(scripted):
+    told = "<think></think>\nYou already hold 3 books, so Dracula could not be held."
+    backend = scripted(actor=[HOLD_CALL, CLAIM, told])
+    traj = run_episode(backend, _hold_task(), EpisodeConfig(mode="none"), _tom_over_limit())
+    assert traj.final_answer == "You already hold 3 books, so Dracula could not be held."
+    assert traj.turns[1].withdrawn and traj.turns[2].reported is None
+
+
+def test_a_claim_after_a_held_call_is_replaced_by_the_foreseen_failure(scripted):
+    """The hold never ran (trusted foresight): the answer says it was foreseen, not done."""
+    backend = scripted(actor=["<think></think>\nNo call.", HOLD_CALL, CLAIM, CLAIM], rehearser=[result_text(LIMIT)])
+    env = _tom_over_limit()
+    traj = run_episode(backend, _hold_task(), EpisodeConfig(mode="parallel", n=1, check_given_up=False), env)
+    (step,) = call_steps(traj.turns)
+    assert step.held and step.real is None
+    assert traj.final_answer.startswith("I did not run place_hold: rehearsal foresaw that it would fail with "
+                                        "HOLD_LIMIT_REACHED")
+    assert traj.ungrounded == []  # its values came from the real reads the rehearser was given
+    assert env.state()["patrons"]["P-1077"]["holds"] == create("library").state()["patrons"]["P-1077"]["holds"]
+
+
+def test_the_check_can_be_turned_off(scripted):
+    backend = scripted(actor=[HOLD_CALL, CLAIM])
+    traj = run_episode(backend, _hold_task(), EpisodeConfig(mode="none", report_failures=False), _tom_over_limit())
+    assert traj.final_answer == "Hold placed on Dracula (BK-028) for P-1077."
+    assert not any(t.withdrawn or t.reported for t in traj.turns)
+
