@@ -1,13 +1,14 @@
-"""Whether an answer tells the user that the last call failed.
+"""Whether an answer tells the user that a call failed.
 
 An answer written right after a failure (a real error, or a call held on a foreseen one)
 must say so: a small actor trained on a script that once answered "Hold placed" after a
 refused hold learnt to claim a write that never happened. ``acknowledges`` reads the answer
-for a word of the failure that the request and the call's arguments do not already hold
-(``HOLD_LIMIT_REACHED: patron P-1077 already has 3 holds`` -> ``already``, ``3``, ``limit``…),
-or for a plain negation ("could not", "did not"); an answer that tells what an earlier call
-read for real stands too (a question answered, after a write nobody asked for failed). ``report`` is the engine's own answer when
-the actor, asked twice, still leaves the failure out: the failure as the tool returned it.
+for a word of the failure that the request, the tool's description and the call's
+arguments do not already hold (``HOLD_LIMIT_REACHED: patron P-1077 already has 3 holds``
+-> ``already``, ``3``, ``limit``…), or for a plain negation ("could not", "did not"). After
+a failed read, an answer that tells what an earlier read found stands too. ``report`` is
+the engine's own answer when the actor, asked twice, still leaves the failure out: the
+failure as the tool returned it, or as rehearsal foresaw it for a call never run.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from envace_demo.record import ToolCall, error_code, is_error
 
 _WORD = re.compile(r"[a-z0-9][a-z0-9._/-]*[a-z0-9]|[a-z0-9]")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}\b)")
-_NEGATION = re.compile(r"\b(?:not|cannot|unable|failed|fails|refused|denied|\w+n't|\w+n’t)\b", re.IGNORECASE)
+_NEGATION = re.compile(r"\b(?:not|cannot|unable|failed|fails|refused|denied|\w+n't|\w+n’t)\b",
+                       re.IGNORECASE)
 # Words that carry nothing on their own: an answer sharing only these with the failure told nothing of it.
 _STOP = frozenset(
     "a an the of to in on at is are was be been it its this that and or for with by from as no any has "
@@ -56,10 +58,9 @@ def acknowledges(
     answer: str, call: ToolCall, failure: Any, known: Iterable[str], read: Iterable[Any] = ()
 ) -> bool:
     """Whether ``answer`` tells of ``failure`` (the result ``call`` got), or answers from what
-    was ``read`` for real before it (a question answered, after a write nobody asked for
-    failed): a negation, or a word of the failure's code and message, or of a read, that
-    neither the call's arguments nor the ``known`` texts hold (the requests, the tool's
-    description: "USD" or "holds" there tell nothing of this failure)."""
+    was ``read`` for real before it: a negation, or a word of the failure's code and message,
+    or of a read, that neither the call's arguments nor the ``known`` texts hold (the
+    requests, the tool's description: "USD" or "holds" there tell nothing of this failure)."""
     if not is_error(failure) or _NEGATION.search(answer):
         return True
     said = _words(json.dumps(call.arguments, ensure_ascii=False))

@@ -4,6 +4,7 @@ taking back an answer that claims what did not happen (scripted backend: exact o
 import pytest
 
 from conftest import call_text, result_text
+from helpers.scripted import sure
 from envace_demo.acknowledgment import acknowledges, report
 from envace_demo.engine import EpisodeConfig, run_episode
 from envace_demo.envs.registry import create
@@ -103,3 +104,32 @@ def test_the_check_can_be_turned_off(scripted):
     assert traj.final_answer == "Hold placed on Dracula (BK-028) for P-1077."
     assert not any(t.withdrawn or t.reported for t in traj.turns)
 
+
+
+ON_HOLD = {"error": {"code": "ALREADY_ON_HOLD", "message": "patron P-1100 already has a hold on BK-005"}}
+DUNE_HOLD = call_text("place_hold", {"book_id": "BK-005", "patron_id": "P-1100"})
+DUNE_SEARCH = call_text("search_catalog", {"query": "Dune"})
+SHELF = "<think></think>\nDune by Frank Herbert is on shelf SF HER."
+
+
+def test_a_write_foreseen_to_fail_and_never_made_is_told(scripted):
+    """The rehearsal foresaw the hold failing, surely; the committed run took another path
+    (a read) and answered from it alone, without saying why the hold was not placed."""
+    backend = scripted(actor=[DUNE_HOLD, DUNE_SEARCH, SHELF, SHELF, SHELF, SHELF],
+                       rehearser=[lambda _: sure(result_text(ON_HOLD), 0.97)] * 4)
+    env = create("library")
+    task = Task("dune", "Please put Dune on hold for card P-1100.", env.tools())
+    traj = run_episode(backend, task, EpisodeConfig(mode="parallel", n=1), env)
+    assert traj.memory["shown"]
+    assert [s.call.name for s in call_steps(traj.turns)] == ["search_catalog"]  # the hold never ran
+    assert any(t.withdrawn and "place_hold failed (ALREADY_ON_HOLD)" in t.withdrawn for t in traj.turns)
+    assert traj.turns[-1].reported == "Dune by Frank Herbert is on shelf SF HER."
+    assert traj.final_answer.startswith("I did not run place_hold: rehearsal foresaw that it would fail with "
+                                        "ALREADY_ON_HOLD")
+    assert traj.ungrounded == []
+    # Asked as a question, the same path needs no word of the hold nobody asked for.
+    backend = scripted(actor=[DUNE_HOLD, DUNE_SEARCH, SHELF, SHELF, SHELF],
+                       rehearser=[lambda _: sure(result_text(ON_HOLD), 0.97)] * 4)
+    question = Task("dune", "Where is Dune shelved? Card P-1100.", env.tools())
+    traj = run_episode(backend, question, EpisodeConfig(mode="parallel", n=1), create("library"))
+    assert traj.final_answer == "Dune by Frank Herbert is on shelf SF HER."

@@ -39,8 +39,8 @@ def _print_step(where: str, event: TurnUpdated, out) -> None:
         elif turn.set_aside:
             print(f"{prefix} answer set aside ({turn.set_aside}): {turn.action.content}", file=out)
         elif turn.reported:
-            print(f"{prefix} answer (the actor's, {turn.reported!r}, left out the failure): {turn.action.content}",
-                  file=out)
+            print(f"{prefix} answer (the actor's, {turn.reported!r}, left out the failure): "
+                  f"{turn.action.content}", file=out)
         else:
             print(f"{prefix} answer: {turn.action.content}", file=out)
         return

@@ -44,7 +44,9 @@ from envace_demo.generation import BatchGenerator
 from envace_demo.models.base import Backend, Constraint, Generation, Sampling
 from envace_demo.modes import ModePolicy
 from envace_demo.prompts import Conversation, actor_prompt
-from envace_demo.record import Action, CallStep, Rehearsal, ToolCall, Turn, error_code, is_error
+from envace_demo.record import (
+    Action, CallStep, Rehearsal, ToolCall, Turn, error_code, is_error, rehearsal_failed,
+)
 from envace_demo.scheduler import Outcome, Request, Run, Stop
 from envace_demo.schemas import Tool, find_tool
 from envace_demo.task import Task
@@ -215,24 +217,18 @@ class TrajectoryRunner:
                 conversation.memory, conversation.grounded = None, True
                 yield TurnUpdated(where, rindex, turn, None, "acted")
                 return None
-        if execute and not turn.error and self.config.report_failures and (failed := last_failure(conversation)):
-            step, failure = failed
-            # A question asked for no write: one that failed on the way need not be told.
-            unasked_write = step.write and asks_a_question(conversation.user)
-            read = [message for t in conversation.turns if t.read() for _, message in conversation.results(t)
-                    if not is_error(message)]
-            tool = find_tool(self.tools, step.call.name)
-            known = [*conversation.requests(), json.dumps(tool.to_openai()) if tool else ""]
-            if not unasked_write and not acknowledges(content, step.call, failure, known, read):
-                if not state.retold:  # asked again once, with the next seed
-                    state.retold = True
-                    turn.withdrawn = f"it did not tell that {step.call.name} failed ({error_code(failure)})"
-                    yield TurnUpdated(where, rindex, turn, None, "acted")
-                    return None
-                content = report(step.call, failure, ran=not step.held)
-                if step.held and ungrounded(self.task, self.config.known_results, turns, content, self.rehearsals):
-                    content = report(step.call, failure, ran=False, with_message=False)
-                turn.reported, turn.action.content = turn.action.content, content
+        if execute and not turn.error and self.config.report_failures and (
+                untold := self._untold_failure(content, conversation, memory)):
+            call, failure, ran = untold
+            if not state.retold:  # asked again once, with the next seed
+                state.retold = True
+                turn.withdrawn = f"it did not tell that {call.name} failed ({error_code(failure)})"
+                yield TurnUpdated(where, rindex, turn, None, "acted")
+                return None
+            content = report(call, failure, ran)
+            if not ran and ungrounded(self.task, self.config.known_results, turns, content, self.rehearsals):
+                content = report(call, failure, ran, with_message=False)
+            turn.reported, turn.action.content = turn.action.content, content
         yield TurnUpdated(where, rindex, turn, None, "acted")
         if where == "rehearsal" and short_answers(self.constrained, self.policy, self.config) and not turn.error:
             return Outcome(None, "answer")  # its first character only: the committed run answers
@@ -318,6 +314,39 @@ class TrajectoryRunner:
         gen = yield Request(prompt, constraint, "actor", where, rindex, aligned=k if lead else None)
         return gen, None, None
 
+    def _untold_failure(
+        self, answer: str, conversation: Conversation, memory: dict | None
+    ) -> tuple[ToolCall, Any, bool] | None:
+        """The failure a committed ``answer`` leaves out, as (call, failure, whether it ran), or
+        None. The last call the actor read failed (for real, or held on a foreseen failure); or,
+        with no write made, the memory it was shown foresaw a write the request asked for
+        failing, surely, and the run took another path (a read) without saying why. A question
+        asks for no write: one that failed on its way need not be told; after a failed read,
+        an answer from what an earlier read found stands."""
+        asked_to_write = not asks_a_question(conversation.user)
+        failed = last_failure(conversation)
+        if failed is not None:
+            step, failure = failed
+            ran = not step.held
+            call = step.call
+        elif (asked_to_write and memory and memory.get("shown")
+              and not made_a_write(conversation, self._writes)):
+            foreseen = foreseen_write_failure(memory, self._writes, self.config.trust_certainty)
+            if foreseen is None:
+                return None
+            call, failure = foreseen
+            ran = False
+        else:
+            return None
+        write = self._writes(call.name) is not False
+        if write and not asked_to_write:
+            return None
+        read = [] if write else [message for t in conversation.turns if t.read()
+                                 for _, message in conversation.results(t) if not is_error(message)]
+        tool = find_tool(self.tools, call.name)
+        known = [*conversation.requests(), json.dumps(tool.to_openai()) if tool else ""]
+        return None if acknowledges(answer, call, failure, known, read) else (call, failure, ran)
+
     def _writes(self, name: str) -> bool | None:  # as the environment says (None: unknown)
         return self.committer.writes(find_tool(self.tools, name))
 
@@ -377,4 +406,23 @@ def last_failure(conversation: Conversation) -> tuple[CallStep, Any] | None:
         if turn.calls and turn.read():
             _, message = conversation.results(turn)[-1]
             return (turn.calls[-1], message) if is_error(message) else None
+    return None
+
+
+def made_a_write(conversation: Conversation, writes) -> bool:
+    """Whether a write ran for real in this user turn and went through."""
+    return any(step.real is not None and not is_error(step.real) and writes(step.call.name) is not False
+               for t in conversation.turns if t.read() for step in t.calls)
+
+
+def foreseen_write_failure(memory: dict, writes, sure: float | None) -> tuple[ToolCall, Any] | None:
+    """The first write a rehearsal memory foresaw failing (with ``sure``, at least that
+    probability: ``CallStep.certainty``), as (call, its foreseen failure)."""
+    for attempt in memory.get("attempts", []):
+        for c in attempt.get("calls", []):
+            foreseen = c.get("predicted")
+            if (c.get("predicted_error") and is_error(foreseen) and not rehearsal_failed(foreseen)
+                    and writes(c["name"]) is not False
+                    and (sure is None or (c.get("certainty") is not None and c["certainty"] >= sure))):
+                return ToolCall(c["name"], c.get("arguments") or {}), c["predicted"]
     return None
