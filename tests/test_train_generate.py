@@ -317,3 +317,30 @@ def test_an_answer_after_a_failed_write_never_says_it_went_through(env, world):
             said = [w for w in _DONE if w in s.answer.lower()]
             assert not said, (s.task.name, s.answer)
     assert failed  # every environment has refusals in every world
+
+
+@pytest.mark.parametrize("world", (None, 1, 2))
+def test_a_script_moves_only_an_amount_the_request_states_unless_it_speaks_of_the_limit(world):
+    """The actor moved the daily limit whenever a transfer was refused ("Move $2500" became a
+    transfer of 1000) because the one over-limit family asked for exactly that. A script moves
+    an amount the request states, or, where the request states none, one it read; another
+    amount only where the request says what to do over the limit."""
+    from envace_demo.grounding import values
+
+    for s in generated_tasks("bank", world):
+        stated = {v for v in values(s.task.prompt) if "-" not in v}  # numbers, not account ids
+        for step in s.steps:
+            amount = step.call.arguments.get("amount")
+            if amount is None or not stated or values(repr(float(amount))) <= stated:
+                continue
+            assert "limit" in s.task.prompt.lower(), (s.task.name, s.task.prompt, step.call)
+
+
+def test_a_transfer_over_the_limit_with_no_word_of_it_is_refused_and_told():
+    """The contrast the actor needs: the same kind of request with no fallback asked for is
+    answered with the refusal, one transfer made."""
+    plain = [s for s in generated_tasks("bank") if s.steps and s.steps[-1].call.name == "transfer"
+             and "limit" not in s.task.prompt.lower() and "DAILY_LIMIT_EXCEEDED" in json.dumps(s.steps[-1].result)]
+    assert len(plain) >= 2
+    for s in plain:
+        assert len(s.steps) == 1 and "limit" in s.answer, (s.task.name, s.answer)

@@ -152,7 +152,12 @@ def _transfers(add: Add, say: Say) -> None:
                              ("ACC-1005", "ACC-1002", 200.0), ("ACC-1005", "ACC-1001", 50.0),
                              ("ACC-1003", "ACC-1002", 400.0), ("ACC-1001", "ACC-1005", 1500.0),
                              ("ACC-1004", "ACC-1003", 100.0), ("ACC-1002", "ACC-1004", 250.0),
-                             ("ACC-1003", "ACC-1005", 25.0), ("ACC-1002", "ACC-1001", 700.0)):
+                             ("ACC-1003", "ACC-1005", 25.0), ("ACC-1002", "ACC-1001", 700.0),
+                             # Over ACC-1002's daily limit with no word of what to do then: the
+                             # refusal is the answer. Without these the one over-limit family
+                             # (_limit_transfers, "...send the most allowed instead") taught the
+                             # actor to move the limit whenever a transfer was refused.
+                             ("ACC-1002", "ACC-1003", 1500.0), ("ACC-1002", "ACC-1005", 2200.0)):
         s = add(f"transfer-{src[-4:]}-{dst[-4:]}-{amount:g}", say(int(amount), (
             "Transfer ${x:g} from {src} to {dst}.", "Move ${x:g} from my account {src} to {dst}.",
             "Send ${x:g} from {src} to account {dst}.", "Pay ${x:g} from {src} to {dst}.",
