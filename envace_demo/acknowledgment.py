@@ -14,6 +14,7 @@ failure as the tool returned it, or as rehearsal foresaw it for a call never run
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any, Iterable
 
@@ -36,14 +37,20 @@ def _words(text: str) -> set[str]:
     # and a number one value ("40.00" in the message, 40 in the arguments).
     out = set()
     for w in _WORD.findall(_THOUSANDS.sub("", text.lower())):
-        try:
-            out.add(_number(float(w)))
-        except ValueError:
-            out.add(w.rstrip("s") or w)
+        number = _number(w)
+        out.add(number if number is not None else w.rstrip("s") or w)
     return out - _STOP
 
 
-def _number(x: float) -> str:
+def _number(word: str) -> str | None:
+    """A word that is a finite number, written one way ("40.00" -> "40"); None otherwise
+    ("inf" and "nan" are words)."""
+    try:
+        x = float(word)
+    except ValueError:
+        return None
+    if not math.isfinite(x):
+        return None
     return str(int(x)) if x == int(x) and abs(x) < 1e15 else repr(x)
 
 

@@ -42,6 +42,12 @@ def test_words_the_tool_or_request_already_hold_tell_nothing():
     assert acknowledges("anything", withdraw, {"new_balance": 0}, []) is True  # no failure, nothing to tell
 
 
+def test_odd_words_are_words_not_numbers():
+    # "inf" and "nan" parse as floats; they must neither crash the reading nor count as values.
+    assert acknowledges("inf nan 1e400 Infinity", HOLD, LIMIT, [REQUEST]) is False
+    assert acknowledges("You have 3.0 holds.", HOLD, LIMIT, [REQUEST]) is True  # 3.0 is the message's 3
+
+
 def test_the_report_says_what_the_tool_returned_or_what_was_foreseen():
     assert report(HOLD, LIMIT, ran=True) == (
         "That did not go through: place_hold failed with HOLD_LIMIT_REACHED: patron P-1077 already has 3 holds, "
