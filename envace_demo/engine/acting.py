@@ -3,11 +3,9 @@ turn, then each of its calls validated, rehearsed (where the mode does), held or
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from typing import Any, Generator
 
-from envace_demo.acknowledgment import acknowledges, report
 from envace_demo.context import shots
 from envace_demo.engine.answers import ungrounded
 from envace_demo.engine.commit import Committer
@@ -37,6 +35,7 @@ from envace_demo.engine.imagined import (
     short_answers,
     wrote,
 )
+from envace_demo.engine.told import tell_failure
 from envace_demo.engine.verdict import Held, RunState, drop_contradicted, drop_unasked, run_checked, supersede
 from envace_demo.identifiers import ground
 from envace_demo.events import Event, TurnUpdated
@@ -44,9 +43,7 @@ from envace_demo.generation import BatchGenerator
 from envace_demo.models.base import Backend, Constraint, Generation, Sampling
 from envace_demo.modes import ModePolicy
 from envace_demo.prompts import Conversation, actor_prompt
-from envace_demo.record import (
-    Action, CallStep, Rehearsal, ToolCall, Turn, error_code, is_error, rehearsal_failed,
-)
+from envace_demo.record import Action, CallStep, Rehearsal, ToolCall, Turn
 from envace_demo.scheduler import Outcome, Request, Run, Stop
 from envace_demo.schemas import Tool, find_tool
 from envace_demo.task import Task
@@ -58,19 +55,9 @@ class TrajectoryRunner:
     """Runs trajectories of one episode as scheduler runs (``scheduler.Run``): each yields
     its model requests and its events, and returns its ``Outcome``."""
 
-    def __init__(
-        self,
-        backend: Backend,
-        task: Task,
-        config: EpisodeConfig,
-        policy: ModePolicy,
-        sampling: Sampling,
-        batcher: BatchGenerator,
-        deadline: float,
-        rehearser: CallRehearser,
-        committer: Committer,
-        constrained: bool,
-    ):
+    def __init__(self, backend: Backend, task: Task, config: EpisodeConfig, policy: ModePolicy, sampling: Sampling,
+                 batcher: BatchGenerator, deadline: float, rehearser: CallRehearser, committer: Committer,
+                 constrained: bool):
         self.backend, self.task, self.config, self.policy = backend, task, config, policy
         self.sampling, self.batcher, self.deadline = sampling, batcher, deadline
         self.rehearser, self.committer, self.constrained = rehearser, committer, constrained
@@ -138,7 +125,7 @@ class TrajectoryRunner:
                 turn.error = "a call past the last step (max_steps): not made"
                 yield TurnUpdated(where, rindex, turn, None, "acted")
                 break
-            if where == "rehearsal" and repeats_reads(conversation.turns, action.calls, self._writes, cfg, self.policy):
+            if where == "rehearsal" and repeats_reads(conversation.turns, action.calls, self.writes, cfg, self.policy):
                 yield TurnUpdated(where, rindex, turn, None, "acted")
                 return Outcome(None, REPEATED_READ)
             for call in action.calls:
@@ -161,11 +148,11 @@ class TrajectoryRunner:
             if execute and unasked(cfg, conversation) and drop_unasked(turn, state):
                 yield TurnUpdated(where, rindex, turn, None, "acted")
                 continue
-            if (lead and not kept and cfg.follow_rehearsed_writes and plans_write(action, gen, self._writes)
-                    and goes_through(turn) and asked_for(action, conversation.user, self._writes)):
+            if (lead and not kept and cfg.follow_rehearsed_writes and plans_write(action, gen, self.writes)
+                    and goes_through(turn) and asked_for(action, conversation.user, self.writes)):
                 self.imagined_actions[prompt.shown()] = (gen, rindex, turn_index - 1)  # a write let through
             conversation.turns.append(turn)
-            if where == "rehearsal" and ends_at(turn, self._writes, cfg, self.policy):
+            if where == "rehearsal" and ends_at(turn, self.writes, cfg, self.policy):
                 return Outcome(None, FIRST_WRITE)
             if commit and not execute:
                 # Nothing to commit against: the calls stand as the answer (BFCL style).
@@ -217,18 +204,10 @@ class TrajectoryRunner:
                 conversation.memory, conversation.grounded = None, True
                 yield TurnUpdated(where, rindex, turn, None, "acted")
                 return None
-        if execute and not turn.error and self.config.report_failures and (
-                untold := self._untold_failure(content, conversation, memory)):
-            call, failure, ran = untold
-            if not state.retold:  # asked again once, with the next seed
-                state.retold = True
-                turn.withdrawn = f"it did not tell that {call.name} failed ({error_code(failure)})"
-                yield TurnUpdated(where, rindex, turn, None, "acted")
+        if execute and not turn.error and self.config.report_failures:
+            if (yield from tell_failure(self, turn, conversation, turns, state, memory, where, rindex)):
                 return None
-            content = report(call, failure, ran)
-            if not ran and ungrounded(self.task, self.config.known_results, turns, content, self.rehearsals):
-                content = report(call, failure, ran, with_message=False)
-            turn.reported, turn.action.content = turn.action.content, content
+            content = turn.action.content
         yield TurnUpdated(where, rindex, turn, None, "acted")
         if where == "rehearsal" and short_answers(self.constrained, self.policy, self.config) and not turn.error:
             return Outcome(None, "answer")  # its first character only: the committed run answers
@@ -253,8 +232,8 @@ class TrajectoryRunner:
             if rehearse:
                 # An imagined run reads the real state for its rehearser while its world is
                 # still the real one: until it imagines its first write ("imagine" reads nothing).
-                real_world = where == "rehearsal" and self.policy.commit and not wrote(conversation, turn, self._writes)
-                if real_world and fetches(step, self._writes, self.config, self.committer.executor is not None):
+                real_world = where == "rehearsal" and self.policy.commit and not wrote(conversation, turn, self.writes)
+                if real_world and fetches(step, self.writes, self.config, self.committer.executor is not None):
                     # A read in the real world is fetched: it changes nothing and is never held.
                     self.committer.fetch(step, tool, self.deadline)
                     real_results += [(step.call, step.real)] if step.error is None else []
@@ -267,7 +246,7 @@ class TrajectoryRunner:
                 # A committed read is asked of the rehearser only where a rehearsal already
                 # answered it (no cost): its real result is safe to fetch, and it is what
                 # the answer must tell. A write is always rehearsed before it runs.
-                ask = not (execute and self.config.rehearse_committed == "writes" and self._writes(step.call.name) is False)
+                ask = not (execute and self.config.rehearse_committed == "writes" and self.writes(step.call.name) is False)
                 yield from self.rehearser.rehearse(
                     turn, step, tool, self.tools, conversation, real_results, where, rindex, context, own, ask
                 )
@@ -314,40 +293,7 @@ class TrajectoryRunner:
         gen = yield Request(prompt, constraint, "actor", where, rindex, aligned=k if lead else None)
         return gen, None, None
 
-    def _untold_failure(
-        self, answer: str, conversation: Conversation, memory: dict | None
-    ) -> tuple[ToolCall, Any, bool] | None:
-        """The failure a committed ``answer`` leaves out, as (call, failure, whether it ran), or
-        None. The last call the actor read failed (for real, or held on a foreseen failure); or,
-        with no write made, the memory it was shown foresaw a write the request asked for
-        failing, surely, and the run took another path (a read) without saying why. A question
-        asks for no write: one that failed on its way need not be told; after a failed read,
-        an answer from what an earlier read found stands."""
-        asked_to_write = not asks_a_question(conversation.user)
-        failed = last_failure(conversation)
-        if failed is not None:
-            step, failure = failed
-            ran = not step.held
-            call = step.call
-        elif (asked_to_write and memory and memory.get("shown")
-              and not made_a_write(conversation, self._writes)):
-            foreseen = foreseen_write_failure(memory, self._writes, self.config.trust_certainty)
-            if foreseen is None:
-                return None
-            call, failure = foreseen
-            ran = False
-        else:
-            return None
-        write = self._writes(call.name) is not False
-        if write and not asked_to_write:
-            return None
-        read = [] if write else [message for t in conversation.turns if t.read()
-                                 for _, message in conversation.results(t) if not is_error(message)]
-        tool = find_tool(self.tools, call.name)
-        known = [*conversation.requests(), json.dumps(tool.to_openai()) if tool else ""]
-        return None if acknowledges(answer, call, failure, known, read) else (call, failure, ran)
-
-    def _writes(self, name: str) -> bool | None:  # as the environment says (None: unknown)
+    def writes(self, name: str) -> bool | None:  # as the environment says (None: unknown)
         return self.committer.writes(find_tool(self.tools, name))
 
 
@@ -397,32 +343,3 @@ def new_turn(turns: list[Turn], action: Action, gen: Generation, prompt: Any, us
     )
     turns.append(turn)
     return turn
-
-
-def last_failure(conversation: Conversation) -> tuple[CallStep, Any] | None:
-    """The last call the actor read in this user turn and its message, where that message
-    is a failure (a real error, or a held call's foreseen one); None otherwise."""
-    for turn in reversed(conversation.turns):
-        if turn.calls and turn.read():
-            _, message = conversation.results(turn)[-1]
-            return (turn.calls[-1], message) if is_error(message) else None
-    return None
-
-
-def made_a_write(conversation: Conversation, writes) -> bool:
-    """Whether a write ran for real in this user turn and went through."""
-    return any(step.real is not None and not is_error(step.real) and writes(step.call.name) is not False
-               for t in conversation.turns if t.read() for step in t.calls)
-
-
-def foreseen_write_failure(memory: dict, writes, sure: float | None) -> tuple[ToolCall, Any] | None:
-    """The first write a rehearsal memory foresaw failing (with ``sure``, at least that
-    probability: ``CallStep.certainty``), as (call, its foreseen failure)."""
-    for attempt in memory.get("attempts", []):
-        for c in attempt.get("calls", []):
-            foreseen = c.get("predicted")
-            if (c.get("predicted_error") and is_error(foreseen) and not rehearsal_failed(foreseen)
-                    and writes(c["name"]) is not False
-                    and (sure is None or (c.get("certainty") is not None and c["certainty"] >= sure))):
-                return ToolCall(c["name"], c.get("arguments") or {}), c["predicted"]
-    return None

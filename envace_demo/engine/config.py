@@ -104,11 +104,9 @@ class EpisodeConfig:
                   "its rehearsal: a failure where success was rehearsed (or the reverse), or a fidelity below "
                   "this (0 to 1). A small model copies the memory's values and repeats its calls; None: keep it"},
     )
-    memory: str = field(
-        default="outcomes",
-        metadata={"help": "what the committed actor reads of the rehearsals: 'outcomes' (each rehearsed call and "
-                  "whether it was predicted to succeed or which error), 'full' (the predicted values too), or 'off'"},
-    )
+    memory: str = field(default="outcomes", metadata={"help": "what the committed actor reads of the rehearsals: "
+                        "'outcomes' (each rehearsed call and whether it was predicted to succeed or which error), "
+                        "'full' (the predicted values too), or 'off'"})
     memory_shown: str = field(
         default="foresight",
         metadata={"help": "when the committed actor reads the memory: 'foresight' (only when a rehearsal foresaw "
@@ -202,12 +200,8 @@ class EpisodeConfig:
                   "(CallStep.unsure): a wrong, unsure foresight must not send the actor down another path. None, "
                   "or a rehearser that gives no probability: every predicted failure is held"},
     )
-    report_failures: bool = field(
-        default=True,
-        metadata={"help": "a committed answer given right after a failure (a real error, or a held call's "
-                  "foreseen one) must tell of it (acknowledgment.py): one that does not is taken back once and "
-                  "the actor asked again; a second such answer gives way to the failure as the tool returned it"},
-    )
+    report_failures: bool = field(default=True, metadata={"help": "an answer right after a failure must tell it "
+                                  "(acknowledgment.py): asked again once, then the failure as returned stands"})
     check_given_up: bool = field(
         default=True,
         metadata={"help": "an answer given while a held call found no other path (no real write since the hold) "

@@ -227,12 +227,9 @@ def _step_html(i: int, turn: Turn, s: CallStep | None, traj: Trajectory, condens
         body = (
             f'<div class="ev-err">{esc(turn.error)}</div>' if turn.error else ""
         ) + f'<div class="ev-answer-text">{esc(turn.action.content or "")}</div>'
-        if turn.withdrawn:
-            body += f'<div class="ev-note">{esc(WITHDRAWN_ANSWER_NOTE.format(why=turn.withdrawn))}</div>'
-        if turn.set_aside:
-            body += f'<div class="ev-note">{esc(SET_ASIDE_NOTE.format(why=turn.set_aside))}</div>'
-        if turn.reported:
-            body += f'<div class="ev-note">{esc(REPORTED_NOTE.format(what=turn.reported))}</div>'
+        for note, why in ((WITHDRAWN_ANSWER_NOTE, turn.withdrawn), (SET_ASIDE_NOTE, turn.set_aside),
+                          (REPORTED_NOTE, turn.reported)):
+            body += f'<div class="ev-note">{esc(note.format(why=why))}</div>' if why else ""
         label = ("unparsed turn" if turn.error else "answer taken back" if turn.withdrawn
                  else "answer set aside" if turn.set_aside else "answer")
         return (
@@ -333,7 +330,7 @@ CONTRADICTED_NOTE = ("not held: the foreseen failure asks for an argument this c
                      "foresees nothing")
 WITHDRAWN_ANSWER_NOTE = "taken back: {why}; the actor answered again from the real results alone"
 SET_ASIDE_NOTE = "set aside: {why}"
-REPORTED_NOTE = ("asked twice, the actor left out that the last call failed (it said: {what}); the failure as "
+REPORTED_NOTE = ("asked twice, the actor left out that the last call failed (it said: {why}); the failure as "
                  "the tool returned it is the answer")
 RESTORED_NOTE = "the user's words, as the user wrote them: {what}"
 WITHDRAWN_NOTE = "the rehearsal memory was withdrawn here: {why}; the next turns read the real results alone"

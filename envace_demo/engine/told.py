@@ -1,0 +1,104 @@
+"""A committed answer tells the failure it follows (``acknowledgment.py`` reads the words):
+which failure an answer must tell, and what happens when it does not: taken back once, then
+the failure itself in its place (``EpisodeConfig.report_failures``)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Generator
+
+from envace_demo.acknowledgment import acknowledges, report
+from envace_demo.engine.answers import ungrounded
+from envace_demo.engine.imagined import asks_a_question
+from envace_demo.engine.verdict import RunState
+from envace_demo.events import Event, TurnUpdated
+from envace_demo.prompts import Conversation
+from envace_demo.record import CallStep, ToolCall, Turn, error_code, is_error, rehearsal_failed
+from envace_demo.schemas import Tool, find_tool
+
+Writes = Callable[[str], "bool | None"]
+
+
+def tell_failure(
+    runner: Any, turn: Turn, conversation: Conversation, turns: list[Turn], state: RunState,
+    memory: dict | None, where: str, rindex: int | None,
+) -> Generator[Event, None, bool]:
+    """Whether the answer of ``turn`` was taken back for leaving out a failure (the actor is
+    then asked again, with the next seed); asked twice, the failure stands in its place
+    (``Turn.reported`` keeps the actor's words). ``runner``: the ``TrajectoryRunner``."""
+    config = runner.config
+    missed = untold(turn.action.content, conversation, memory, runner.tools, runner.writes,
+                    config.trust_certainty)
+    if missed is None:
+        return False
+    call, failure, ran = missed
+    if not state.retold:
+        state.retold = True
+        turn.withdrawn = f"it did not tell that {call.name} failed ({error_code(failure)})"
+        yield TurnUpdated(where, rindex, turn, None, "acted")
+        return True
+    told = report(call, failure, ran)
+    if not ran and ungrounded(runner.task, config.known_results, turns, told, runner.rehearsals):
+        told = report(call, failure, ran, with_message=False)  # the foreseen message's values are not real
+    turn.reported, turn.action.content = turn.action.content, told
+    return False
+
+
+def untold(
+    answer: str, conversation: Conversation, memory: dict | None, tools: list[Tool], writes: Writes,
+    sure: float | None,
+) -> tuple[ToolCall, Any, bool] | None:
+    """The failure ``answer`` leaves out, as (call, failure, whether it ran), or None. The last
+    call the actor read failed (for real, or held on a foreseen failure); or, with no write
+    made, the memory it was shown foresaw a write the request asked for failing (with ``sure``,
+    at least that probability) and the run took another path without saying why. A question
+    asks for no write: one that failed on its way need not be told; after a failed read, an
+    answer from what an earlier read found stands."""
+    asked_to_write = not asks_a_question(conversation.user)
+    failed = last_failure(conversation)
+    if failed is not None:
+        step, failure = failed
+        call, ran = step.call, not step.held
+    elif asked_to_write and memory and memory.get("shown") and not made_a_write(conversation, writes):
+        if (foreseen := foreseen_write_failure(memory, writes, sure)) is None:
+            return None
+        (call, failure), ran = foreseen, False
+    else:
+        return None
+    write = writes(call.name) is not False
+    if write and not asked_to_write:
+        return None
+    read = [] if write else [message for t in conversation.turns if t.read()
+                             for _, message in conversation.results(t) if not is_error(message)]
+    tool = find_tool(tools, call.name)
+    known = [*conversation.requests(), json.dumps(tool.to_openai()) if tool else ""]
+    return None if acknowledges(answer, call, failure, known, read) else (call, failure, ran)
+
+
+def last_failure(conversation: Conversation) -> tuple[CallStep, Any] | None:
+    """The last call the actor read in this user turn and its message, where that message
+    is a failure (a real error, or a held call's foreseen one); None otherwise."""
+    for turn in reversed(conversation.turns):
+        if turn.calls and turn.read():
+            _, message = conversation.results(turn)[-1]
+            return (turn.calls[-1], message) if is_error(message) else None
+    return None
+
+
+def made_a_write(conversation: Conversation, writes: Writes) -> bool:
+    """Whether a write ran for real in this user turn and went through."""
+    return any(step.real is not None and not is_error(step.real) and writes(step.call.name) is not False
+               for t in conversation.turns if t.read() for step in t.calls)
+
+
+def foreseen_write_failure(memory: dict, writes: Writes, sure: float | None) -> tuple[ToolCall, Any] | None:
+    """The first write a rehearsal memory foresaw failing (with ``sure``, at least that
+    probability: ``CallStep.certainty``), as (call, its foreseen failure)."""
+    for attempt in memory.get("attempts", []):
+        for c in attempt.get("calls", []):
+            foreseen = c.get("predicted")
+            if (c.get("predicted_error") and is_error(foreseen) and not rehearsal_failed(foreseen)
+                    and writes(c["name"]) is not False
+                    and (sure is None or (c.get("certainty") is not None and c["certainty"] >= sure))):
+                return ToolCall(c["name"], c.get("arguments") or {}), foreseen
+    return None
