@@ -18,6 +18,7 @@ import math
 import re
 from typing import Any, Iterable
 
+from envace_demo.grounding import number_text
 from envace_demo.record import ToolCall, error_code, is_error
 
 _WORD = re.compile(r"[a-z0-9][a-z0-9._/-]*[a-z0-9]|[a-z0-9]")
@@ -51,7 +52,7 @@ def _number(word: str) -> str | None:
         return None
     if not math.isfinite(x):
         return None
-    return str(int(x)) if x == int(x) and abs(x) < 1e15 else repr(x)
+    return number_text(x)
 
 
 def failure_text(failure: Any) -> tuple[str, str]:

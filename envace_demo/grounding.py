@@ -28,11 +28,12 @@ def values(text: str) -> set[str]:
             number = float(raw)
         except ValueError:
             continue
-        found.add(_number(number))
+        found.add(number_text(number))
     return found
 
 
-def _number(x: float) -> str:
+def number_text(x: float) -> str:
+    """A number written one way: ``15.50`` -> ``15.5``, ``1250.0`` -> ``1250``."""
     return str(int(x)) if x == int(x) and abs(x) < 1e15 else repr(x)
 
 
