@@ -163,6 +163,10 @@ class Turn:
     # A committed turn whose action is another path the rehearsal found for a held call
     # (``engine/repair.py``): what the plan is.
     repaired: str | None = None
+    # A committed turn the engine made in the actor's place after a read refused as the wrong
+    # kind of thing (``engine/instead.py``): the read that fits, or the actor's pick of a file
+    # among those it listed. What it is.
+    instead: str | None = None
     # A final answer that, asked twice, left out that the last call failed
     # (``acknowledgment.py``): the actor's words, kept here; the engine's report of the
     # failure stood in their place (``action.content``).

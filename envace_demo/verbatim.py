@@ -5,14 +5,21 @@ file "containing exactly: Dentist Tuesday 3pm", it wrote ``"dentist Tuesday 3pm"
 quote, the lowercase word is one token and the capitalised one two). A string argument that
 is not in the request, but that the request holds in other letter case, is put back as the
 request spells it, where its property leaves case free (no ``enum``, ``pattern`` or
-``format``: ``"science"`` stays the genre's value though the user wrote "Science"). The
-action keeps what was changed (``Action.restored``)."""
+``format``: ``"science"`` stays the genre's value though the user wrote "Science").
+
+The actor also cuts what the user dictated: asked to overwrite a stylesheet "so the whole
+file is just: body { background: #111; color: #eee; }", it wrote ``"#111; color: #eee;"``,
+and ``"Back soon"`` for "with: <h1>Back soon</h1>". So an argument of a call that may change
+state, whose value is most of a span the user dictated (the rest of a message after a colon,
+or a quoted span), is given the whole span (``whole``). The action keeps what was changed
+(``Action.restored``)."""
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from envace_demo.calls import parse_action
 from envace_demo.record import Action, ToolCall
@@ -20,17 +27,26 @@ from envace_demo.schemas import Tool, find_tool
 
 # Keywords under which a string's exact spelling is the schema's, not the user's.
 _FIXED = ("enum", "const", "pattern", "format")
+# A value this share of a dictated span, or more, is the span cut short; less is a part of it.
+MOST = 0.4
+# A dictated span: the rest of a message after a colon and a space, or quoted text.
+_AFTER_COLON = re.compile(r":\s+")
+_QUOTED = re.compile(r"(?:^|(?<=[\s:(]))([\"'“‘])(.+?)([\"'”’])(?=$|[\s.,;:!?)])")
 
 
 def parse_dictated(text: str, names: Iterable[str], tools: list[Tool], requests: list[str], dictated: bool = True,
-                   *, require: bool = False, cut: bool = False) -> Action:
+                   *, require: bool = False, cut: bool = False, writes: Callable[[str], bool | None] | None = None,
+                   ) -> Action:
     """An actor's output parsed (``calls.parse_action``), its dictated words as the user wrote them."""
     action = parse_action(text, names, require_call=require, cut=cut)
-    return as_dictated(action, requests, tools) if dictated else action
+    return as_dictated(action, requests, tools, writes) if dictated else action
 
 
-def as_dictated(action: Action, requests: Iterable[str], tools: list[Tool]) -> Action:
-    """``action`` with its calls' free string arguments spelt as the ``requests`` spell them."""
+def as_dictated(action: Action, requests: Iterable[str], tools: list[Tool],
+                writes: Callable[[str], bool | None] | None = None) -> Action:
+    """``action`` with its calls' free string arguments spelt as the ``requests`` spell them, and,
+    in a call that may change state (``writes`` is not False for it), given the whole of a span
+    the user dictated where they hold most of it."""
     said = [r for r in requests if r and len(r.lower()) == len(r)]  # a case change keeps every offset
     if not action.calls or not said:
         return action
@@ -39,13 +55,19 @@ def as_dictated(action: Action, requests: Iterable[str], tools: list[Tool]) -> A
         tool = find_tool(tools, call.name)
         properties = tool.parameters.get("properties", {}) if tool is not None else {}
         arguments = dict(call.arguments)
+        may_write = writes is None or writes(call.name) is not False
         for name, value in call.arguments.items():
             prop = properties.get(name)
             if not isinstance(prop, dict) or any(k in prop for k in _FIXED):
                 continue
+            others = [v for k, v in call.arguments.items() if k != name]
             if (spelt := dictated(value, said)) is not None:
                 arguments[name] = spelt
                 restored.append(f"{call.name}.{name}: {json.dumps(value)} as the request spells it, {json.dumps(spelt)}")
+            elif may_write and (span := whole(value, said, others, prop.get("maxLength"))) is not None:
+                arguments[name] = span
+                restored.append(f"{call.name}.{name}: {json.dumps(value)} is most of what the user dictated, "
+                                f"{json.dumps(span)}")
         calls.append(ToolCall(call.name, arguments) if arguments != call.arguments else call)
     return replace(action, calls=calls, restored=restored) if restored else action
 
@@ -61,3 +83,31 @@ def dictated(value: Any, requests: list[str]) -> str | None:
         if at >= 0:
             return request[at:at + len(value)]
     return None
+
+
+def spans(request: str) -> list[tuple[int, int]]:
+    """Where ``request`` dictates text: (start, end) of the rest after each colon and space,
+    and of each quoted span."""
+    out = [(m.end(), len(request.rstrip())) for m in _AFTER_COLON.finditer(request)]
+    out += [m.span(2) for m in _QUOTED.finditer(request)]
+    return [(a, b) for a, b in out if b > a]
+
+
+def whole(value: Any, requests: list[str], others: Iterable[Any] = (), max_length: int | None = None) -> str | None:
+    """The dictated span ``value`` is most of (the longest), else None. Not where ``value`` is the
+    span already, where the user wrote ``value`` elsewhere as it is (a part of their own, unless
+    the span is ``value`` in other case), or where another argument holds the span."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    found: list[str] = []
+    for request in requests:
+        for start, end in spans(request):
+            span = request[start:end]
+            if span == value or value.casefold() not in span.casefold() or len(value) < MOST * len(span):
+                continue
+            rest = request[:start] + request[end:]
+            if (value in rest and span.casefold() != value.casefold()) or span in others:
+                continue
+            if max_length is None or len(span) <= max_length:
+                found.append(span)
+    return max(found, key=len) if found else None

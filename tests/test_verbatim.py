@@ -8,7 +8,7 @@ from envace_demo.engine import EpisodeConfig, run_episode
 from envace_demo.envs.registry import create
 from envace_demo.record import Action, ToolCall, call_steps
 from envace_demo.tasks import Task
-from envace_demo.verbatim import as_dictated, dictated, parse_dictated
+from envace_demo.verbatim import as_dictated, dictated, parse_dictated, whole
 
 FILES = create("files").tools()
 LIBRARY = create("library").tools()
@@ -73,3 +73,40 @@ def test_the_file_is_written_as_the_user_dictated_it(scripted, mode, on):
     expected = "Dentist Tuesday 3pm" if on else "dentist Tuesday 3pm"
     assert step.call.arguments["content"] == expected and env.state()["files"]["/notes/dentist.txt"] == expected
     assert bool(traj.turns[0].action.restored) is on
+
+
+STYLE = ("I want to start my stylesheet over from scratch. Overwrite /projects/website/style.css so the whole "
+         "file is just: body { background: #111; color: #eee; }")
+
+
+@pytest.mark.parametrize("value, request_, expected", [
+    ("#111; color: #eee;", STYLE, "body { background: #111; color: #eee; }"),  # the longest span, not the last colon's
+    ("Back soon", "Overwrite /projects/website/index.html with: <h1>Back soon</h1>", "<h1>Back soon</h1>"),
+    ("cancelled", "The sync got cancelled after all. Make the notes just say: Cancelled", "Cancelled"),
+    ("march", "Transfer $450 with the memo 'March savings'.", None),  # under MOST of the span: a part of it
+    ("apr,1010", "Add a row to /projects/budget.csv: apr,1010. Keep the other rows as they are.", None),
+    ("body { background: #111; color: #eee; }", STYLE, None),  # the span already
+    ("a.md", "Rename a.md to: a.md.bak", None),  # the user wrote it as it is, apart from the span
+    ("flour, milk", "a file containing exactly: flour, milk, eggs", "flour, milk, eggs"),
+    (7, "Write: 7 and more", None),
+])
+def test_whole(value, request_, expected):
+    assert whole(value, [request_]) == expected
+
+
+def test_a_span_another_argument_holds_is_not_given_again():
+    assert whole("notes.txt", ["Rename it to: Notes.txt"], others=["Notes.txt"]) is None
+    assert whole("notes.txt", ["Rename it to: Notes.txt"]) == "Notes.txt"
+    assert whole("Back soon", ["Overwrite it with: <h1>Back soon</h1>"], max_length=10) is None  # over maxLength
+
+
+def test_only_a_call_that_may_change_state_is_given_the_whole_span():
+    request = "Overwrite /projects/website/index.html with: <h1>Back soon</h1>"
+    write = _action("write_file", {"path": "/projects/website/index.html", "content": "Back soon", "overwrite": True})
+    writes = {"write_file": True, "search_catalog": False}.get
+    made = as_dictated(write, [request], FILES, writes)
+    assert made.calls[0].arguments["content"] == "<h1>Back soon</h1>"
+    assert made.restored == ['write_file.content: "Back soon" is most of what the user dictated, "<h1>Back soon</h1>"']
+    search = as_dictated(_action("search_catalog", {"query": "Remains of the Day"}),
+                         ["Hold this for P-1042: The Remains of the Day, please"], LIBRARY, writes)
+    assert search.calls[0].arguments == {"query": "Remains of the Day"} and not search.restored

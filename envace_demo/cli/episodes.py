@@ -48,6 +48,7 @@ def _print_step(where: str, event: TurnUpdated, out) -> None:
     valid = "valid" if step.valid else "INVALID: " + "; ".join(step.validation_errors)
     taken = f"; rehearsal {turn.action_from + 1}'s action, same prompt and seed" if turn.action_from is not None else ""
     taken += f"; another path the rehearsal found: {turn.repaired}" if turn.repaired else ""
+    taken += f"; made in the actor's place: {turn.instead}" if turn.instead else ""
     print(f"{prefix} call {step.call.name} {_short(step.call.arguments)} ({valid}{taken})", file=out)
     for restored in turn.action.restored if event.call == 0 else ():
         print(f"{prefix}   the user's words, as the user wrote them: {restored}", file=out)

@@ -10,6 +10,7 @@ from envace_demo.context import shots
 from envace_demo.engine.answers import ungrounded
 from envace_demo.engine.commit import Committer
 from envace_demo.engine.config import EpisodeConfig
+from envace_demo.engine.instead import Instead
 from envace_demo.engine.limits import (
     CALL_RESERVE,
     FIRST_WRITE,
@@ -38,6 +39,7 @@ from envace_demo.engine.imagined import (
 from envace_demo.engine.told import tell_failure
 from envace_demo.engine.verdict import Held, RunState, drop_contradicted, drop_unasked, run_checked, supersede
 from envace_demo.identifiers import ground
+from envace_demo.quoted import quote
 from envace_demo.events import Event, TurnUpdated
 from envace_demo.generation import BatchGenerator
 from envace_demo.models.base import Backend, Constraint, Generation, Sampling
@@ -106,7 +108,7 @@ class TrajectoryRunner:
             gen, taken, repaired = yield from self._act(prompt, where, rindex, require, turn_index,
                                                         state.withdrawn or answer, lead, last or answer, draft)
             action = parse_dictated(gen.text, self.tool_names, self.tools, conversation.requests(), cfg.dictated_case,
-                                    require=require, cut=gen.finish_reason == "length")
+                                    require=require, cut=gen.finish_reason == "length", writes=self.writes)
             turn = new_turn(turns, action, gen, prompt, self.user_turn, taken, repaired)
             if kept := lead and keeps(action, gen, require, short_answers(self.constrained, self.policy, cfg)):
                 self.imagined_actions[prompt.shown()] = (gen, rindex, turn_index)
@@ -256,6 +258,7 @@ class TrajectoryRunner:
                     return
             if execute:
                 self.committer.execute(step, tool, self.deadline)
+                self.repairs.refused(turn, step, conversation)
                 if rehearse and (step.rehearsed is not None or step.rehearsal_cut):  # a read not asked: no score
                     score_call(step, tool, shots(self.config.known_results, real_results, context), conversation)
                 yield TurnUpdated(where, rindex, turn, at, "executed")
@@ -310,12 +313,15 @@ def unasked(config: EpisodeConfig, conversation: Conversation) -> bool:
 def offered(tools: list[Tool], prompt: Any, last: bool, config: EpisodeConfig,
             committer: Committer | None = None) -> tuple[Tool, ...]:
     """The tools an actor turn's grammar may call: none past the last step; those whose
-    identifiers the conversation can fill (``EpisodeConfig.grounded_ids``); in a request that
+    identifiers the conversation can fill (``EpisodeConfig.grounded_ids``), their searches the user's words
+    (``EpisodeConfig.quoted_args``); in a request that
     asks a question, none that may change or remove what is there (``EpisodeConfig.questions_keep``:
     a write the environment does not declare additive), unless that leaves no tool at all."""
     if last:
         return ()
-    kept = ground(tools, prompt.messages) if config.grounded_ids else tuple(tools)
+    # Quoted first: an identifier's declared pattern (ground replaces it) keeps ids out of the user's words.
+    kept = quote(tools, prompt.messages, committer.quoting) if committer is not None and config.quoted_args else tools
+    kept = ground(kept, prompt.messages) if config.grounded_ids else tuple(kept)
     if committer is None or not config.questions_keep or not asks_a_question(latest_request(prompt.messages)):
         return kept
     keeps = tuple(t for t in kept if committer.writes(t) is not True or committer.additive(t))
@@ -339,7 +345,8 @@ def new_turn(turns: list[Turn], action: Action, gen: Generation, prompt: Any, us
         prompt_tokens=gen.prompt_tokens,
         actor_prompt=prompt.shown(),
         action_from=action_from,
-        repaired=repaired,
+        repaired=None if isinstance(repaired, Instead) else repaired,
+        instead=repaired if isinstance(repaired, Instead) else None,
     )
     turns.append(turn)
     return turn

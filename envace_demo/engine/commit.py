@@ -66,6 +66,10 @@ class Committer:
         """Whether ``tool`` only adds to the state, as the environment declares (``Environment.additive``)."""
         return self.environment is not None and tool is not None and self.environment.additive(tool.original_name)
 
+    def quoting(self, tool: Tool) -> tuple[str, ...]:
+        """The arguments of ``tool`` that quote the user's words, as the environment declares them."""
+        return () if self.environment is None else tuple(self.environment.quoting(tool.original_name))
+
     def hold(self, step: CallStep, held: set[str], tool: Tool | None = None, unasked: bool = False) -> bool:
         """Whether ``step`` is held: its rehearsal predicted a failure, surely enough
         (``hold_certainty``; at any certainty where nobody asked for the write, ``unasked``),

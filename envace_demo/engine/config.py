@@ -43,19 +43,15 @@ class EpisodeConfig:
                   "run is asked once more for an answer, with no call on offer. The steps of another path a "
                   "rehearsal found for a held call (engine/repair.py) are the engine's, not counted"},
     )
-    episode_seconds: float = field(
-        default=default_of(Settings, "episode_seconds"),
-        metadata={"help": "wall-clock limit of the episode (Settings.episode_seconds)"},
-    )
+    episode_seconds: float = field(default=default_of(Settings, "episode_seconds"),
+                                   metadata={"help": "wall-clock limit of the episode (Settings.episode_seconds)"})
     rehearsal_share: float = field(
         default=0.5,
         metadata={"help": "share of episode_seconds the rehearsals may spend before the committed run, whose "
                   "reserve is the rest (0 to 1, exclusive); modes without a committed run (imagine) use it all"},
     )
-    tool_seconds: float = field(
-        default=60.0,
-        metadata={"help": "one real call's limit; above the MCP per-request timeout (30 s), whose own error is clearer"},
-    )
+    tool_seconds: float = field(default=60.0, metadata={"help": "one real call's limit; above the MCP per-request "
+                                "timeout (30 s), whose own error is clearer"})
     constrained: bool = field(default=True, metadata={"help": "constrained decoding, where the backend supports it"})
     require_first_call: bool = field(
         default=False, metadata={"help": "the first actor turn must call a tool: small models otherwise answer in prose"}
@@ -139,9 +135,9 @@ class EpisodeConfig:
     dictated_case: bool = field(
         default=True,
         metadata={"help": "a string argument the request holds in other letter case is put back as the user wrote "
-                  "it (verbatim.as_dictated), where its schema leaves case free. Asked to save 'Dentist Tuesday "
-                  "3pm', the small actor wrote 'dentist Tuesday 3pm', with and without rehearsal. False: the "
-                  "calls stand as drawn"},
+                  "it, and one of a write that is most of a span the user dictated is given the whole span "
+                  "(verbatim.as_dictated), where its schema leaves case free: asked to save 'Dentist Tuesday 3pm', "
+                  "the actor wrote 'dentist Tuesday 3pm'. False: the calls stand as drawn"},
     )
     answer_without_memory: bool = field(
         default=True,
@@ -202,6 +198,10 @@ class EpisodeConfig:
     )
     report_failures: bool = field(default=True, metadata={"help": "an answer right after a failure must tell it "
                                   "(acknowledgment.py): asked again once, then the failure as returned stands"})
+    read_instead: bool = field(default=True, metadata={"help": "a committed read refused as the wrong kind of thing "
+                               "(a folder read as a file) is made as the read the environment names (read_instead)"})
+    quoted_args: bool = field(default=True, metadata={"help": "an argument the environment says quotes the user (a "
+                              "catalog search) is, in the grammar, a run of the user's words (envace_demo.quoted)"})
     check_given_up: bool = field(
         default=True,
         metadata={"help": "an answer given while a held call found no other path (no real write since the hold) "
@@ -218,10 +218,9 @@ class EpisodeConfig:
     repair_candidates: int = field(
         default=4,
         metadata={"help": "after a committed write is held (its failure foreseen surely), the actor is asked for "
-                  "this many other calls, each rehearsed before anything runs; the first that makes the user's call "
-                  "go through (the same call with one more argument, such as overwrite, or an additive call first, "
-                  "such as the missing folder) is committed (engine/repair.py). Asked to save a file in a folder "
-                  "that did not exist, the actor reported the foreseen failure. 0: none"},
+                  "this many other calls, each rehearsed before anything runs; the first that makes the user's call go "
+                  "through (the call with one more argument, such as overwrite, or an additive call first, such as "
+                  "the missing folder) is committed (engine/repair.py): the actor had reported the failure. 0: none"},
     )
     redact: Callable[[str], str] | None = field(
         default=None,

@@ -27,8 +27,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Generator
 
-from envace_demo.calls import format_call
 from envace_demo.engine.commit import asked, contradicts_call
+from envace_demo.engine.instead import Refusal, made_call, refused_read
 from envace_demo.events import TurnUpdated
 from envace_demo.models.base import Constraint, Generation
 from envace_demo.prompts import Conversation, actor_prompt
@@ -78,6 +78,7 @@ class Repairs:
         # The plan found, step by step: (the action, what the step is, for its turn's record).
         self.plan: list[tuple[Generation, str]] = []
         self.ran: tuple[list, int] = ([], 0)  # the real results, and how many there were when the plan was found
+        self.refusal: Refusal | None = None  # a committed read refused as the wrong kind, and what it was after
 
     def held(self, turn: Turn, step: CallStep, conversation: Conversation, real_results: list) -> None:
         """A committed call was held, surely: its other paths are looked for before the next turn."""
@@ -87,8 +88,19 @@ class Repairs:
         if wanted and len(turn.calls) == 1:
             self.pending = Pending(turn, step, conversation, real_results)
 
+    def refused(self, turn: Turn, step: CallStep, conversation: Conversation) -> None:
+        """A committed read failed for real: the read it was after comes next, where the
+        environment names one (``engine/instead.py``)."""
+        if self.runner.config.read_instead and (refusal := refused_read(self.runner, turn, step, conversation)):
+            self.refusal = refusal
+
     def next_action(self) -> Generator[Request | TurnUpdated, Generation, tuple[Generation, str] | None]:
         """The committed actor's next action and what it is, where a plan gives it, else None."""
+        if (refusal := self.refusal) is not None:
+            self.refusal = None
+            if (planned := (yield from refusal.next_step(self.runner))) is not None:
+                self.refusal = refusal if refusal.choice_left() else None
+                return planned
         pending, self.pending = self.pending, None
         results, found = self.ran
         if self.plan and len(results) > found and is_error(results[-1][1]):
@@ -117,7 +129,7 @@ class Repairs:
             runner.batcher.check_limits()
             gen = yield ask
             action = parse_dictated(gen.text, runner.tool_names, runner.tools, pending.conversation.requests(),
-                                    runner.config.dictated_case, require=True)
+                                    runner.config.dictated_case, require=True, writes=runner.writes)
             call = action.calls[0] if len(action.calls) == 1 and not action.error else None
             if call is None or call.key() in tried:
                 continue
@@ -150,7 +162,7 @@ class Repairs:
             if name in held.arguments or not offered or not stems(f"{name.replace('_', ' ')} {does}") & said:
                 continue
             variant = ToolCall(held.name, {**held.arguments, name: value})
-            gen = _made(variant)
+            gen = made_call(variant)
             if (yield from self._succeeds(variant, gen, before, pending.real_results, True)) is not None:
                 return [(gen, f"the held {held.name} with {_added(held, variant)}: its foreseen failure asks for it, "
                               "and so does the request")]
@@ -187,7 +199,7 @@ class Repairs:
             return None
         for name, param in makers:
             maker = ToolCall(name, {param: part})
-            gen = _made(maker)
+            gen = made_call(maker)
             step = yield from self._foresee(maker, gen, world, known, real)
             if step is None:
                 continue
@@ -291,11 +303,6 @@ def _after(world: Conversation, known: list, made: list) -> tuple[Conversation, 
     """The imagined world after ``made`` (call, generation, foreseen step), and its few-shot."""
     turns = [_imagined_turn(c, g, step) for c, g, step in made]
     return replace(world, turns=[*world.turns, *turns]), [*known, *((c, step.rehearsed) for c, _, step in made)]
-
-
-def _made(call: ToolCall) -> Generation:
-    """A call the engine makes for the actor, written as the actor writes one (no reasoning)."""
-    return Generation(f"<think>\n</think>\n\n{format_call(call)}", 0, 0, 0.0)
 
 
 def _imagined_turn(call: ToolCall, gen: Generation, step: CallStep | None) -> Turn:

@@ -84,6 +84,12 @@ def _additive(env_name: str) -> frozenset[str]:
                      if spec["function"].get("x-destructive") is False)
 
 
+@functools.cache
+def _quoting(env_name: str) -> dict[str, tuple[str, ...]]:
+    return {spec["function"]["name"]: tuple(spec["function"]["x-quotes-user"]) for spec in tool_specs(env_name)
+            if isinstance(spec["function"].get("x-quotes-user"), list)}
+
+
 def _describe(err: Any) -> str:
     where = "/".join(str(p) for p in err.absolute_path) or "arguments"
     return f"{where}: {err.message}"
@@ -125,6 +131,10 @@ class ToolEnvironment(Environment):
     def additive(self, name: str) -> bool:
         """As tools.json declares it (``"x-destructive": false``)."""
         return name in _additive(self.name)
+
+    def quoting(self, name: str) -> tuple[str, ...]:
+        """As tools.json declares it (``"x-quotes-user": ["query"]``)."""
+        return _quoting(self.name).get(name, ())
 
     def stated_facts(self, call: Any, shown: list[tuple[Any, Any]]) -> str | None:
         from envace_demo.facts import stated_facts

@@ -51,6 +51,25 @@ class Environment(ABC):
         (an environment that does not know which of its tools read what)."""
         return []
 
+    def quoting(self, name: str) -> tuple[str, ...]:
+        """The arguments of tool ``name`` whose values quote the user's words (a catalog search):
+        the actor's grammar holds them to runs of those words (``envace_demo.quoted``). None by
+        default."""
+        return ()
+
+    def read_instead(self, name: str, arguments: dict[str, Any], result: Any) -> tuple[str, dict[str, Any]] | None:
+        """The read (tool name, arguments) a read of ``name`` that failed with ``result`` was
+        after, where the failure says the call named the wrong kind of thing (a folder read as a
+        file): the engine makes it in the actor's place (``EpisodeConfig.read_instead``). None
+        by default."""
+        return None
+
+    def read_options(self, name: str, instead: str, result: Any) -> list[dict[str, Any]]:
+        """The arguments a read of ``name`` may take, as ``result`` (of the read ``instead``, made
+        for a refused read of ``name``) lists them: the files of a folder read as a file. None
+        by default."""
+        return []
+
     def stated_facts(self, call: Any, shown: list[tuple[Any, Any]]) -> str | None:
         """The facts of the state ``call``'s outcome depends on, as the reads in ``shown``
         (``(ToolCall, result)`` pairs) give them, for a rehearser trained to reason from

@@ -144,6 +144,23 @@ class FilesEnvironment(ToolEnvironment):
                 continue
         return [("list_directory", {"path": p}) for p in dict.fromkeys(parents)]
 
+    def read_instead(self, name: str, arguments: dict[str, Any], result: Any) -> tuple[str, dict[str, Any]] | None:
+        # The path is right, the read is not: a folder is listed, a file is read.
+        err = result.get("error") if isinstance(result, dict) else None
+        code = err.get("code") if isinstance(err, dict) else None
+        other = {("read_file", "IS_A_DIRECTORY"): "list_directory", ("list_directory", "NOT_A_DIRECTORY"): "read_file"}
+        instead = other.get((name, code))
+        return (instead, {"path": arguments["path"]}) if instead and isinstance(arguments.get("path"), str) else None
+
+    def read_options(self, name: str, instead: str, result: Any) -> list[dict[str, Any]]:
+        if name != "read_file" or instead != "list_directory" or not isinstance(result, dict):
+            return []
+        folder, entries = result.get("path"), result.get("entries")
+        if not isinstance(folder, str) or not isinstance(entries, list):
+            return []
+        return [{"path": posixpath.join(folder, e["name"])} for e in entries
+                if isinstance(e, dict) and e.get("type") == "file" and isinstance(e.get("name"), str)]
+
     # -- tools -----------------------------------------------------------------
 
     def list_directory(self, args: dict[str, Any]) -> dict[str, Any]:

@@ -250,8 +250,8 @@ def _step_html(i: int, turn: Turn, s: CallStep | None, traj: Trajectory, condens
         act += "".join(f'<div class="ev-err">{esc(e)}</div>' for e in s.validation_errors)
     if turn.action_from is not None and s is turn.calls[0]:
         act += f'<div class="ev-note">{esc(taken_note(turn.action_from))}</div>'
-    if turn.repaired and s is turn.calls[0]:
-        act += f'<div class="ev-note">{esc(REPAIRED_NOTE.format(why=turn.repaired))}</div>'
+    for why, note in ((turn.repaired, REPAIRED_NOTE), (turn.instead, INSTEAD_NOTE)):
+        act += f'<div class="ev-note">{esc(note.format(why=why))}</div>' if why and s is turn.calls[0] else ""
     if turn.action.restored and s is turn.calls[0]:
         act += "".join(f'<div class="ev-note">{esc(RESTORED_NOTE.format(what=r))}</div>' for r in turn.action.restored)
     rehearsed = (
@@ -326,6 +326,7 @@ SKIPPED_NOTE = ("{n} other imagined run{s} never started: the lead run foresaw n
                 "and they could change nothing in the committed run (EpisodeConfig.imagined_others)")
 SUPERSEDED_NOTE = "left out of the actor's history: {why}"
 REPAIRED_NOTE = "another path the rehearsal found: {why}"
+INSTEAD_NOTE = "made in the actor's place: {why}"
 CONTRADICTED_NOTE = ("not held: the foreseen failure asks for an argument this call already passes, so it "
                      "foresees nothing")
 WITHDRAWN_ANSWER_NOTE = "taken back: {why}; the actor answered again from the real results alone"

@@ -1,0 +1,83 @@
+"""Arguments that quote the user: a catalog search's words are the user's own.
+
+Asked for a hold on "A Brief History of Time", the small actor searched the catalog for
+"In P-1042"; asked for books by Kazuo Ishiguro, for "The library has no book on Kazuo
+Ishiguro's name". Where an environment declares that an argument quotes the user
+(``Environment.quoting``: the library's ``search_catalog.query``), the actor's grammar holds
+it to a run of words of the user's messages (at most ``MAX_WORDS`` in a row, within one
+sentence, no identifier among them: a card number is not a title). Only decoding changes;
+the prompt shows every tool as the model was trained (``EpisodeConfig.quoted_args``)."""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import replace
+from typing import Callable, Iterable
+
+from envace_demo.identifiers import identifier_patterns
+from envace_demo.schemas.tools import Tool
+
+MAX_WORDS = 6
+MAX_VALUES = 256  # the most runs one argument may take in a grammar: the latest message's first
+_EDGE = "\"'`.,;:!?()[]{}<>\u201c\u201d\u2018\u2019"
+_ENDS = ".!?"
+
+
+def runs(messages: Iterable[dict], identifiers: Iterable[re.Pattern] = ()) -> list[str]:
+    """Runs of up to ``MAX_WORDS`` words of the user's messages, the latest message first,
+    none across a sentence's end, none with a word an identifier pattern matches."""
+    patterns = list(identifiers)
+    said = [m["content"] for m in messages if m.get("role") == "user" and isinstance(m.get("content"), str)]
+    out: list[str] = []
+    for text in reversed(said):
+        sentences: list[list[str]] = [[]]
+        for raw in text.split():
+            word = raw.strip(_EDGE)
+            if word and not any(p.fullmatch(word) for p in patterns):
+                sentences[-1].append(word)
+            elif word:
+                sentences.append([])  # an identifier breaks the run
+            if raw.rstrip("\"')\u201d\u2019").endswith(tuple(_ENDS)):
+                sentences.append([])
+        for words in sentences:
+            for size in range(MAX_WORDS, 0, -1):
+                out += [" ".join(words[i:i + size]) for i in range(len(words) - size + 1)]
+    return list(dict.fromkeys(out))[:MAX_VALUES]
+
+
+def quote(tools: Iterable[Tool], messages: list[dict], quoting: Callable[[Tool], Iterable[str]]) -> tuple[Tool, ...]:
+    """``tools`` with each argument ``quoting`` names for a tool held to runs of the user's
+    words (``runs``). A tool left with no run to pass is left as it was."""
+    tools = tuple(tools)
+    ids = [p for t in tools for p in identifier_patterns(t).values()]
+    found: list[str] | None = None
+    out = []
+    for tool in tools:
+        names = [n for n in quoting(tool) if _free_string(tool, n)]
+        if not names:
+            out.append(tool)
+            continue
+        found = runs(messages, ids) if found is None else found
+        parameters = copy.deepcopy(tool.parameters)
+        for name in names:
+            schema = parameters["properties"][name]
+            if values := [v for v in found if _fits(schema, v)]:
+                schema["enum"] = values
+        out.append(replace(tool, parameters=parameters))
+    return tuple(out)
+
+
+def _fits(schema: dict, value: str) -> bool:
+    """Whether ``value`` meets the string's declared bounds (the grammar keeps them)."""
+    if not schema.get("minLength", 0) <= len(value) <= schema.get("maxLength", len(value)):
+        return False
+    try:
+        return "pattern" not in schema or re.search(schema["pattern"], value) is not None
+    except re.error:
+        return True
+
+
+def _free_string(tool: Tool, name: str) -> bool:
+    schema = (tool.parameters.get("properties") or {}).get(name)
+    return isinstance(schema, dict) and schema.get("type") == "string" and "enum" not in schema and "const" not in schema

@@ -1,0 +1,101 @@
+"""A read refused as the wrong kind of thing is made as the read it was after
+(``engine/instead.py``): the file environment names it, the engine makes it in the actor's
+place, and after a folder's listing the actor picks the file, its grammar narrowed to the
+files listed (scripted backend: exact outputs)."""
+
+from conftest import call_text
+from helpers.scripted import ScriptedBackend
+from envace_demo.engine import EpisodeConfig, run_episode
+from envace_demo.engine.instead import narrowed
+from envace_demo.envs.registry import create
+from envace_demo.record import call_steps
+from envace_demo.schemas import find_tool
+from envace_demo.tasks import Task
+
+NOTES = "/notes/meeting-2025-03-10.md"
+LIST_NOTES_FILE = call_text("list_directory", {"path": NOTES})
+READ_FOLDER = call_text("read_file", {"path": "/notes"})
+READ_TODO = call_text("read_file", {"path": "/notes/todo.txt"})
+ATTENDED = "<think></think>\nAna, Raj and Mei attended."
+PASSPORT = "<think></think>\nRenew the passport before June."
+
+
+class Constrained(ScriptedBackend):
+    """Scripted, and keeps the constraint of every generation."""
+
+    supports_constraints = True
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.constraints = []
+
+    def generate(self, prompt, sampling, constraint=None, on_token=None, cancel=None):
+        self.constraints.append(constraint)
+        return super().generate(prompt, sampling, constraint, on_token, cancel)
+
+
+def _task(env, prompt):
+    return Task("t", prompt, env.tools())
+
+
+def test_the_file_environment_names_the_read_that_fits():
+    env = create("files")
+    folder = env.execute("read_file", {"path": "/notes"})
+    file = env.execute("list_directory", {"path": NOTES})
+    assert env.read_instead("read_file", {"path": "/notes"}, folder) == ("list_directory", {"path": "/notes"})
+    assert env.read_instead("list_directory", {"path": NOTES}, file) == ("read_file", {"path": NOTES})
+    missing = env.execute("read_file", {"path": "/nowhere.txt"})
+    assert env.read_instead("read_file", {"path": "/nowhere.txt"}, missing) is None  # a wrong path, not a wrong read
+    listing = env.execute("list_directory", {"path": "/"})
+    assert env.read_options("read_file", "list_directory", listing) == []  # folders only: nothing to read
+    notes = env.execute("list_directory", {"path": "/notes"})
+    assert env.read_options("read_file", "list_directory", notes) == [{"path": NOTES}, {"path": "/notes/todo.txt"}]
+    assert create("bank").read_instead("get_account", {}, folder) is None  # an environment that names none
+
+
+def test_a_file_listed_as_a_folder_is_read_and_the_answer_reads_it(scripted):
+    env = create("files")
+    backend = scripted(actor=[LIST_NOTES_FILE, ATTENDED])
+    traj = run_episode(backend, _task(env, f"Who attended the sync in {NOTES}?"), EpisodeConfig(mode="none"), env)
+    refused, read = call_steps(traj.turns)
+    assert refused.real["error"]["code"] == "NOT_A_DIRECTORY" and "Ana, Raj" in read.real["content"]
+    assert read.call.name == "read_file" and read.call.arguments == {"path": NOTES}
+    assert "NOT_A_DIRECTORY" in traj.turns[0].superseded and traj.turns[1].instead and not traj.turns[1].repaired
+    assert traj.totals()["repaired_calls"] == 0  # the engine's read, not a path the rehearsal found
+    assert traj.final_answer == "Ana, Raj and Mei attended."
+    # The actor answered once, shown the file and not the refusal; both reads are on the record.
+    answer_prompt = backend.prompts[-1]
+    assert "Ana, Raj" in answer_prompt and "NOT_A_DIRECTORY" not in answer_prompt
+    assert traj.totals()["real_calls"] == 2 and traj.totals()["real_errors"] == 1
+
+
+def test_a_folder_read_as_a_file_is_listed_then_the_actor_picks_a_file_of_it():
+    env = create("files")
+    backend = Constrained(actor=[READ_FOLDER, READ_TODO, PASSPORT])
+    traj = run_episode(backend, _task(env, "When must I renew my passport? It's on my todo list in /notes."),
+                       EpisodeConfig(mode="none"), env)
+    names = [(s.call.name, s.call.arguments["path"]) for s in call_steps(traj.turns)]
+    assert names == [("read_file", "/notes"), ("list_directory", "/notes"), ("read_file", "/notes/todo.txt")]
+    assert "passport" in call_steps(traj.turns)[-1].real["content"] and traj.final_answer.endswith("June.")
+    # The pick was asked with one tool, its path one of the files listed, a call required.
+    (pick,) = [c for c in backend.constraints if c is not None and len(c.tools) == 1]
+    assert [bool(t.instead) for t in traj.turns] == [False, True, True, False]
+    assert pick.require_call and pick.tools[0].name == "read_file"
+    assert pick.tools[0].parameters["properties"]["path"]["enum"] == [NOTES, "/notes/todo.txt"]
+
+
+def test_the_switch_keeps_the_refusal(scripted):
+    env = create("files")
+    backend = scripted(actor=[LIST_NOTES_FILE, ATTENDED])
+    traj = run_episode(backend, _task(env, f"Who attended the sync in {NOTES}?"),
+                       EpisodeConfig(mode="none", read_instead=False, report_failures=False), env)
+    assert [s.call.name for s in call_steps(traj.turns)] == ["list_directory"]
+    assert not any(t.superseded for t in traj.turns)
+
+
+def test_narrowed_keeps_one_argument_to_the_values_given():
+    tool = find_tool(create("files").tools(), "read_file")
+    one = narrowed(tool, [{"path": "/a"}, {"path": "/b"}, {"path": "/a"}])
+    assert one.parameters["properties"]["path"]["enum"] == ["/a", "/b"] and one.parameters["required"] == ["path"]
+    assert tool.parameters["properties"]["path"].get("enum") is None  # the tool itself is untouched
+    assert narrowed(tool, []) is None and narrowed(tool, [{"path": "/a"}, {"other": "/b"}]) is None
