@@ -173,6 +173,16 @@ def test_an_imagined_read_fetched_for_real_says_so_under_its_step(scripted):
     assert events[-1].trajectory.success is True
 
 
+def test_a_read_made_in_the_actors_place_says_so_and_the_refused_one_says_why(scripted):
+    notes = "/notes/meeting-2025-03-10.md"
+    backend = scripted(actor=[call_text("list_directory", {"path": notes}), "<think></think>\nAna, Raj and Mei."])
+    events = list(Episode(backend, Task("t", f"Who attended the sync in {notes}?", create("files").tools()),
+                          EpisodeConfig(mode="none"), create("files")).run())
+    page = render.steps_html(_view(events))
+    assert html.escape(render.episode.INSTEAD_NOTE.format(why="read_file of the path list_directory refused")) in page
+    assert "NOT_A_DIRECTORY): read_file reads it instead" in html.unescape(page)  # the refused turn's note
+
+
 def test_committed_steps_show_action_rehearsed_and_real_with_badges(scripted):
     events = _parallel_events(scripted)
     view = _view(events)
