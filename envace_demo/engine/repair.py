@@ -91,8 +91,9 @@ class Repairs:
     def refused(self, turn: Turn, step: CallStep, conversation: Conversation) -> None:
         """A committed read failed for real: the read it was after comes next, where the
         environment names one (``engine/instead.py``)."""
-        if self.runner.config.read_instead and (refusal := refused_read(self.runner, turn, step, conversation)):
-            self.refusal = refusal
+        # A read made instead is not refused again: one switch, never a loop between two reads.
+        if self.runner.config.read_instead and not turn.instead:
+            self.refusal = refused_read(self.runner, turn, step, conversation) or self.refusal
 
     def next_action(self) -> Generator[Request | TurnUpdated, Generation, tuple[Generation, str] | None]:
         """The committed actor's next action and what it is, where a plan gives it, else None."""
