@@ -9,8 +9,8 @@ request spells it, where its property leaves case free (no ``enum``, ``pattern``
 
 The actor also cuts what the user dictated: asked to overwrite a stylesheet "so the whole
 file is just: body { background: #111; color: #eee; }", it wrote ``"#111; color: #eee;"``,
-and ``"Back soon"`` for "with: <h1>Back soon</h1>". So an argument of a call that may change
-state, whose value is most of a span the user dictated (the rest of a message after a colon,
+and ``"Back soon"`` for "with: <h1>Back soon</h1>". So an argument of a call the environment
+declares a write, whose value is most of a span the user dictated (the rest of a message after a colon,
 or a quoted span), is given the whole span (``whole``). The action keeps what was changed
 (``Action.restored``)."""
 
@@ -45,8 +45,8 @@ def parse_dictated(text: str, names: Iterable[str], tools: list[Tool], requests:
 def as_dictated(action: Action, requests: Iterable[str], tools: list[Tool],
                 writes: Callable[[str], bool | None] | None = None) -> Action:
     """``action`` with its calls' free string arguments spelt as the ``requests`` spell them, and,
-    in a call that may change state (``writes`` is not False for it), given the whole of a span
-    the user dictated where they hold most of it."""
+    in a call the environment declares a write (``writes``), given the whole of a span the user
+    dictated where they hold most of it."""
     said = [r for r in requests if r and len(r.lower()) == len(r)]  # a case change keeps every offset
     if not action.calls or not said:
         return action
@@ -55,7 +55,8 @@ def as_dictated(action: Action, requests: Iterable[str], tools: list[Tool],
         tool = find_tool(tools, call.name)
         properties = tool.parameters.get("properties", {}) if tool is not None else {}
         arguments = dict(call.arguments)
-        may_write = writes is None or writes(call.name) is not False
+        # Only a declared write: a tool of unknown effect (a pasted schema, a BFCL record) keeps its calls.
+        may_write = writes is not None and writes(call.name) is True
         for name, value in call.arguments.items():
             prop = properties.get(name)
             if not isinstance(prop, dict) or any(k in prop for k in _FIXED):

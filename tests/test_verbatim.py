@@ -110,3 +110,11 @@ def test_only_a_call_that_may_change_state_is_given_the_whole_span():
     search = as_dictated(_action("search_catalog", {"query": "Remains of the Day"}),
                          ["Hold this for P-1042: The Remains of the Day, please"], LIBRARY, writes)
     assert search.calls[0].arguments == {"query": "Remains of the Day"} and not search.restored
+
+
+def test_a_tool_of_unknown_effect_keeps_its_calls():
+    """A pasted schema or a BFCL record says nothing of what its tools do: no span is given."""
+    request = "Overwrite /projects/website/index.html with: <h1>Back soon</h1>"
+    write = _action("write_file", {"path": "/projects/website/index.html", "content": "Back soon"})
+    assert as_dictated(write, [request], FILES).calls[0].arguments["content"] == "Back soon"
+    assert as_dictated(write, [request], FILES, lambda name: None).calls[0].arguments["content"] == "Back soon"
