@@ -5,7 +5,10 @@ Asked for a hold on "A Brief History of Time", the small actor searched the cata
 Ishiguro's name". Where an environment declares that an argument quotes the user
 (``Environment.quoting``: the library's ``search_catalog.query``), the actor's grammar holds
 it to a run of words of the user's messages (at most ``MAX_WORDS`` in a row, within one
-sentence, no identifier among them: a card number is not a title). Only decoding changes;
+sentence, no identifier among them: a card number is not a title), and not one that opens with
+a question's or a request's framing word or ends on a word that only links ("Does the library
+have anything by" for "anything by Toni Morrison": every word of a search must match, so
+those find nothing). Only decoding changes;
 the prompt shows every tool as the model was trained (``EpisodeConfig.quoted_args``)."""
 
 from __future__ import annotations
@@ -22,6 +25,12 @@ MAX_WORDS = 6
 MAX_VALUES = 256  # the most runs one argument may take in a grammar: the latest message's first
 _EDGE = "\"'`.,;:!?()[]{}<>\u201c\u201d\u2018\u2019"
 _ENDS = ".!?"
+# Words a search run may not open with (a question's or a request's frame) or end on (a link).
+_LINKS = frozenset("by of the a an for to in on and or with at from about any anything some something have has had "
+                   "is are was were do does did be my your his her their our me you".split())
+# A title may open with an article or a link ("The Road", "Of Mice and Men", "And Then There Were None").
+_OPENERS = frozenset("what which who whom whose when where why how can could would will should please put place "
+                     "hold reserve find get show tell give check".split()) | (_LINKS - {"the", "a", "an", "of", "in", "and"})
 
 
 def runs(messages: Iterable[dict], identifiers: Iterable[re.Pattern] = ()) -> list[str]:
@@ -42,8 +51,13 @@ def runs(messages: Iterable[dict], identifiers: Iterable[re.Pattern] = ()) -> li
                 sentences.append([])
         for words in sentences:
             for size in range(MAX_WORDS, 0, -1):
-                out += [" ".join(words[i:i + size]) for i in range(len(words) - size + 1)]
+                out += [" ".join(run) for i in range(len(words) - size + 1) if _framed(run := words[i:i + size])]
     return list(dict.fromkeys(out))[:MAX_VALUES]
+
+
+def _framed(run: list[str]) -> bool:
+    """Whether ``run`` may be a search: it neither opens with a framing word nor ends on a link."""
+    return run[0].lower() not in _OPENERS and run[-1].lower() not in _LINKS
 
 
 def quote(tools: Iterable[Tool], messages: list[dict], quoting: Callable[[Tool], Iterable[str]]) -> tuple[Tool, ...]:

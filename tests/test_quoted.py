@@ -29,6 +29,14 @@ def test_runs_are_the_users_words_within_a_sentence_and_never_an_identifier():
     assert runs([{"role": "tool", "content": "Dracula"}], IDS) == []  # only what the user said
 
 
+def test_a_run_never_opens_with_a_framing_word_nor_ends_on_a_link():
+    found = runs(_user("Does the library have anything by Toni Morrison?"), IDS)
+    assert "Toni Morrison" in found
+    assert not any(r.startswith(("Does", "by ")) or r.endswith((" by", " have")) for r in found)
+    titles = runs(_user("Hold And Then There Were None, and The Road."), IDS)
+    assert "And Then There Were None" in titles and "The Road" in titles  # an article or a link may open a title
+
+
 def test_the_search_is_held_to_runs_and_other_tools_stay_as_declared():
     tools = LIBRARY.tools()
     quoted = quote(tools, _user("Does the library own any books by Kazuo Ishiguro?"), lambda t: LIBRARY.quoting(t.name))
