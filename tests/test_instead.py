@@ -6,7 +6,7 @@ files listed (scripted backend: exact outputs)."""
 from conftest import call_text
 from helpers.scripted import ScriptedBackend
 from envace_demo.engine import EpisodeConfig, run_episode
-from envace_demo.engine.instead import narrowed
+from envace_demo.engine.instead import named, narrowed
 from envace_demo.envs.registry import create
 from envace_demo.record import call_steps
 from envace_demo.schemas import find_tool
@@ -81,7 +81,17 @@ def test_a_folder_read_as_a_file_is_listed_then_the_actor_picks_a_file_of_it():
     (pick,) = [c for c in backend.constraints if c is not None and len(c.tools) == 1]
     assert [bool(t.instead) for t in traj.turns] == [False, True, True, False]
     assert pick.require_call and pick.tools[0].name == "read_file"
+    assert pick.tools[0].parameters["properties"]["path"]["enum"] == ["/notes/todo.txt"]  # "todo list" names it
+
+
+def test_where_the_users_words_name_no_file_every_file_listed_is_on_offer():
+    env = create("files")
+    backend = Constrained(actor=[READ_FOLDER, call_text("read_file", {"path": NOTES}), ATTENDED])
+    traj = run_episode(backend, _task(env, "Who was at the last sync? It's somewhere in /notes."),
+                       EpisodeConfig(mode="none"), env)
+    (pick,) = [c for c in backend.constraints if c is not None and len(c.tools) == 1]
     assert pick.tools[0].parameters["properties"]["path"]["enum"] == [NOTES, "/notes/todo.txt"]
+    assert traj.final_answer == "Ana, Raj and Mei attended."
 
 
 def test_the_switch_keeps_the_refusal(scripted):
@@ -99,3 +109,11 @@ def test_narrowed_keeps_one_argument_to_the_values_given():
     assert one.parameters["properties"]["path"]["enum"] == ["/a", "/b"] and one.parameters["required"] == ["path"]
     assert tool.parameters["properties"]["path"].get("enum") is None  # the tool itself is untouched
     assert narrowed(tool, []) is None and narrowed(tool, [{"path": "/a"}, {"other": "/b"}]) is None
+
+
+def test_the_files_the_users_words_name_are_the_choice_where_they_name_some():
+    listed = [{"path": NOTES}, {"path": "/notes/todo.txt"}]
+    assert named(listed, ["When do I renew my passport? It's on my todo list in /notes"]) == [{"path": "/notes/todo.txt"}]
+    assert named(listed, ["Who came to the sync? It's somewhere in /notes"]) == listed  # none named: all
+    assert named(listed, ["the meeting notes or the todo list in /notes?"]) == listed  # all named: all
+    assert named([], ["todo"]) == []

@@ -8,11 +8,12 @@ file. The path was right, the read was not, and the environment knows which read
 in the actor's place, and the refused one leaves the actor's history (``Turn.superseded``; it
 stays in the record and in the real errors). Where the read made instead lists what the refused
 read could have meant (the files of the folder), the actor then picks the one it was after: its
-own tool, its grammar narrowed to the paths listed (``Environment.read_options``), drawn
-greedily. Only reads: nothing that changes state is made for the actor."""
+own tool, its grammar narrowed to the paths listed (``Environment.read_options``; to those the
+user's words name, where they name some: "my todo list" names ``todo.txt``), drawn greedily. Only reads: nothing that changes state is made for the actor."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Any, Generator
 
@@ -76,7 +77,7 @@ class Refusal:
             return None
         environment = runner.committer.environment
         options = environment.read_options(self.tool.original_name, self.instead.name, last.real)
-        return narrowed(self.tool, options)
+        return narrowed(self.tool, named(options, self.conversation.requests()))
 
 
 def refused_read(runner: Any, turn: Turn, step: CallStep, conversation: Conversation) -> Refusal | None:
@@ -91,6 +92,19 @@ def refused_read(runner: Any, turn: Turn, step: CallStep, conversation: Conversa
     if other is None or runner.writes(other.name) is not False:
         return None
     return Refusal(turn, conversation, ToolCall(other.name, instead[1]), tool)
+
+
+def named(options: list[dict[str, Any]], requests: list[str]) -> list[dict[str, Any]]:
+    """The options the user's words name (a word of three letters or more of a value's last
+    part: "todo list" names ``/notes/todo.txt``), where some but not all are named; else all."""
+    said = {w for r in requests for w in re.findall(r"[a-z]{3,}", r.lower())}
+
+    def names(option: dict[str, Any]) -> bool:
+        last = [str(v).rstrip("/").rsplit("/", 1)[-1].lower() for v in option.values()]
+        return any(w in said for part in last for w in re.findall(r"[a-z]{3,}", part))
+
+    chosen = [o for o in options if names(o)]
+    return chosen if 0 < len(chosen) < len(options) else options
 
 
 def narrowed(tool: Tool, options: list[dict[str, Any]]) -> Tool | None:
