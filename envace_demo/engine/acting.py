@@ -313,10 +313,10 @@ def unasked(config: EpisodeConfig, conversation: Conversation) -> bool:
 def offered(tools: list[Tool], prompt: Any, last: bool, config: EpisodeConfig,
             committer: Committer | None = None) -> tuple[Tool, ...]:
     """The tools an actor turn's grammar may call: none past the last step; those whose
-    identifiers the conversation can fill (``EpisodeConfig.grounded_ids``), their searches the user's words
-    (``EpisodeConfig.quoted_args``); in a request that
-    asks a question, none that may change or remove what is there (``EpisodeConfig.questions_keep``:
-    a write the environment does not declare additive), unless that leaves no tool at all."""
+    identifiers the conversation can fill (``EpisodeConfig.grounded_ids``), their searches held to
+    the user's words (``EpisodeConfig.quoted_args``); in a request that asks a question, none that
+    may change or remove what is there (``EpisodeConfig.questions_keep``: a write the environment
+    does not declare additive), unless that leaves no tool at all."""
     if last:
         return ()
     # Quoted first: an identifier's declared pattern (ground replaces it) keeps ids out of the user's words.
