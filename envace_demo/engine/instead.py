@@ -9,7 +9,8 @@ in the actor's place, and the refused one leaves the actor's history (``Turn.sup
 stays in the record and in the real errors). Where the read made instead lists what the refused
 read could have meant (the files of the folder), the actor then picks the one it was after: its
 own tool, its grammar narrowed to the paths listed (``Environment.read_options``; to those the
-user's words name, where they name some: "my todo list" names ``todo.txt``), drawn greedily. Only reads: nothing that changes state is made for the actor."""
+user's words name, where they name some: "my todo list" names ``todo.txt``), drawn greedily.
+Only reads: nothing that changes state is made for the actor."""
 
 from __future__ import annotations
 
