@@ -8,8 +8,8 @@ it to a run of words of the user's messages (at most ``MAX_WORDS`` in a row, wit
 sentence, no identifier among them: a card number is not a title), and not one that opens with
 a question's or a request's framing word or ends on a word that only links ("Does the library
 have anything by" for "anything by Toni Morrison": every word of a search must match, so
-those find nothing). Only decoding changes;
-the prompt shows every tool as the model was trained (``EpisodeConfig.quoted_args``)."""
+those find nothing). Only decoding changes; the prompt shows every tool as the model was
+trained (``EpisodeConfig.quoted_args``)."""
 
 from __future__ import annotations
 
@@ -64,15 +64,15 @@ def quote(tools: Iterable[Tool], messages: list[dict], quoting: Callable[[Tool],
     """``tools`` with each argument ``quoting`` names for a tool held to runs of the user's
     words (``runs``). A tool left with no run to pass is left as it was."""
     tools = tuple(tools)
-    ids = [p for t in tools for p in identifier_patterns(t).values()]
-    found: list[str] | None = None
+    found: list[str] | None = None  # drawn once, and only where a tool quotes: most turns have none
     out = []
     for tool in tools:
         names = [n for n in quoting(tool) if _free_string(tool, n)]
         if not names:
             out.append(tool)
             continue
-        found = runs(messages, ids) if found is None else found
+        if found is None:
+            found = runs(messages, [p for t in tools for p in identifier_patterns(t).values()])
         parameters = copy.deepcopy(tool.parameters)
         for name in names:
             schema = parameters["properties"][name]

@@ -14,6 +14,7 @@ import posixpath
 from typing import Any
 
 from envace_demo.envs._common import Failure, Handler, ToolEnvironment
+from envace_demo.record import error_code
 
 READ_ONLY = ("/system",)
 MAX_ENTRIES = 50  # list_directory's response bound (tools.json maxItems)
@@ -146,10 +147,8 @@ class FilesEnvironment(ToolEnvironment):
 
     def read_instead(self, name: str, arguments: dict[str, Any], result: Any) -> tuple[str, dict[str, Any]] | None:
         # The path is right, the read is not: a folder is listed, a file is read.
-        err = result.get("error") if isinstance(result, dict) else None
-        code = err.get("code") if isinstance(err, dict) else None
         other = {("read_file", "IS_A_DIRECTORY"): "list_directory", ("list_directory", "NOT_A_DIRECTORY"): "read_file"}
-        instead = other.get((name, code))
+        instead = other.get((name, error_code(result)))
         return (instead, {"path": arguments["path"]}) if instead and isinstance(arguments.get("path"), str) else None
 
     def read_options(self, name: str, instead: str, result: Any) -> list[dict[str, Any]]:
