@@ -132,12 +132,13 @@ def test_failing_environment_gives_an_error_step_not_a_crash(scripted):
 def test_past_its_last_step_a_committed_run_answers_and_makes_no_more_calls(scripted):
     """max_steps turns that call tools, then an answer: the step budget spent, the actor is
     asked once more with no call on offer; a call it makes anyway is not run."""
-    backend = scripted(actor=[BALANCE] * 2 + [ANSWER])
-    traj = run_episode(backend, _task(), EpisodeConfig(mode="none", max_steps=2), create("bank"))
+    backend = scripted(actor=[BALANCE] * 2 + [ANSWER])  # the same read twice: made twice, as asked
+    config = EpisodeConfig(mode="none", max_steps=2, repeated_reads_answer=False)
+    traj = run_episode(backend, _task(), config, create("bank"))
     assert traj.ended == "answer" and len(traj.turns) == 3 and traj.final_answer
     assert traj.totals()["real_calls"] == 2
     backend = scripted(actor=[BALANCE] * 3)
-    traj = run_episode(backend, _task(), EpisodeConfig(mode="none", max_steps=2), create("bank"))
+    traj = run_episode(backend, _task(), config, create("bank"))
     assert traj.ended == "max_steps" and len(traj.turns) == 3 and traj.totals()["real_calls"] == 2
     assert "past the last step" in traj.turns[-1].error and not traj.turns[-1].calls
 

@@ -807,7 +807,8 @@ def test_a_write_the_request_cannot_have_asked_for_is_not_followed(scripted, req
     """The same plan let through, on a question (it asks for information) and on an
     instruction that states no amount (the $5 is the imagined run's own): the committed
     actor draws its own second action, and nothing is withdrawn."""
-    traj, env = _followed(scripted, result_text(PAID_FIVE), request=request_text)
+    # (No read made aside: "left" is in neither of the account's reads.)
+    traj, env = _followed(scripted, result_text(PAID_FIVE), request=request_text, read_instead=False)
     assert [t.action_from for t in traj.turns] == [0, None]
     assert env.state()["accounts"]["ACC-1005"]["balance"] == 15.5
 
@@ -835,8 +836,8 @@ def test_what_a_request_can_have_asked_for():
 @pytest.mark.parametrize("mode", ["none", "parallel"])
 def test_a_question_offers_no_tool_that_changes_or_removes_anything(scripted, mode):
     """In a request that asks a question, the actor's grammar leaves out the writes the
-    environment does not declare additive, in every mode: asked what was spent in February,
-    the embedded actor had deleted the budget file."""
+    environment does not declare additive, and the additive ones the request does not name, in
+    every mode: asked what was spent in February, the embedded actor had deleted the budget file."""
     def offered(prompt, **config):
         backend, actor = _constrained(scripted, "<think></think>\nFebruary: 980.")
         env = create("files")
@@ -846,6 +847,10 @@ def test_a_question_offers_no_tool_that_changes_or_removes_anything(scripted, mo
     everything = {t.name for t in create("files").tools()}
     changes = {"write_file", "move_file", "delete_file"}
     asked = offered("How much did I spend in February? It's in /projects/budget.csv.")
-    assert asked and all(n == everything - changes for n in asked)  # reads, and the folder that only adds
+    assert asked and all(n == everything - changes - {"create_directory"} for n in asked)  # the reads
+    # A write that only adds stays where the question names it ("create", not "directory": a read lists one).
+    named = offered("Where is the budget? Create /projects/old if it is missing.")
+    assert named and all(n == everything - changes for n in named)
+    assert all("create_directory" not in n for n in offered("Which directory holds the budget?"))
     assert all(n == everything for n in offered("Delete /notes/todo.txt, I'm done with it."))
     assert all(n == everything for n in offered("What did I spend in February?", questions_keep=False))

@@ -3,6 +3,7 @@ turn, then each of its calls validated, rehearsed (where the mode does), held or
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any, Generator
 
@@ -33,6 +34,7 @@ from envace_demo.engine.imagined import (
     keeps,
     plans_write,
     repeats_reads,
+    rereads,
     short_answers,
     wrote,
 )
@@ -91,16 +93,14 @@ class TrajectoryRunner:
         real_results: list[tuple[ToolCall, Any]] | None = None,
     ) -> Run:
         """One trajectory: up to ``max_steps`` turns that call tools, then an answer."""
-        cfg = self.config
+        cfg, execute = self.config, commit and self.committer.executor is not None
         # The rehearser's few-shot: the real results so far, appended to (the caller's list).
         real_results = [] if real_results is None else real_results
-        execute = commit and self.committer.executor is not None
-        state = RunState(cfg.check_given_up, cfg.trust_certainty)
-        turn_index = 0
+        state, turn_index = RunState(cfg.check_given_up, cfg.trust_certainty), 0
         # Past its last step a committed run still answers: no call on offer, none made.
         while turn_index < cfg.max_steps or (execute and turn_index == cfg.max_steps):
-            last = turn_index == cfg.max_steps
-            answer, state.answer_next = state.answer_next, False
+            last, answer, state.answer_next = turn_index == cfg.max_steps, state.answer_next, False
+            yield from self.repairs.weigh()  # a read made for one that missed the question, weighed against it
             require = cfg.require_first_call and turn_index == 0 and not last and not answer
             prompt = actor_prompt(self.backend, conversation, self.tools)
             lead = where == "rehearsal" and rindex == self.lead and not state.withdrawn
@@ -127,9 +127,11 @@ class TrajectoryRunner:
                 turn.error = "a call past the last step (max_steps): not made"
                 yield TurnUpdated(where, rindex, turn, None, "acted")
                 break
-            if where == "rehearsal" and repeats_reads(conversation.turns, action.calls, self.writes, cfg, self.policy):
+            if (ends := repeated(self, turn, conversation, where, execute, state)) is not None:
                 yield TurnUpdated(where, rindex, turn, None, "acted")
-                return Outcome(None, REPEATED_READ)
+                if ends:
+                    return Outcome(None, REPEATED_READ)
+                continue
             for call in action.calls:
                 step = CallStep(call)
                 turn.calls.append(step)
@@ -300,6 +302,21 @@ class TrajectoryRunner:
         return self.committer.writes(find_tool(self.tools, name))
 
 
+def repeated(runner: TrajectoryRunner, turn: Turn, conversation: Conversation, where: str, execute: bool,
+             state: RunState) -> bool | None:
+    """Whether a turn that only repeats reads ends its run: an imagined run ends there
+    (True); a committed actor's turn of reads it already made since the last write is not
+    made, it would only answer the same, and the actor answers next (False: the turn leaves
+    the history; ``EpisodeConfig.repeated_reads_answer``); None: the turn is made."""
+    calls, config = turn.action.calls, runner.config
+    if where == "rehearsal":
+        return True if repeats_reads(conversation.turns, calls, runner.writes, config, runner.policy) else None
+    if not (execute and config.repeated_reads_answer and rereads(conversation.turns, calls, runner.writes)):
+        return None
+    turn.superseded, state.answer_next = "it repeats a read made since the last write: the same result", True
+    return False
+
+
 def action_error(action: Action, gen: Generation, sampling: Sampling) -> str:
     error = f"{action.error}: {action.error_message}"
     return f"{cut_by(sampling)}: {error}" if gen.finish_reason == "length" else error
@@ -324,8 +341,32 @@ def offered(tools: list[Tool], prompt: Any, last: bool, config: EpisodeConfig,
     kept = ground(kept, prompt.messages) if config.grounded_ids else tuple(kept)
     if committer is None or not config.questions_keep or not asks_a_question(latest_request(prompt.messages)):
         return kept
-    keeps = tuple(t for t in kept if committer.writes(t) is not True or committer.additive(t))
+    request = latest_request(prompt.messages)
+    keeps = tuple(t for t in kept if committer.writes(t) is not True
+                  or (committer.additive(t) and names_write(t, request, tools, committer)))
     return keeps or kept
+
+
+def names_write(tool: Tool, request: str, tools: list[Tool], committer: Committer) -> bool:
+    """Whether ``request`` names what the write ``tool`` does: a word of its name or of its
+    description's first sentence that no read-only tool has ("put it on hold" names
+    ``place_hold``; "book" is every library tool's). Asked when a passport must be renewed, the
+    actor read the todo list, then made the folder it was in."""
+    def said(t: Tool) -> set[str]:
+        first = _SENTENCE_END.split(t.description or "", maxsplit=1)[0]
+        return _words(_CAMEL.sub(r"\1 \2", t.name).replace("_", " ") + " " + first)
+
+    reads = set().union(*(said(t) for t in tools if committer.writes(t) is False))
+    return bool((said(tool) - reads) & _words(request))
+
+
+_SENTENCE_END = re.compile(r"[.!?](?:\s|$)")
+_CAMEL = re.compile(r"([a-z])([A-Z])")
+
+
+def _words(text: str) -> set[str]:
+    """Words of three letters or more, a plural as its singular ("holds": "hold"; "holding" stays)."""
+    return {w.removesuffix("s") for w in re.findall(r"[a-z]{3,}", text.lower())}
 
 
 def latest_request(messages: list[dict]) -> str:

@@ -160,7 +160,8 @@ class EpisodeConfig:
         default=True,
         metadata={"help": "in a request that asks a question (what, which, is, does, ...: engine/imagined.py), the "
                   "actor's grammar offers no tool that may change or remove what is there: a write the environment "
-                  "does not declare additive (a hold may still be placed, a folder made). Asked 'How much did I "
+                  "does not declare additive, nor an additive one the request does not name (acting.names_write: 'put it "
+                  "on hold' names place_hold). Asked 'How much did I "
                   "spend in February?', the embedded actor deleted the budget file, with and without rehearsal. "
                   "Every mode. False: every tool is on offer"},
     )
@@ -192,12 +193,13 @@ class EpisodeConfig:
     hold_certainty: float | None = field(
         default=0.9,
         metadata={"help": "a predicted failure is held only where the rehearser gave it at least this probability "
-                  "(CallStep.certainty); a less sure one runs for real at once, as without rehearsal "
-                  "(CallStep.unsure): a wrong, unsure foresight must not send the actor down another path. None, "
-                  "or a rehearser that gives no probability: every predicted failure is held"},
+                  "(CallStep.certainty); a less sure one runs for real at once, as without rehearsal (CallStep."
+                  "unsure). None, or a rehearser that gives no probability: every predicted failure is held"},
     )
     report_failures: bool = field(default=True, metadata={"help": "an answer right after a failure must tell it "
                                   "(acknowledgment.py): asked again once, then the failure as returned stands"})
+    repeated_reads_answer: bool = field(default=True, metadata={"help": "a committed turn of reads already made "
+                                        "since the last write is not made again: the actor answers next"})
     read_instead: bool = field(default=True, metadata={"help": "a committed read refused as the wrong kind of thing "
                                "(a folder read as a file) is made as the read the environment names (read_instead)"})
     quoted_args: bool = field(default=True, metadata={"help": "an argument the environment says quotes the user (a "

@@ -40,6 +40,16 @@ def repeats_reads(before: list[Turn], calls: list[ToolCall], writes: Writes, con
     return all(writes(c.name) is False and c in made for c in calls)
 
 
+def rereads(before: list[Turn], calls: list[ToolCall], writes: Writes) -> bool:
+    """Whether every one of ``calls`` is a read that went through in ``before`` since the
+    last turn that wrote (the state it read has not changed)."""
+    since: list[CallStep] = []
+    for t in before:
+        since = [] if any(writes(c.call.name) is not False for c in t.calls) else since + t.calls
+    made = [c.call for c in since if c.real is not None and not is_error(c.real)]
+    return bool(calls) and all(writes(c.name) is False and c in made for c in calls)
+
+
 def wrote(conversation: Conversation, turn: Turn, writes: Writes) -> bool:
     """Whether this run made (or imagined) a write before the last call of ``turn``."""
     before = [c for t in conversation.turns for c in t.calls] + turn.calls[:-1]

@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Generator
 
 from envace_demo.engine.commit import asked, contradicts_call
+from envace_demo.engine.aside import Aside, missed_read
 from envace_demo.engine.instead import Refusal, made_call, refused_read
 from envace_demo.events import TurnUpdated
 from envace_demo.models.base import Constraint, Generation
@@ -78,7 +79,8 @@ class Repairs:
         # The plan found, step by step: (the action, what the step is, for its turn's record).
         self.plan: list[tuple[Generation, str]] = []
         self.ran: tuple[list, int] = ([], 0)  # the real results, and how many there were when the plan was found
-        self.refusal: Refusal | None = None  # a committed read refused as the wrong kind, and what it was after
+        # A committed read refused as the wrong kind, or one that missed the question, and the read made for it.
+        self.refusal: Refusal | Aside | None = None
 
     def held(self, turn: Turn, step: CallStep, conversation: Conversation, real_results: list) -> None:
         """A committed call was held, surely: its other paths are looked for before the next turn."""
@@ -89,11 +91,20 @@ class Repairs:
             self.pending = Pending(turn, step, conversation, real_results)
 
     def refused(self, turn: Turn, step: CallStep, conversation: Conversation) -> None:
-        """A committed read failed for real: the read it was after comes next, where the
-        environment names one (``engine/instead.py``)."""
+        """A committed read ran: the read it was after comes next, where the environment names
+        one for a failure (``engine/instead.py``), or where its result missed the question
+        (``engine/aside.py``)."""
         # A read made instead is not refused again: one switch, never a loop between two reads.
         if self.runner.config.read_instead and not turn.instead:
-            self.refusal = refused_read(self.runner, turn, step, conversation) or self.refusal
+            self.refusal = (refused_read(self.runner, turn, step, conversation)
+                            or missed_read(self.runner, turn, step, conversation) or self.refusal)
+
+    def weigh(self) -> Generator[TurnUpdated, None, None]:
+        """Before the committed actor's next prompt: a read made for one that missed the
+        question, weighed against it (``engine/aside.py``)."""
+        if isinstance(aside := self.refusal, Aside) and aside.stage == 1:
+            self.refusal = None
+            yield from aside.weigh()
 
     def next_action(self) -> Generator[Request | TurnUpdated, Generation, tuple[Generation, str] | None]:
         """The committed actor's next action and what it is, where a plan gives it, else None."""
