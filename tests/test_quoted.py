@@ -2,7 +2,7 @@
 user's own words, in the actor's grammar; the prompt is untouched."""
 
 from envace_demo.engine import EpisodeConfig
-from envace_demo.engine.acting import offered
+from envace_demo.engine.offer import offered
 from envace_demo.engine.commit import Committer
 from envace_demo.envs.registry import create
 from envace_demo.identifiers import identifier_patterns

@@ -3,7 +3,6 @@ turn, then each of its calls validated, rehearsed (where the mode does), held or
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from typing import Any, Generator
 
@@ -12,6 +11,7 @@ from envace_demo.engine.answers import ungrounded
 from envace_demo.engine.commit import Committer
 from envace_demo.engine.config import EpisodeConfig
 from envace_demo.engine.instead import Instead
+from envace_demo.engine.offer import offered
 from envace_demo.engine.limits import (
     CALL_RESERVE,
     FIRST_WRITE,
@@ -40,8 +40,6 @@ from envace_demo.engine.imagined import (
 )
 from envace_demo.engine.told import tell_failure
 from envace_demo.engine.verdict import Held, RunState, drop_contradicted, drop_unasked, run_checked, supersede
-from envace_demo.identifiers import ground
-from envace_demo.quoted import quote
 from envace_demo.events import Event, TurnUpdated
 from envace_demo.generation import BatchGenerator
 from envace_demo.models.base import Backend, Constraint, Generation, Sampling
@@ -208,6 +206,10 @@ class TrajectoryRunner:
                 conversation.memory, conversation.grounded = None, True
                 yield TurnUpdated(where, rindex, turn, None, "acted")
                 return None
+        if execute and not turn.error and (named := self.repairs.unmade(conversation)):
+            turn.withdrawn = f"the request asks for {named}, and no call of it was made"
+            yield TurnUpdated(where, rindex, turn, None, "acted")
+            return None
         if execute and not turn.error and self.config.report_failures:
             if (yield from tell_failure(self, turn, conversation, turns, state, memory, where, rindex)):
                 return None
@@ -325,54 +327,6 @@ def action_error(action: Action, gen: Generation, sampling: Sampling) -> str:
 def unasked(config: EpisodeConfig, conversation: Conversation) -> bool:
     """Whether a write now is one nobody asked for: the request asks a question."""
     return config.drop_unasked_failures and asks_a_question(conversation.user)
-
-
-def offered(tools: list[Tool], prompt: Any, last: bool, config: EpisodeConfig,
-            committer: Committer | None = None) -> tuple[Tool, ...]:
-    """The tools an actor turn's grammar may call: none past the last step; those whose
-    identifiers the conversation can fill (``EpisodeConfig.grounded_ids``), their searches held to
-    the user's words (``EpisodeConfig.quoted_args``); in a request that asks a question, none that
-    may change or remove what is there (``EpisodeConfig.questions_keep``: a write the environment
-    does not declare additive), unless that leaves no tool at all."""
-    if last:
-        return ()
-    # Quoted first: an identifier's declared pattern (ground replaces it) keeps ids out of the user's words.
-    kept = quote(tools, prompt.messages, committer.quoting) if committer is not None and config.quoted_args else tools
-    kept = ground(kept, prompt.messages) if config.grounded_ids else tuple(kept)
-    if committer is None or not config.questions_keep or not asks_a_question(latest_request(prompt.messages)):
-        return kept
-    request = latest_request(prompt.messages)
-    keeps = tuple(t for t in kept if committer.writes(t) is not True
-                  or (committer.additive(t) and names_write(t, request, tools, committer)))
-    return keeps or kept
-
-
-def names_write(tool: Tool, request: str, tools: list[Tool], committer: Committer) -> bool:
-    """Whether ``request`` names what the write ``tool`` does: a word of its name or of its
-    description's first sentence that no read-only tool has ("put it on hold" names
-    ``place_hold``; "book" is every library tool's). Asked when a passport must be renewed, the
-    actor read the todo list, then made the folder it was in."""
-    def said(t: Tool) -> set[str]:
-        first = _SENTENCE_END.split(t.description or "", maxsplit=1)[0]
-        return _words(_CAMEL.sub(r"\1 \2", t.name).replace("_", " ") + " " + first)
-
-    reads = set().union(*(said(t) for t in tools if committer.writes(t) is False))
-    return bool((said(tool) - reads) & _words(request))
-
-
-_SENTENCE_END = re.compile(r"[.!?](?:\s|$)")
-_CAMEL = re.compile(r"([a-z])([A-Z])")
-
-
-def _words(text: str) -> set[str]:
-    """Words of three letters or more, a plural as its singular ("holds": "hold"; "holding" stays)."""
-    return {w.removesuffix("s") for w in re.findall(r"[a-z]{3,}", text.lower())}
-
-
-def latest_request(messages: list[dict]) -> str:
-    """The last user message (the request this turn answers)."""
-    said = [m.get("content") for m in messages if m.get("role") == "user"]
-    return said[-1] if said and isinstance(said[-1], str) else ""
 
 
 def new_turn(turns: list[Turn], action: Action, gen: Generation, prompt: Any, user_turn: int = 0,

@@ -85,10 +85,8 @@ class EpisodeConfig:
                   "(reads made before any write, so they hold in the fresh state every episode starts from): "
                   "the rehearser's few-shot, before this episode's own real results"},
     )
-    base_weights: bool = field(
-        default=False,
-        metadata={"help": "run on the served model's base weights, its adapter switched off (Compare's base side)"},
-    )
+    base_weights: bool = field(default=False, metadata={"help": "run on the served model's base weights, its "
+                               "adapter switched off (Compare's base side)"})
     rehearse_failures: bool | None = field(
         default=None,
         metadata={"help": "whether a first rehearsal may predict a domain failure; None: where the model was "
@@ -200,6 +198,8 @@ class EpisodeConfig:
                                   "(acknowledgment.py): asked again once, then the failure as returned stands"})
     repeated_reads_answer: bool = field(default=True, metadata={"help": "a committed turn of reads already made "
                                         "since the last write is not made again: the actor answers next"})
+    named_writes: bool = field(default=True, metadata={"help": "an answer while a write the request names by name "
+                               "(freeze, hold) was not made is taken back once; that call is asked for next"})
     read_instead: bool = field(default=True, metadata={"help": "a committed read refused as the wrong kind of thing "
                                "(a folder read as a file) is made as the read the environment names (read_instead)"})
     quoted_args: bool = field(default=True, metadata={"help": "an argument the environment says quotes the user (a "

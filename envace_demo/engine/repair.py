@@ -30,6 +30,7 @@ from typing import Any, Generator
 from envace_demo.engine.commit import asked, contradicts_call
 from envace_demo.engine.aside import Aside, missed_read
 from envace_demo.engine.instead import Refusal, made_call, refused_read
+from envace_demo.engine.unmade import Unmade, unmade
 from envace_demo.events import TurnUpdated
 from envace_demo.models.base import Constraint, Generation
 from envace_demo.prompts import Conversation, actor_prompt
@@ -80,7 +81,8 @@ class Repairs:
         self.plan: list[tuple[Generation, str]] = []
         self.ran: tuple[list, int] = ([], 0)  # the real results, and how many there were when the plan was found
         # A committed read refused as the wrong kind, or one that missed the question, and the read made for it.
-        self.refusal: Refusal | Aside | None = None
+        self.refusal: Refusal | Aside | Unmade | None = None
+        self.named_asked = False  # a write the request named was asked for once (``engine/unmade.py``)
 
     def held(self, turn: Turn, step: CallStep, conversation: Conversation, real_results: list) -> None:
         """A committed call was held, surely: its other paths are looked for before the next turn."""
@@ -98,6 +100,14 @@ class Repairs:
         if self.runner.config.read_instead and not turn.instead:
             self.refusal = (refused_read(self.runner, turn, step, conversation)
                             or missed_read(self.runner, turn, step, conversation) or self.refusal)
+
+    def unmade(self, conversation: Conversation) -> str:
+        """The writes the request names and no call made, asked for next (once per user turn),
+        as their names; "" where there are none (``engine/unmade.py``)."""
+        if self.named_asked or not self.runner.config.named_writes or not (tools := unmade(self.runner, conversation)):
+            return ""
+        self.named_asked, self.refusal = True, Unmade(conversation, tools)
+        return " or ".join(t.name for t in tools)
 
     def weigh(self) -> Generator[TurnUpdated, None, None]:
         """Before the committed actor's next prompt: a read made for one that missed the

@@ -1,0 +1,64 @@
+"""A write the request names by name, not made when the actor answers: the answer is taken
+back once and the actor asked for that call (``EpisodeConfig.named_writes``).
+
+Told "First move $300 from it to my savings ACC-1002, then freeze the checking account", the
+small actor made the transfer and answered that the account was frozen; nothing froze it.
+Where the request names a write tool by a word of its name ("freeze" names
+``freeze_account``; "move" names no tool of the bank), no call of it was made or held in this
+user turn, nothing failed, and the request sets no condition ("if", "unless", ...: the actor's
+reads may have found it unmet), the answer is taken back (``Turn.withdrawn``) and the next
+action is a call of those tools, required, its identifiers held to the conversation's,
+drawn greedily. The call is rehearsed and committed like any other; once per user turn."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Generator
+
+from envace_demo.engine.instead import Instead
+from envace_demo.engine.offer import names_write, offered
+from envace_demo.models.base import Constraint, Generation
+from envace_demo.prompts import Conversation, actor_prompt
+from envace_demo.record import is_error
+from envace_demo.scheduler import Request
+from envace_demo.schemas import Tool
+
+_CONDITION = re.compile(r"\b(?:if|unless|whether|in case|only when|provided)\b", re.IGNORECASE)
+
+
+def unmade(runner: Any, conversation: Conversation) -> list[Tool]:
+    """The write tools ``conversation``'s request names by a word of their name that no
+    read-only tool's name has, none of whose calls was made or held in this user turn, where
+    nothing failed and the request sets no condition; [] otherwise."""
+    request, committer = conversation.user, runner.committer
+    steps = [step for turn in conversation.turns for step in turn.calls]
+    if _CONDITION.search(request) or any(s.held or (s.real is not None and is_error(s.real)) for s in steps):
+        return []
+    made = {s.call.name for s in steps}
+    return [t for t in runner.tools if runner.writes(t.name) is True and t.name not in made
+            and names_write(t, request, runner.tools, committer, described=False)]
+
+
+@dataclass
+class Unmade:
+    """The call of a write the request named, asked of the actor after its answer was taken back."""
+
+    conversation: Conversation  # live
+    tools: list[Tool]  # the writes named and not made
+
+    def choice_left(self) -> bool:
+        return False
+
+    def next_step(self, runner: Any) -> Generator[Request, Generation, tuple[Generation, str] | None]:
+        """The actor's call of one of ``tools``, required, its identifiers the conversation's
+        (``offer.offered``); None where none is on offer (no identifier for it yet)."""
+        prompt = actor_prompt(runner.backend, self.conversation, runner.tools)
+        names = {t.name for t in self.tools}
+        tools = tuple(t for t in offered(runner.tools, prompt, False, runner.config, runner.committer)
+                      if t.name in names)
+        if not runner.constrained or not tools:
+            return None
+        constraint = Constraint(role="actor", think_chars=0, tools=tools, require_call=True)
+        gen = yield Request(prompt, constraint, "actor", "repair", None, temperature=0.0)
+        return gen, Instead(f"the {' or '.join(sorted(names))} the request asked for, not made before the answer")
