@@ -171,6 +171,9 @@ class Turn:
     # (``acknowledgment.py``): the actor's words, kept here; the engine's report of the
     # failure stood in their place (``action.content``).
     reported: str | None = None
+    # A final answer that ended on a real result's text cut short (``engine/quotes.py``): the
+    # actor's words, kept here; the answer (``action.content``) has the rest of the text.
+    completed: str | None = None
 
     def read(self) -> bool:
         """Whether the actor's later turns read this turn: not an answer taken back, not a

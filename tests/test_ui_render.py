@@ -183,6 +183,17 @@ def test_a_read_made_in_the_actors_place_says_so_and_the_refused_one_says_why(sc
     assert "NOT_A_DIRECTORY): read_file reads it instead" in html.unescape(page)  # the refused turn's note
 
 
+def test_an_answer_whose_quote_was_completed_says_so(scripted):
+    notes = "/notes/meeting-2025-03-10.md"
+    cut = "<think></think>\nIt says: # Team sync, 2025-03-10\nAttendees: Ana, Raj, Mei"
+    backend = scripted(actor=[call_text("read_file", {"path": notes}), cut])
+    events = list(Episode(backend, Task("t", f"What does {notes} say?", create("files").tools()),
+                          EpisodeConfig(mode="none"), create("files")).run())
+    page = html.unescape(render.steps_html(_view(events)))
+    assert render.episode.COMPLETED_NOTE.format(why=cut.split("\n", 1)[1]) in page
+    assert "- Next sync: 2025-03-17" in page
+
+
 def test_committed_steps_show_action_rehearsed_and_real_with_badges(scripted):
     events = _parallel_events(scripted)
     view = _view(events)

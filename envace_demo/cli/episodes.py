@@ -41,6 +41,9 @@ def _print_step(where: str, event: TurnUpdated, out) -> None:
         elif turn.reported:
             print(f"{prefix} answer (the actor's, {turn.reported!r}, left out the failure): "
                   f"{turn.action.content}", file=out)
+        elif turn.completed:
+            print(f"{prefix} answer (the actor's ended on a tool's text cut short; the rest added): "
+                  f"{turn.action.content}", file=out)
         else:
             print(f"{prefix} answer: {turn.action.content}", file=out)
         return

@@ -38,6 +38,7 @@ from envace_demo.engine.imagined import (
     short_answers,
     wrote,
 )
+from envace_demo.engine.quotes import complete_quote
 from envace_demo.engine.told import tell_failure
 from envace_demo.engine.verdict import Held, RunState, drop_contradicted, drop_unasked, run_checked, supersede
 from envace_demo.events import Event, TurnUpdated
@@ -210,10 +211,11 @@ class TrajectoryRunner:
             turn.withdrawn = f"the request asks for {named}, and no call of it was made"
             yield TurnUpdated(where, rindex, turn, None, "acted")
             return None
-        if execute and not turn.error and self.config.report_failures:
-            if (yield from tell_failure(self, turn, conversation, turns, state, memory, where, rindex)):
+        if execute and not turn.error:
+            if self.config.report_failures and (yield from tell_failure(self, turn, conversation, turns, state,
+                                                                        memory, where, rindex)):
                 return None
-            content = turn.action.content
+            content = complete_quote(turn, conversation, self.config)  # a real text it quoted cut short: whole
         yield TurnUpdated(where, rindex, turn, None, "acted")
         if where == "rehearsal" and short_answers(self.constrained, self.policy, self.config) and not turn.error:
             return Outcome(None, "answer")  # its first character only: the committed run answers

@@ -73,11 +73,9 @@ class EpisodeConfig:
                   "its own, rehearser_think_chars) has the engine state them, from the reads in its context, "
                   "as its reasoning's start (facts.py); the outcome and the result stay its own"},
     )
-    response_schema: bool | None = field(
-        default=None,
-        metadata={"help": "the declared response schema as one extra line of the rehearser's message; None: on "
-                  "only for models EnvACE did not train (the trained ones never saw that line)"},
-    )
+    response_schema: bool | None = field(default=None, metadata={"help": "the declared response schema as one extra "
+                                         "line of the rehearser's message; None: on only for models EnvACE did not "
+                                         "train (the trained ones never saw that line)"})
     known_results: tuple[tuple[ToolCall, Any], ...] = field(
         default=(),
         compare=False,
@@ -200,6 +198,8 @@ class EpisodeConfig:
                                         "since the last write is not made again: the actor answers next"})
     named_writes: bool = field(default=True, metadata={"help": "an answer while a write the request names by name "
                                "(freeze, hold) was not made is taken back once; that call is asked for next"})
+    whole_quotes: bool = field(default=True, metadata={"help": "a final answer ending on a real result's text cut "
+                               "short at a line's end gets the rest of that text (engine/quotes.py)"})
     read_instead: bool = field(default=True, metadata={"help": "a committed read refused as the wrong kind of thing "
                                "(a folder read as a file) is made as the read the environment names (read_instead)"})
     quoted_args: bool = field(default=True, metadata={"help": "an argument the environment says quotes the user (a "

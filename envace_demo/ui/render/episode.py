@@ -228,7 +228,7 @@ def _step_html(i: int, turn: Turn, s: CallStep | None, traj: Trajectory, condens
             f'<div class="ev-err">{esc(turn.error)}</div>' if turn.error else ""
         ) + f'<div class="ev-answer-text">{esc(turn.action.content or "")}</div>'
         for note, why in ((WITHDRAWN_ANSWER_NOTE, turn.withdrawn), (SET_ASIDE_NOTE, turn.set_aside),
-                          (REPORTED_NOTE, turn.reported)):
+                          (REPORTED_NOTE, turn.reported), (COMPLETED_NOTE, turn.completed)):
             body += f'<div class="ev-note">{esc(note.format(why=why))}</div>' if why else ""
         label = ("unparsed turn" if turn.error else "answer taken back" if turn.withdrawn
                  else "answer set aside" if turn.set_aside else "answer")
@@ -333,6 +333,8 @@ WITHDRAWN_ANSWER_NOTE = "taken back: {why}; the actor answered again from the re
 SET_ASIDE_NOTE = "set aside: {why}"
 REPORTED_NOTE = ("asked twice, the actor left out that the last call failed (it said: {why}); the failure as "
                  "the tool returned it is the answer")
+COMPLETED_NOTE = ("the actor's answer ended on a tool's text cut short (it said: {why}); the rest of that text, as "
+                  "the tool returned it, is added")
 RESTORED_NOTE = "the user's words, as the user wrote them: {what}"
 WITHDRAWN_NOTE = "the rehearsal memory was withdrawn here: {why}; the next turns read the real results alone"
 
