@@ -66,19 +66,22 @@ def acknowledges(
     answer: str, call: ToolCall, failure: Any, known: Iterable[str], read: Iterable[Any] = ()
 ) -> bool:
     """Whether ``answer`` tells of ``failure`` (the result ``call`` got), or answers from what
-    was ``read`` for real before it: a negation, or a word of the failure's code and message,
-    or of a read, that neither the call's arguments nor the ``known`` texts hold (the
-    requests, the tool's description: "USD" or "holds" there tell nothing of this failure)."""
+    was ``read`` for real before it: a negation, or a word of the failure's code, a number of
+    its message, two other words of it, or a word of a read, that neither the call's arguments
+    nor the ``known`` texts hold (the requests, the tool's description: "USD" or "holds" there
+    tell nothing of this failure). One other word of the message is not enough: "Hold placed on
+    the desk" took "desk" from "cancel one at the desk first"."""
     if not is_error(failure) or _NEGATION.search(answer):
         return True
     said = _words(json.dumps(call.arguments, ensure_ascii=False))
     for text in known:
         said |= _words(text)
     code, message = failure_text(failure)
-    told = _words(f"{code.replace('_', ' ')} {message}")
-    for result in read:
-        told |= _words(json.dumps(result, ensure_ascii=False))
-    return bool((told - said) & _words(answer))
+    answered = _words(answer)
+    worded = (_words(message) - said) & answered
+    strong = (_words(code.replace("_", " ")) - said) | {w for w in worded if _number(w) is not None}
+    seen = set().union(*(_words(json.dumps(r, ensure_ascii=False)) for r in read))
+    return bool(strong & answered) or len(worded) >= 2 or bool((seen - said) & answered)
 
 
 def report(call: ToolCall, failure: Any, ran: bool, with_message: bool = True) -> str:

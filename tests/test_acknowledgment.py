@@ -22,6 +22,7 @@ SEARCH = {"query": "Dracula", "total": 1,
 @pytest.mark.parametrize("answer,told", [
     ("Hold placed on Dracula (BK-028) for P-1077.", False),  # only the request's and the call's words
     ("Dracula is on hold for you now.", False),
+    ("Hold placed on the desk for P-1077.", False),  # one word of the message ("desk"), no number, no code
     ("You already have 3 holds, the most allowed.", True),  # the failure's own words
     ("That hold hit the limit: cancel one first.", True),
     ("I could not place the hold.", True),  # a negation
@@ -36,7 +37,9 @@ def test_words_the_tool_or_request_already_hold_tell_nothing():
     withdraw = ToolCall("withdraw", {"account_id": "ACC-1005", "amount": 40})
     refused = {"error": {"code": "INSUFFICIENT_FUNDS", "message": "account ACC-1005 has 15.50 USD, cannot withdraw 40.00"}}
     claim = "Withdrew 40.00 USD from ACC-1005."  # 40.00 is the argument; USD the tool's own word
-    assert acknowledges(claim, withdraw, refused, ["Withdraw $40 from ACC-1005."]) is True  # "USD" unknown here
+    # "USD", unknown here, is one word of the message: not enough on its own.
+    assert acknowledges(claim, withdraw, refused, ["Withdraw $40 from ACC-1005."]) is False
+    assert acknowledges("Only 15.50 USD left.", withdraw, refused, ["Withdraw $40 from ACC-1005."]) is True
     assert acknowledges(claim, withdraw, refused, ["Withdraw $40 from ACC-1005.", "Amount in USD"]) is False
     assert acknowledges("It holds only 15.50 USD.", withdraw, refused, ["Withdraw $40", "Amount in USD"]) is True
     assert acknowledges("anything", withdraw, {"new_balance": 0}, []) is True  # no failure, nothing to tell
