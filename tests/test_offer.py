@@ -11,11 +11,11 @@ from envace_demo.envs.registry import create
 from envace_demo.schemas import find_tool
 
 
-def _names(env_name, tool, request, described=True):
+def _names(env_name, tool, request):
     env = create(env_name)
     tools = env.tools()
     committer = Committer(env, None, threading.Event(), None, True, 10.0, None, None)
-    return names_write(find_tool(tools, tool), request, tools, committer, described)
+    return names_write(find_tool(tools, tool), request, tools, committer)
 
 
 @pytest.mark.parametrize("env_name, tool, said, named", [
@@ -31,9 +31,7 @@ def test_a_request_names_a_write(env_name, tool, said, named):
     assert _names(env_name, tool, said) is named
 
 
-def test_by_name_only():
-    # The description's first sentence says money can "move" out of an account: the name does not.
-    assert _names("bank", "freeze_account", "Move $300 from ACC-1001 to ACC-1002.")
-    assert not _names("bank", "freeze_account", "Move $300 from ACC-1001 to ACC-1002.", described=False)
+def test_the_words_of_a_tool():
     tool = find_tool(create("library").tools(), "place_hold")
     assert tool_words(tool, described=False) == {"place", "hold"}
+    assert {"place", "hold", "book", "patron"} <= tool_words(tool)

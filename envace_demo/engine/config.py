@@ -196,8 +196,8 @@ class EpisodeConfig:
                                   "(acknowledgment.py): asked again once, then the failure as returned stands"})
     repeated_reads_answer: bool = field(default=True, metadata={"help": "a committed turn of reads already made "
                                         "since the last write is not made again: the actor answers next"})
-    named_writes: bool = field(default=True, metadata={"help": "an answer while a write the request names by name "
-                               "(freeze, hold) was not made is taken back once; that call is asked for next"})
+    named_writes: bool = field(default=True, metadata={"help": "an answer from reads alone, where the request names "
+                               "a write by name (hold, freeze), is taken back once; that call is asked for next"})
     whole_quotes: bool = field(default=True, metadata={"help": "a final answer ending on a real result's text cut "
                                "short at a line's end gets the rest of that text (engine/quotes.py)"})
     read_instead: bool = field(default=True, metadata={"help": "a committed read refused as the wrong kind of thing "

@@ -36,27 +36,27 @@ def offered(tools: list[Tool], prompt: Any, last: bool, config: EpisodeConfig,
     return keeps or kept
 
 
-def names_write(tool: Tool, request: str, tools: list[Tool], committer: Committer, described: bool = True) -> bool:
-    """Whether ``request`` names what the write ``tool`` does: a word of its name (or, where
-    ``described``, of its description's first sentence) that no read-only tool has ("put it on
-    hold" names ``place_hold``; "book" is every library tool's). Asked when a passport must be
-    renewed, the actor read the todo list, then made the folder it was in."""
-    reads = set().union(*(tool_words(t, described) for t in tools if committer.writes(t) is False))
-    return bool((tool_words(tool, described) - reads) & _words(request))
+def names_write(tool: Tool, request: str, tools: list[Tool], committer: Committer) -> bool:
+    """Whether ``request`` names what the write ``tool`` does: a word of its name or of its
+    description's first sentence that no read-only tool has ("put it on hold" names
+    ``place_hold``; "book" is every library tool's). Asked when a passport must be renewed, the
+    actor read the todo list, then made the folder it was in."""
+    reads = set().union(*(tool_words(t) for t in tools if committer.writes(t) is False))
+    return bool((tool_words(tool) - reads) & words(request))
 
 
 def tool_words(tool: Tool, described: bool = True) -> set[str]:
     """The words of a tool's name ("place_hold": place, hold) and, where ``described``, of its
     description's first sentence."""
     first = _SENTENCE_END.split(tool.description or "", maxsplit=1)[0] if described else ""
-    return _words(_CAMEL.sub(r"\1 \2", tool.name).replace("_", " ") + " " + first)
+    return words(_CAMEL.sub(r"\1 \2", tool.name).replace("_", " ") + " " + first)
 
 
 _SENTENCE_END = re.compile(r"[.!?](?:\s|$)")
 _CAMEL = re.compile(r"([a-z])([A-Z])")
 
 
-def _words(text: str) -> set[str]:
+def words(text: str) -> set[str]:
     """Words of three letters or more, a plural as its singular ("holds": "hold"; "holding" stays)."""
     return {w.removesuffix("s") for w in re.findall(r"[a-z]{3,}", text.lower())}
 

@@ -1,14 +1,16 @@
-"""A write the request names by name, not made when the actor answers: the answer is taken
-back once and the actor asked for that call (``EpisodeConfig.named_writes``).
+"""A write the request names by name, not made when the actor answers from reads alone: the
+answer is taken back once and the actor asked for that call (``EpisodeConfig.named_writes``).
 
-Told "First move $300 from it to my savings ACC-1002, then freeze the checking account", the
-small actor made the transfer and answered that the account was frozen; nothing froze it.
-Where the request names a write tool by a word of its name ("freeze" names
-``freeze_account``; "move" names no tool of the bank), no call of it was made or held in this
-user turn, nothing failed, and the request sets no condition ("if", "unless", ...: the actor's
-reads may have found it unmet), the answer is taken back (``Turn.withdrawn``) and the next
-action is a call of those tools, required, its identifiers held to the conversation's,
-drawn greedily. The call is rehearsed and committed like any other; once per user turn."""
+Told "Please hold Anna Karenina for P-1100", the small actor looked the book up and answered
+its shelf; nothing was held. Where the request names a write tool by a word of its name that no other tool has ("hold"
+names ``place_hold``; "move" names no tool of the bank, "create" no folder where writing a file
+"creates" it), the actor answered from reads alone (no write made or held in this user turn,
+nothing failed), and the request sets no condition ("if", "unless", ...: the actor's reads may
+have found it unmet), the answer is taken back (``Turn.withdrawn``) and the next action is a
+call of those tools, required, its identifiers held to the conversation's, drawn greedily. The
+call is rehearsed and committed like any other; once per user turn. After a write, nothing is
+asked: told to refund a charge, the actor had withdrawn the balance, and a deposit asked for
+on top would only move money twice."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Generator
 
 from envace_demo.engine.instead import Instead
-from envace_demo.engine.offer import names_write, offered
+from envace_demo.engine.offer import offered, tool_words, words
 from envace_demo.models.base import Constraint, Generation
 from envace_demo.prompts import Conversation, actor_prompt
 from envace_demo.record import is_error
@@ -28,16 +30,26 @@ _CONDITION = re.compile(r"\b(?:if|unless|whether|in case|only when|provided)\b",
 
 
 def unmade(runner: Any, conversation: Conversation) -> list[Tool]:
-    """The write tools ``conversation``'s request names by a word of their name that no
-    read-only tool's name has, none of whose calls was made or held in this user turn, where
-    nothing failed and the request sets no condition; [] otherwise."""
-    request, committer = conversation.user, runner.committer
+    """The write tools ``conversation``'s request names (``naming``), where the actor answers
+    from reads alone: no write made or held in this user turn, nothing failed, and the request
+    sets no condition; [] otherwise."""
+    request = conversation.user
     steps = [step for turn in conversation.turns for step in turn.calls]
-    if _CONDITION.search(request) or any(s.held or (s.real is not None and is_error(s.real)) for s in steps):
+    if _CONDITION.search(request) or any(s.held or (s.real is not None and is_error(s.real))
+                                         or runner.writes(s.call.name) is not False for s in steps):
         return []
-    made = {s.call.name for s in steps}
-    return [t for t in runner.tools if runner.writes(t.name) is True and t.name not in made
-            and names_write(t, request, runner.tools, committer, described=False)]
+    said = words(request)
+    return [t for t in runner.tools if runner.writes(t.name) is True and naming(t, runner.tools, runner.writes) & said]
+
+
+def naming(tool: Tool, tools: list[Tool], writes: Any) -> set[str]:
+    """The words of ``tool``'s name that name it alone: no read-only tool's name has them, nor
+    another write's name or description ("create" is ``create_directory``'s, but ``write_file``
+    "Creates the file": "create a file" names no folder)."""
+    others = set().union(*(tool_words(t, described=False) | words(t.description or "") for t in tools
+                           if t.name != tool.name and writes(t.name) is not False))
+    reads = set().union(*(tool_words(t, described=False) for t in tools if writes(t.name) is False))
+    return tool_words(tool, described=False) - reads - others
 
 
 @dataclass
