@@ -194,6 +194,14 @@ def test_an_answer_whose_quote_was_completed_says_so(scripted):
     assert "- Next sync: 2025-03-17" in page
 
 
+def test_a_read_repeated_and_not_made_says_so(scripted):
+    backend = scripted(actor=[BALANCE, BALANCE, ANSWER])
+    events = list(Episode(backend, find_task("bank", "check-balance"), EpisodeConfig(mode="none"),
+                          create("bank")).run())
+    page = html.unescape(render.steps_html(_view(events)))
+    assert "call not made" in page and "it repeats a read made since the last write" in page
+
+
 def test_committed_steps_show_action_rehearsed_and_real_with_badges(scripted):
     events = _parallel_events(scripted)
     view = _view(events)
