@@ -220,25 +220,30 @@ def steps_placeholder() -> str:
     )
 
 
+def _turn_html(i: int, turn: Turn) -> str:
+    """Row ``i``: a turn without calls made (an answer, or calls left unmade), and its notes."""
+    body = (
+        f'<div class="ev-err">{esc(turn.error)}</div>' if turn.error else ""
+    ) + f'<div class="ev-answer-text">{esc(turn.action.content or "")}</div>'
+    if turn.superseded and turn.action.calls:  # calls not made (a read repeated): shown as written
+        body = f'<div class="ev-answer-text"><code>{esc(", ".join(c.name for c in turn.action.calls))}</code></div>'
+    for note, why in ((WITHDRAWN_ANSWER_NOTE, turn.withdrawn), (SET_ASIDE_NOTE, turn.set_aside),
+                      (REPORTED_NOTE, turn.reported), (COMPLETED_NOTE, turn.completed),
+                      (SUPERSEDED_NOTE, turn.superseded)):
+        body += f'<div class="ev-note">{esc(note.format(why=why))}</div>' if why else ""
+    label = ("unparsed turn" if turn.error else "answer taken back" if turn.withdrawn
+             else "answer set aside" if turn.set_aside else "call not made" if turn.superseded else "answer")
+    return (
+        f'<div class="ev-step ev-step-answer" data-step="{i}"><div class="ev-bar">'
+        f'<span class="ev-num">{i + 1}</span> {label}</div>{body}</div>'
+    )
+
+
 def _step_html(i: int, turn: Turn, s: CallStep | None, traj: Trajectory, condensed: bool) -> str:
     """Row ``i`` of the committed run: one call of ``turn``, or the turn itself."""
     limit = SHORT_JSON if condensed else None
     if s is None:
-        body = (
-            f'<div class="ev-err">{esc(turn.error)}</div>' if turn.error else ""
-        ) + f'<div class="ev-answer-text">{esc(turn.action.content or "")}</div>'
-        if turn.superseded and turn.action.calls:  # calls not made (a read repeated): shown as written
-            body = f'<div class="ev-answer-text"><code>{esc(", ".join(c.name for c in turn.action.calls))}</code></div>'
-        for note, why in ((WITHDRAWN_ANSWER_NOTE, turn.withdrawn), (SET_ASIDE_NOTE, turn.set_aside),
-                          (REPORTED_NOTE, turn.reported), (COMPLETED_NOTE, turn.completed),
-                          (SUPERSEDED_NOTE, turn.superseded)):
-            body += f'<div class="ev-note">{esc(note.format(why=why))}</div>' if why else ""
-        label = ("unparsed turn" if turn.error else "answer taken back" if turn.withdrawn
-                 else "answer set aside" if turn.set_aside else "call not made" if turn.superseded else "answer")
-        return (
-            f'<div class="ev-step ev-step-answer" data-step="{i}"><div class="ev-bar">'
-            f'<span class="ev-num">{i + 1}</span> {label}</div>{body}</div>'
-        )
+        return _turn_html(i, turn)
     bar = (
         f'<div class="ev-bar"><span class="ev-num">{i + 1}</span> <code>{esc(call_title(s))}</code> '
         f"{validation_badge(s)} {write_badge(s)} {fidelity_badge(s.fidelity)}"
