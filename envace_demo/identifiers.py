@@ -26,11 +26,16 @@ _SPLIT = re.compile(r"[\s\"'`,;()\[\]{}<>]+")
 _TRAIL = ".:!?"
 
 
+def names_identifier(argument: str) -> bool:
+    """Whether an argument's name says it holds an identifier (``id``, ``*_id``, ``*Id``)."""
+    return bool(_NAME.search(argument))
+
+
 def identifier_patterns(tool: Tool) -> dict[str, re.Pattern]:
     """The tool's top-level string arguments named as identifiers that declare a pattern."""
     found = {}
     for name, schema in (tool.parameters.get("properties") or {}).items():
-        if not (isinstance(schema, dict) and _NAME.search(name) and isinstance(schema.get("pattern"), str)):
+        if not (isinstance(schema, dict) and names_identifier(name) and isinstance(schema.get("pattern"), str)):
             continue
         if schema.get("type") != "string" or "enum" in schema or "const" in schema:
             continue

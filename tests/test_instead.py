@@ -4,7 +4,7 @@ place, and after a folder's listing the actor picks the file, its grammar narrow
 files listed (scripted backend: exact outputs)."""
 
 from conftest import call_text
-from helpers.scripted import ScriptedBackend
+from helpers.scripted import ConstrainedBackend
 from envace_demo.engine import EpisodeConfig, run_episode
 from envace_demo.engine.instead import named, narrowed
 from envace_demo.envs.registry import create
@@ -19,19 +19,6 @@ READ_TODO = call_text("read_file", {"path": "/notes/todo.txt"})
 ATTENDED = "<think></think>\nAna, Raj and Mei attended."
 PASSPORT = "<think></think>\nRenew the passport before June."
 
-
-class Constrained(ScriptedBackend):
-    """Scripted, and keeps the constraint of every generation."""
-
-    supports_constraints = True
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.constraints = []
-
-    def generate(self, prompt, sampling, constraint=None, on_token=None, cancel=None):
-        self.constraints.append(constraint)
-        return super().generate(prompt, sampling, constraint, on_token, cancel)
 
 
 def _task(env, prompt):
@@ -71,7 +58,7 @@ def test_a_file_listed_as_a_folder_is_read_and_the_answer_reads_it(scripted):
 
 def test_a_folder_read_as_a_file_is_listed_then_the_actor_picks_a_file_of_it():
     env = create("files")
-    backend = Constrained(actor=[READ_FOLDER, READ_TODO, PASSPORT])
+    backend = ConstrainedBackend(actor=[READ_FOLDER, READ_TODO, PASSPORT])
     traj = run_episode(backend, _task(env, "When must I renew my passport? It's on my todo list in /notes."),
                        EpisodeConfig(mode="none"), env)
     names = [(s.call.name, s.call.arguments["path"]) for s in call_steps(traj.turns)]
@@ -86,7 +73,7 @@ def test_a_folder_read_as_a_file_is_listed_then_the_actor_picks_a_file_of_it():
 
 def test_where_the_users_words_name_no_file_every_file_listed_is_on_offer():
     env = create("files")
-    backend = Constrained(actor=[READ_FOLDER, call_text("read_file", {"path": NOTES}), ATTENDED])
+    backend = ConstrainedBackend(actor=[READ_FOLDER, call_text("read_file", {"path": NOTES}), ATTENDED])
     traj = run_episode(backend, _task(env, "Who was at the last sync? It's somewhere in /notes."),
                        EpisodeConfig(mode="none"), env)
     (pick,) = [c for c in backend.constraints if c is not None and len(c.tools) == 1]

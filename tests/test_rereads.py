@@ -2,7 +2,7 @@
 answers next (``engine/acting.repeated``, ``imagined.rereads``; scripted backend)."""
 
 from conftest import call_text
-from helpers.scripted import ScriptedBackend
+from helpers.scripted import ConstrainedBackend
 from envace_demo.engine import EpisodeConfig, run_episode
 from envace_demo.engine.imagined import rereads
 from envace_demo.envs.registry import create
@@ -14,21 +14,10 @@ DEPOSIT = call_text("deposit", {"account_id": "ACC-1003", "amount": 10.0})
 BALANCE = "<think></think>\nACC-1003 holds 310.25 USD."
 
 
-class Constrained(ScriptedBackend):
-    supports_constraints = True
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.constraints = []
-
-    def generate(self, prompt, sampling, constraint=None, on_token=None, cancel=None):
-        self.constraints.append(constraint)
-        return super().generate(prompt, sampling, constraint, on_token, cancel)
-
 
 def _run(prompt, actor, **config):
     env = create("bank")
-    backend = Constrained(actor=actor)
+    backend = ConstrainedBackend(actor=actor)
     traj = run_episode(backend, Task("t", prompt, env.tools()), EpisodeConfig(mode="none", **config), env)
     return traj, backend
 

@@ -6,7 +6,7 @@ constraint)."""
 import pytest
 
 from conftest import call_text
-from helpers.scripted import ScriptedBackend
+from helpers.scripted import ConstrainedBackend
 from envace_demo.engine import EpisodeConfig, run_episode
 from envace_demo.engine.unmade import naming
 from envace_demo.envs.registry import create
@@ -21,21 +21,10 @@ SHELF = "<think></think>\nAnna Karenina is on shelf CLA TOL."
 HELD = "<think></think>\nHold placed on Anna Karenina (BK-018) for P-1100."
 
 
-class Constrained(ScriptedBackend):
-    supports_constraints = True
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.constraints = []
-
-    def generate(self, prompt, sampling, constraint=None, on_token=None, cancel=None):
-        self.constraints.append(constraint)
-        return super().generate(prompt, sampling, constraint, on_token, cancel)
-
 
 def _run(prompt, actor, env_name="library", **config):
     env = create(env_name)
-    backend = Constrained(actor=actor)
+    backend = ConstrainedBackend(actor=actor)
     traj = run_episode(backend, Task("t", prompt, env.tools()), EpisodeConfig(mode="none", **config), env)
     return traj, backend, env
 

@@ -20,6 +20,7 @@ from typing import Any, Generator
 from envace_demo.engine.imagined import asks_a_question
 from envace_demo.engine.instead import Instead, made_call
 from envace_demo.events import TurnUpdated
+from envace_demo.identifiers import names_identifier
 from envace_demo.models.base import Generation
 from envace_demo.prompts import Conversation
 from envace_demo.record import CallStep, ToolCall, Turn, is_error
@@ -27,7 +28,6 @@ from envace_demo.scheduler import Request
 from envace_demo.schemas import Tool
 
 _WORD = re.compile(r"[a-z]{3,}")
-_IDENTIFIER = re.compile(r"(?:^id|_id|Id|ID)$")
 # Words a question asks with, not about: sharing only these says nothing of what was asked.
 _ASKING = frozenset(
     "the and for with from what which who whom whose where when why how does did can could would will should "
@@ -126,6 +126,6 @@ def same_entity(tool: Tool, call: ToolCall) -> ToolCall | None:
     """A call of ``tool`` on the identifiers ``call`` passed, where every argument ``tool``
     requires is an identifier ``call`` passed under the same name; None otherwise."""
     required = list(tool.parameters.get("required") or ())
-    if not required or not all(_IDENTIFIER.search(k) and k in call.arguments for k in required):
+    if not required or not all(names_identifier(k) and k in call.arguments for k in required):
         return None
     return ToolCall(tool.name, {k: call.arguments[k] for k in required})

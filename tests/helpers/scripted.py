@@ -82,6 +82,21 @@ class ScriptedBackend(Backend):
         return Generation(out, max(1, len(out) // 4), 10, self.delay)
 
 
+class ConstrainedBackend(ScriptedBackend):
+    """``ScriptedBackend`` that says it honours constraints and keeps each generation's
+    (``constraints``), so a test can read the grammar the engine asked for."""
+
+    supports_constraints = True
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.constraints = []
+
+    def generate(self, prompt, sampling, constraint=None, on_token=None, cancel=None):
+        self.constraints.append(constraint)
+        return super().generate(prompt, sampling, constraint, on_token, cancel)
+
+
 class PacedBackend(ScriptedBackend):
     """``ScriptedBackend`` whose every generation takes ``pace(prompt_text, committing)``
     seconds (honouring cancel), where ``committing`` turns true at the first prompt that
