@@ -8,6 +8,7 @@ from typing import Any, Generator
 
 from envace_demo.context import shots
 from envace_demo.engine.answers import ungrounded
+from envace_demo.engine.asked import ask_again
 from envace_demo.engine.commit import Committer
 from envace_demo.engine.config import EpisodeConfig
 from envace_demo.engine.instead import Instead
@@ -163,16 +164,8 @@ class TrajectoryRunner:
         return Outcome(None, "max_steps")
 
     def _answer(
-        self,
-        turn: Turn,
-        gen: Generation,
-        conversation: Conversation,
-        turns: list[Turn],
-        where: str,
-        rindex: int | None,
-        execute: bool,
-        state: RunState,
-        real_results: list[tuple[ToolCall, Any]],
+        self, turn: Turn, gen: Generation, conversation: Conversation, turns: list[Turn], where: str,
+        rindex: int | None, execute: bool, state: RunState, real_results: list[tuple[ToolCall, Any]],
         memory: dict | None,
     ) -> Generator[Event, None, Outcome | None]:
         """A turn without calls: the run's outcome, or None where the answer is set aside or
@@ -212,8 +205,9 @@ class TrajectoryRunner:
             yield TurnUpdated(where, rindex, turn, None, "acted")
             return None
         if execute and not turn.error:
-            if self.config.report_failures and (yield from tell_failure(self, turn, conversation, turns, state,
-                                                                        memory, where, rindex)):
+            if ((self.config.report_failures and (yield from tell_failure(self, turn, conversation, turns, state,
+                                                                          memory, where, rindex)))
+                    or (yield from ask_again(self, turn, conversation, state, where, rindex))):
                 return None
             content = complete_quote(turn, conversation, self.config)  # a real text it quoted cut short: whole
         yield TurnUpdated(where, rindex, turn, None, "acted")

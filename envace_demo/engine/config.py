@@ -123,10 +123,8 @@ class EpisodeConfig:
     follow_rehearsed_writes: bool = field(
         default=True,
         metadata={"help": "the committed actor, asked what the lead imagined run was asked, takes its write even "
-                  "where that was drawn under the imagined runs' grammar (answers cut to one character), when "
-                  "the rehearsal let it through (valid, a success): the plan the rehearsal tested. Asked to "
-                  "reserve a book, the actor answered after the search; its rehearsal had gone on to place the "
-                  "hold. False: the committed actor draws its own there"},
+                  "where drawn under the imagined runs' grammar (answers cut to one character), when the "
+                  "rehearsal let it through (valid, a success): the plan the rehearsal tested. False: its own"},
     )
     dictated_case: bool = field(
         default=True,
@@ -198,6 +196,8 @@ class EpisodeConfig:
                                         "since the last write is not made again: the actor answers next"})
     named_writes: bool = field(default=True, metadata={"help": "an answer from reads alone, where the request names "
                                "a write by name (hold, freeze), is taken back once; that call is asked for next"})
+    answer_what_asked: bool = field(default=True, metadata={"help": "an answer to a question that leaves out what "
+                                    "its real reads said of it is asked again, twice at most (engine/asked.py)"})
     whole_quotes: bool = field(default=True, metadata={"help": "a final answer ending on a real result's text cut "
                                "short at a line's end gets the rest of that text (engine/quotes.py)"})
     read_instead: bool = field(default=True, metadata={"help": "a committed read refused as the wrong kind of thing "

@@ -1,0 +1,85 @@
+"""An answer to a question that leaves out what the real reads said of it is taken back and
+the actor answers again, at most twice (``engine/asked.py``; real environments, scripted
+backend)."""
+
+import pytest
+
+from conftest import call_text
+from helpers.scripted import ConstrainedBackend
+from envace_demo.engine import EpisodeConfig, run_episode
+from envace_demo.engine.asked import ASK_AGAIN, missed
+from envace_demo.envs.registry import create
+from envace_demo.record import ToolCall, call_steps
+from envace_demo.tasks import Task
+
+AUTHOR = "Who is the author of Silent Spring?"
+GET_BOOK = call_text("get_book", {"book_id": "BK-035"})
+SHELF = "<think></think>\nSilent Spring is on shelf 363.7 CAR."
+CARSON = "<think></think>\nSilent Spring was written by Rachel Carson."
+
+
+def _reads(env_name, calls):
+    env = create(env_name)
+    return [(ToolCall(name, args), env.execute(name, args)) for name, args in calls]
+
+
+def _run(prompt, actor, env_name="library", **config):
+    env = create(env_name)
+    backend = ConstrainedBackend(actor=actor)
+    traj = run_episode(backend, Task("t", prompt, env.tools()), EpisodeConfig(mode="none", **config), env)
+    return traj, backend, env
+
+
+def test_the_field_a_question_names_and_what_its_asking_word_asks_for():
+    book = _reads("library", [("get_book", {"book_id": "BK-035"})])
+    assert missed(AUTHOR, book, "It is on shelf 363.7 CAR.") == ["Rachel Carson"]
+    assert missed(AUTHOR, book, "Carson wrote it.") == []  # a word of the name is enough
+    assert missed("Where would I find Silent Spring?", book, "Try the science section.") == ["363.7 CAR"]
+    patron = _reads("library", [("get_patron", {"patron_id": "P-1042"})])
+    assert missed("Whose library card is P-1042?", patron, "It has no holds.") == ["Maya Lindqvist"]
+
+
+def test_in_rows_only_those_holding_a_word_of_the_question_count():
+    history = _reads("bank", [("get_account", {"account_id": "ACC-1001"}),
+                              ("list_transactions", {"account_id": "ACC-1001"})])
+    atm = "I took cash out of an ATM from ACC-1001 this week. How much was it?"
+    left = missed(atm, history, "The groceries came to 84.37 USD.")
+    assert "60.0" in left and "1250.0" not in left  # the ATM row's amount, not the account's balance
+    assert missed(atm, history, "You took out $60.00 at the ATM on 5th Ave.") == []
+
+
+def test_nothing_is_asked_for_where_the_question_names_no_field():
+    found = _reads("library", [("search_catalog", {"query": "Morrison"})])
+    assert missed("Does the library have anything by Toni Morrison?", found, "No.") == []
+    # A zero is told in words ("none available"): never asked for as a number.
+    cosmos = _reads("library", [("get_book", {"book_id": "BK-037"})])
+    assert missed("How many copies of Cosmos are available?", cosmos, "None right now.") == []
+
+
+def test_an_answer_that_leaves_out_what_was_asked_is_answered_again():
+    traj, backend, _ = _run(AUTHOR, [GET_BOOK, SHELF, CARSON])
+    assert traj.final_answer.endswith("Rachel Carson.") and traj.success is None
+    answers = [t for t in traj.turns if not t.calls]
+    assert "Rachel Carson" in answers[0].withdrawn and not answers[1].withdrawn
+    assert not backend.constraints[2].tools  # asked again for an answer: no call on offer
+
+
+def test_asked_again_at_most_twice_then_the_last_answer_stands():
+    wrong = [SHELF.replace("363.7 CAR", f"shelf {k}") for k in range(ASK_AGAIN + 1)]
+    traj, _, _ = _run(AUTHOR, [GET_BOOK, *wrong, CARSON])
+    answers = [t for t in traj.turns if not t.calls]
+    assert len(answers) == ASK_AGAIN + 1 and traj.final_answer == wrong[-1].split("\n", 1)[1]
+    assert [bool(t.withdrawn) for t in answers] == [True] * ASK_AGAIN + [False]
+
+
+@pytest.mark.parametrize("prompt, actor, config", [
+    (AUTHOR, [GET_BOOK, SHELF], {"answer_what_asked": False}),  # switched off
+    ("Tell me about Silent Spring, BK-035.", [GET_BOOK, SHELF], {}),  # no question
+    ("Who is the author of Silent Spring? Hold it for P-1042.",  # a write made: the answer is about it
+     [GET_BOOK, call_text("place_hold", {"book_id": "BK-035", "patron_id": "P-1042"}), SHELF], {}),
+])
+def test_nothing_is_asked_again_without_a_question_after_a_write_or_switched_off(prompt, actor, config):
+    traj, _, _ = _run(prompt, actor, **config)
+    assert traj.final_answer == SHELF.split("\n", 1)[1]
+    assert not any(t.withdrawn for t in traj.turns)
+    assert len(call_steps(traj.turns)) == len(actor) - 1
