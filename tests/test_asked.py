@@ -83,3 +83,24 @@ def test_nothing_is_asked_again_without_a_question_after_a_write_or_switched_off
     assert traj.final_answer == SHELF.split("\n", 1)[1]
     assert not any(t.withdrawn for t in traj.turns)
     assert len(call_steps(traj.turns)) == len(actor) - 1
+
+
+def test_a_field_no_read_returned_is_read_before_the_answer():
+    """The search has no shelf; get_book says it returns the shelf mark, on the id the search found."""
+    search = call_text("search_catalog", {"query": "Cosmos"})
+    guessed = "<think></think>\nCosmos is on shelf BK-037."
+    told = "<think></think>\nCosmos is on shelf 520 SAG."
+    traj, _, _ = _run("What shelf is Cosmos on?", [search, guessed, told])
+    steps = call_steps(traj.turns)
+    assert [(s.call.name, s.call.arguments) for s in steps] == [("search_catalog", {"query": "Cosmos"}),
+                                                               ("get_book", {"book_id": "BK-037"})]
+    assert steps[1].real["shelf"] == "520 SAG" and traj.turns[2].instead
+    assert "get_book" in traj.turns[1].withdrawn and traj.final_answer == "Cosmos is on shelf 520 SAG."
+
+
+def test_no_read_is_made_for_a_row_the_question_does_not_single_out():
+    search = call_text("search_catalog", {"query": "Ishiguro"})  # two books: which one's shelf?
+    answer = "<think></think>\nBoth are on the fiction shelves."
+    traj, _, _ = _run("What shelf are the Ishiguro novels on?", [search, answer])
+    assert [s.call.name for s in call_steps(traj.turns)] == ["search_catalog"]
+    assert traj.final_answer == "Both are on the fiction shelves."

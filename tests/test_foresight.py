@@ -255,11 +255,11 @@ def test_the_answer_is_worded_without_the_memory_with_the_seed_it_had_without_re
     sampling = Sampling(seed=7)
     plain = _SeededScript(scripted)
     none = run_episode(plain.backend, _task("What is the balance of ACC-1005?"),
-                       EpisodeConfig(mode="none", sampling=sampling), create("bank"))
-    assert none.final_answer == "From the results."
+                       EpisodeConfig(mode="none", sampling=sampling, answer_what_asked=False), create("bank"))
+    assert none.final_answer == "From the results."  # (it leaves out the balance: not asked again here)
     seeded = _SeededScript(scripted)
     config = EpisodeConfig(mode="parallel", n=1, memory_shown="always", sampling=sampling,
-                           answer_without_memory=redraw)
+                           answer_without_memory=redraw, answer_what_asked=False)
     traj = run_episode(seeded.backend, _task("What is the balance of ACC-1005?"), config, create("bank"))
     if not redraw:
         assert traj.final_answer == "With the memory." and not any(t.set_aside for t in traj.turns)
@@ -279,8 +279,8 @@ def test_an_answer_that_repeats_a_rehearsed_value_twice_is_marked_ungrounded(scr
     predicted = {"account_id": "ACC-1005", "balance": 1250.0}
     wrong = "<think></think>\nIt holds 1250.00 USD."
     backend = scripted(actor=[BALANCE, wrong, BALANCE, wrong, wrong], rehearser=[result_text(predicted)] * 2)
-    traj = run_episode(backend, _task("What is the balance of ACC-1005?"), EpisodeConfig(mode="parallel", n=1),
-                       create("bank"))
+    traj = run_episode(backend, _task("What is the balance of ACC-1005?"),
+                       EpisodeConfig(mode="parallel", n=1, answer_what_asked=False), create("bank"))
     assert traj.ungrounded == ["1250"] and traj.final_answer == "It holds 1250.00 USD."
 
 

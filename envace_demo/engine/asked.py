@@ -8,6 +8,8 @@ told another one. The real result held the answer: the field the question names
 result itself or in the rows that share a word with the question ("ATM", "rent"). An
 answer holding none of those values is taken back and the actor answers again, from the
 same conversation with its next seed, at most ``ASK_AGAIN`` times; the last answer stands.
+Where the question names a field no read returned, the first of those times makes the read
+that returns it (``detail.py``).
 The engine never writes the value into the answer: it only declines an answer that
 misses it. Only in a question where nothing was written, and never after a failure
 (``told.py`` decides what such an answer must say)."""
@@ -18,6 +20,7 @@ import re
 from typing import Any, Callable, Generator, Iterable
 
 from envace_demo.engine.aside import asked, stem
+from envace_demo.engine.detail import Detail, missing_read
 from envace_demo.engine.imagined import asks_a_question
 from envace_demo.events import Event, TurnUpdated
 from envace_demo.grounding import number_text, values
@@ -148,6 +151,12 @@ def ask_again(runner: Any, turn: Turn, conversation: Conversation, state: Any, w
     ``TrajectoryRunner``; ``state``: its ``RunState``."""
     if not runner.config.answer_what_asked or state.asked_again >= ASK_AGAIN:
         return False
+    if not state.asked_again and (call := missing_read(runner, conversation)) is not None:
+        state.asked_again += 1
+        runner.repairs.refusal = Detail(call)  # made next, in the actor's place; then it answers again
+        turn.withdrawn = f"the question asks for what {call.name} returns, and no read so far returned it"
+        yield TurnUpdated(where, rindex, turn, None, "acted")
+        return True
     left = unanswered(conversation, turn.action.content or "", runner.writes)
     if not left:
         return False

@@ -29,6 +29,7 @@ from typing import Any, Generator
 
 from envace_demo.engine.commit import asked, contradicts_call
 from envace_demo.engine.aside import Aside, missed_read
+from envace_demo.engine.detail import Detail
 from envace_demo.engine.instead import Refusal, made_call, refused_read
 from envace_demo.engine.unmade import Unmade, unmade
 from envace_demo.events import TurnUpdated
@@ -81,7 +82,7 @@ class Repairs:
         self.plan: list[tuple[Generation, str]] = []
         self.ran: tuple[list, int] = ([], 0)  # the real results, and how many there were when the plan was found
         # A committed read refused as the wrong kind, or one that missed the question, and the read made for it.
-        self.refusal: Refusal | Aside | Unmade | None = None
+        self.refusal: Refusal | Aside | Unmade | Detail | None = None
         self.named_asked = False  # a write the request named was asked for once (``engine/unmade.py``)
 
     def held(self, turn: Turn, step: CallStep, conversation: Conversation, real_results: list) -> None:

@@ -1,0 +1,92 @@
+"""A question that names a field no read so far returned: the read whose tool describes that
+field is made in the actor's place, on the identifier the last read found, before the actor
+answers again (``EpisodeConfig.answer_what_asked``).
+
+Asked "What shelf is Cosmos on?", the small actor searched the catalog (titles, authors,
+years: no shelf) and answered with the book's id as its shelf. ``get_book`` says it returns
+the "shelf mark", and takes the ``book_id`` the search found. Where exactly one row of the
+last result is the one the question is about (it holds a word of the question, or it is the
+only row), the engine makes that read, for real (a read changes nothing), and takes back the
+answer given without it. Never a write; once per user turn (``asked.ask_again``)."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Generator
+
+from envace_demo.engine.aside import asked, stem
+from envace_demo.engine.imagined import asks_a_question
+from envace_demo.engine.instead import Instead, made_call
+from envace_demo.identifiers import names_identifier
+from envace_demo.models.base import Generation
+from envace_demo.prompts import Conversation
+from envace_demo.record import ToolCall, is_error
+from envace_demo.scheduler import Request
+
+_WORD = re.compile(r"[a-z]{3,}")
+
+
+def missing_read(runner: Any, conversation: Conversation) -> ToolCall | None:
+    """The read-only call that returns what ``conversation``'s question names and no real
+    read of this user turn returned; None where there is none, or no single entity to read."""
+    if not (asks_a_question(conversation.user) or "?" in conversation.user):
+        return None
+    reads = [(s.call, s.real) for t in conversation.turns if t.read() for s in t.calls]
+    if not reads or any(r is None or is_error(r) or runner.writes(c.name) is not False for c, r in reads):
+        return None
+    named = asked(conversation.user, ToolCall("", {})) - set().union(*(_keys(r) for _, r in reads))
+    made = {c.key() for c, _ in reads}
+    rows = _about(conversation.user, reads[-1][1])
+    if not named or len(rows) != 1:
+        return None
+    for tool in runner.tools:
+        required = list(tool.parameters.get("required") or ())
+        if (runner.writes(tool.name) is not False or not required or not all(names_identifier(k) for k in required)
+                or not named & {stem(w) for w in _WORD.findall((tool.description or "").lower())}):
+            continue
+        if all(k in rows[0] for k in required):
+            call = ToolCall(tool.name, {k: rows[0][k] for k in required})
+            if call.key() not in made:
+                return call
+    return None
+
+
+def _keys(result: Any) -> set[str]:
+    """The words of every field name in ``result`` (its rows' too), stemmed."""
+    if isinstance(result, list):
+        return set().union(set(), *(_keys(r) for r in result))
+    if not isinstance(result, dict):
+        return set()
+    out = {stem(w) for k in result for w in _WORD.findall(k.lower())}
+    return out.union(*(_keys(v) for v in result.values() if isinstance(v, (dict, list))))
+
+
+def _about(request: str, result: Any) -> list[dict]:
+    """The rows of ``result`` the question is about: those holding a word of it, or the only one;
+    a result that is one record is its own row."""
+    if not isinstance(result, dict):
+        return []
+    tables = [v for v in result.values() if isinstance(v, list) and v and all(isinstance(r, dict) for r in v)]
+    if not tables:
+        return [result]
+    topic = asked(request, ToolCall("", {}))
+    rows = [r for table in tables for r in table]
+    hits = [r for r in rows if topic & {stem(w) for w in _WORD.findall(json.dumps(r).lower())}]
+    return hits if hits else rows if len(rows) == 1 else []
+
+
+@dataclass
+class Detail:
+    """The read made in the actor's place for what the question named, after its answer was taken back."""
+
+    call: ToolCall
+
+    def choice_left(self) -> bool:
+        return False
+
+    def next_step(self, runner: Any) -> Generator[Request, Generation, tuple[Generation, str] | None]:
+        yield from ()  # a step of the plan's kind (``Repairs.next_action``), though it asks no model
+        return made_call(self.call), Instead(f"{self.call.name}: the question asks for what it returns, "
+                                             "and no read so far returned it")
