@@ -74,3 +74,12 @@ def test_the_words_that_name_a_write_alone():
     # write_file "Creates the file": "create" names no folder; "directory" is a listing's word too.
     assert naming(find_tool(files.tools(), "create_directory"), files.tools(), files.writes) == set()
     assert naming(find_tool(files.tools(), "write_file"), files.tools(), files.writes) == {"write"}
+
+
+def test_nothing_is_asked_where_the_request_asks_a_question():
+    """"transfer" names the transfer tool, but the question asks about a limit, not for a transfer."""
+    read = call_text("get_account", {"account_id": "ACC-1005"})
+    told = "<think></think>\nIts daily transfer limit is 500.00 USD."
+    traj, _, _ = _run("What daily transfer limit is set on ACC-1005?", [read, told], env_name="bank")
+    assert [s.call.name for s in call_steps(traj.turns)] == ["get_account"] and not any(t.withdrawn for t in traj.turns)
+    assert traj.final_answer == "Its daily transfer limit is 500.00 USD."

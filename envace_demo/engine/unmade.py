@@ -6,7 +6,8 @@ its shelf; nothing was held. Where the request names a write tool by a word of i
 names ``place_hold``; "move" names no tool of the bank, "create" no folder where writing a file
 "creates" it), the actor answered from reads alone (no write made or held in this user turn,
 nothing failed), and the request sets no condition ("if", "unless", ...: the actor's reads may
-have found it unmet), the answer is taken back (``Turn.withdrawn``) and the next action is a
+have found it unmet) and asks no question ("What daily transfer limit is set?" names a transfer
+as a thing), the answer is taken back (``Turn.withdrawn``) and the next action is a
 call of those tools, required, its identifiers held to the conversation's, drawn greedily. The
 call is rehearsed and committed like any other; once per user turn. After a write, nothing is
 asked: told to refund a charge, the actor had withdrawn the balance, and a deposit asked for
@@ -18,6 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Generator
 
+from envace_demo.engine.imagined import asks_a_question
 from envace_demo.engine.instead import Instead
 from envace_demo.engine.offer import offered, tool_words, words
 from envace_demo.models.base import Constraint, Generation
@@ -32,10 +34,11 @@ _CONDITION = re.compile(r"\b(?:if|unless|whether|in case|only when|provided)\b",
 def unmade(runner: Any, conversation: Conversation) -> list[Tool]:
     """The write tools ``conversation``'s request names (``naming``), where the actor answers
     from reads alone: no write made or held in this user turn, nothing failed, and the request
-    sets no condition; [] otherwise."""
+    sets no condition and asks no question; [] otherwise."""
     request = conversation.user
     steps = [step for turn in conversation.turns for step in turn.calls]
-    if _CONDITION.search(request) or any(s.held or (s.real is not None and is_error(s.real))
+    # A question names a write as a thing, not a wish: "What daily transfer limit is set?"
+    if _CONDITION.search(request) or asks_a_question(request) or any(s.held or (s.real is not None and is_error(s.real))
                                          or runner.writes(s.call.name) is not False for s in steps):
         return []
     said = words(request)
