@@ -20,7 +20,7 @@ import re
 from typing import Any, Callable, Generator, Iterable
 
 from envace_demo.engine.aside import asked, stem
-from envace_demo.engine.detail import Detail, missing_read
+from envace_demo.engine.detail import Detail, closest, missing_read
 from envace_demo.engine.imagined import asks_a_question
 from envace_demo.events import Event, TurnUpdated
 from envace_demo.grounding import number_text, values
@@ -72,12 +72,10 @@ def answers_in(request: str, call: ToolCall, result: Any) -> tuple[list[Any], li
     # The rows of a search are about the words searched for too: the call's arguments count.
     fields, topic = asked_fields(request), asked(request, ToolCall(call.name, {}))
     in_rows: list[Any] = []
-    for rows in result.values():
-        if isinstance(rows, list) and rows and all(isinstance(r, dict) for r in rows):
-            for row in (r for r in rows if topic & _words(r)):
-                if (found := _values(row, fields)) is None:
-                    return None
-                in_rows += found
+    for row in closest(topic, result):
+        if (found := _values(row, fields)) is None:
+            return None
+        in_rows += found
     in_item = _values(result, fields)
     return None if in_item is None else (in_rows, in_item)
 
@@ -119,10 +117,6 @@ def _values(item: dict, fields: set[str]) -> list[Any]:
         if isinstance(value, (int, float, str)):
             out.append(value)
     return out
-
-
-def _words(row: dict) -> set[str]:
-    return {stem(w) for v in row.values() if isinstance(v, str) for w in _WORD.findall(v.lower())}
 
 
 def unanswered(conversation: Conversation, answer: str, writes: Writes) -> list[str]:

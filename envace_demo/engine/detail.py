@@ -11,7 +11,6 @@ answer given without it. Never a write; once per user turn (``asked.ask_again``)
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any, Generator
@@ -64,17 +63,30 @@ def _keys(result: Any) -> set[str]:
 
 
 def _about(request: str, result: Any) -> list[dict]:
-    """The rows of ``result`` the question is about: those holding a word of it, or the only one;
-    a result that is one record is its own row."""
+    """The rows of ``result`` the question is about: those holding the most words of it, or the
+    only one; a result that is one record is its own row."""
     if not isinstance(result, dict):
         return []
     tables = [v for v in result.values() if isinstance(v, list) and v and all(isinstance(r, dict) for r in v)]
     if not tables:
         return [result]
-    topic = asked(request, ToolCall("", {}))
     rows = [r for table in tables for r in table]
-    hits = [r for r in rows if topic & {stem(w) for w in _WORD.findall(json.dumps(r).lower())}]
-    return hits if hits else rows if len(rows) == 1 else []
+    return closest(asked(request, ToolCall("", {})), result) or (rows if len(rows) == 1 else [])
+
+
+def closest(topic: set[str], result: dict) -> list[dict]:
+    """The rows of ``result``'s lists that hold the most words of ``topic`` (at least one): asked
+    about the rent payment, the rent row ("Rent", "payment"), not every payment."""
+    rows = [r for v in result.values() if isinstance(v, list) and v and all(isinstance(r, dict) for r in v)
+            for r in v]
+    scored = [(len(topic & _words(r)), r) for r in rows]
+    best = max((n for n, _ in scored), default=0)
+    return [r for n, r in scored if n == best] if best else []
+
+
+def _words(row: dict) -> set[str]:
+    """The words of a row's texts, stemmed."""
+    return {stem(w) for v in row.values() if isinstance(v, str) for w in _WORD.findall(v.lower())}
 
 
 @dataclass
