@@ -50,12 +50,23 @@ def test_nothing_is_asked_where_no_write_is_named_or_a_condition_is_set(prompt):
     assert env.state()["patrons"]["P-1100"]["holds"] == ["BK-005"]
 
 
-def test_nothing_is_asked_after_a_write_nor_with_the_switch_off():
+def test_a_named_write_of_another_tool_is_asked_for_after_a_write():
     lost = "I lost my card for ACC-1001. First move $300 from it to ACC-1002, then freeze the checking account."
     transfer = call_text("transfer", {"from_account_id": "ACC-1001", "to_account_id": "ACC-1002", "amount": 300.0})
     claimed = "<think></think>\nMoved 300.00 USD; the checking account is now frozen."
-    traj, _, _ = _run(lost, [transfer, claimed], env_name="bank")
-    assert [s.call.name for s in call_steps(traj.turns)] == ["transfer"]  # a write was made: nothing more asked
+    freeze = call_text("freeze_account", {"account_id": "ACC-1001", "reason": "lost_card"})
+    traj, backend, env = _run(lost, [transfer, claimed, freeze, claimed], env_name="bank")
+    assert [s.call.name for s in call_steps(traj.turns)] == ["transfer", "freeze_account"]
+    assert env.state()["accounts"]["ACC-1001"]["status"] == "frozen" and "freeze_account" in traj.turns[1].withdrawn
+    assert [t.name for t in backend.constraints[2].tools] == ["freeze_account"]
+
+
+def test_nothing_is_asked_after_the_named_write_was_made_nor_with_the_switch_off():
+    move = "Transfer $300 from ACC-1001 to ACC-1002, please."
+    transfer = call_text("transfer", {"from_account_id": "ACC-1001", "to_account_id": "ACC-1002", "amount": 300.0})
+    done = "<think></think>\nMoved 300.00 USD."
+    traj, _, _ = _run(move, [transfer, done], env_name="bank")
+    assert [s.call.name for s in call_steps(traj.turns)] == ["transfer"] and not any(t.withdrawn for t in traj.turns)
     traj, _, _ = _run(HOLD_ANNA, [SEARCH, SHELF], named_writes=False)
     assert [s.call.name for s in call_steps(traj.turns)] == ["search_catalog"]
 

@@ -194,8 +194,8 @@ class EpisodeConfig:
                                   "(acknowledgment.py): asked again once, then the failure as returned stands"})
     repeated_reads_answer: bool = field(default=True, metadata={"help": "a committed turn of reads already made "
                                         "since the last write is not made again: the actor answers next"})
-    named_writes: bool = field(default=True, metadata={"help": "an answer from reads alone, where the request names "
-                               "a write by name (hold, freeze), is taken back once; that call is asked for next"})
+    named_writes: bool = field(default=True, metadata={"help": "an answer where the request names a write by name "
+                               "(hold, freeze) that no call made is taken back once; that call is asked for next"})
     answer_what_asked: bool = field(default=True, metadata={"help": "an answer to a question that leaves out what "
                                     "its real reads said of it is asked again, twice at most (engine/asked.py)"})
     whole_quotes: bool = field(default=True, metadata={"help": "a final answer ending on a real result's text cut "

@@ -9,9 +9,10 @@ nothing failed), and the request sets no condition ("if", "unless", ...: the act
 have found it unmet) and asks no question ("What daily transfer limit is set?" names a transfer
 as a thing), the answer is taken back (``Turn.withdrawn``) and the next action is a
 call of those tools, required, its identifiers held to the conversation's, drawn greedily. The
-call is rehearsed and committed like any other; once per user turn. After a write, nothing is
-asked: told to refund a charge, the actor had withdrawn the balance, and a deposit asked for
-on top would only move money twice."""
+call is rehearsed and committed like any other; once per user turn. After a write that went
+through, a named write of another tool is asked for too: told to move money, then freeze the
+account, the actor had moved it and answered "now frozen". (A first version asked after writes
+when "create a file" still named ``create_directory``; ``naming`` no longer lets it.)"""
 
 from __future__ import annotations
 
@@ -32,17 +33,18 @@ _CONDITION = re.compile(r"\b(?:if|unless|whether|in case|only when|provided)\b",
 
 
 def unmade(runner: Any, conversation: Conversation) -> list[Tool]:
-    """The write tools ``conversation``'s request names (``naming``), where the actor answers
-    from reads alone: no write made or held in this user turn, nothing failed, and the request
-    sets no condition and asks no question; [] otherwise."""
+    """The write tools ``conversation``'s request names (``naming``) and no call of this user
+    turn made, where the actor answers: nothing held or failed in this user turn, and the
+    request sets no condition and asks no question; [] otherwise."""
     request = conversation.user
     steps = [step for turn in conversation.turns for step in turn.calls]
     # A question names a write as a thing, not a wish: "What daily transfer limit is set?"
-    if _CONDITION.search(request) or asks_a_question(request) or any(s.held or (s.real is not None and is_error(s.real))
-                                         or runner.writes(s.call.name) is not False for s in steps):
+    if (_CONDITION.search(request) or asks_a_question(request)
+            or any(s.held or s.real is None or is_error(s.real) for s in steps)):
         return []
-    said = words(request)
-    return [t for t in runner.tools if runner.writes(t.name) is True and naming(t, runner.tools, runner.writes) & said]
+    said, called = words(request), {s.call.name for s in steps}
+    return [t for t in runner.tools if runner.writes(t.name) is True and t.name not in called
+            and naming(t, runner.tools, runner.writes) & said]
 
 
 def naming(tool: Tool, tools: list[Tool], writes: Any) -> set[str]:
