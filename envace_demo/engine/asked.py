@@ -5,7 +5,7 @@ Asked "Who is the author of Silent Spring?", the small actor read the book and a
 its shelf mark; asked how much an ATM withdrawal came to, it read the transactions and
 told another one. The real result held the answer: the field the question names
 (``author``, ``year``, ``shelf``; "who" asks for a name, "how much" for an amount), in the
-result itself or in the rows that share a word with the question ("ATM", "rent"). An
+result itself or in the rows holding the most words of the question ("ATM", "rent"). An
 answer holding none of those values is taken back and the actor answers again, from the
 same conversation with its next seed, at most ``ASK_AGAIN`` times; the last answer stands.
 Where the question names a field no read returned, the first of those times makes the read
@@ -49,8 +49,8 @@ Writes = Callable[[str], "bool | None"]
 def missed(request: str, results: Iterable[tuple[ToolCall, Any]], answer: str) -> list[str]:
     """The values the question ``request`` asked for that ``results`` (real reads that went
     through) hold and ``answer`` leaves out, all of them; [] where the answer tells one, or
-    nothing tells what the question asked. Where rows hold a word of the question, only
-    theirs count: the question is about them."""
+    nothing tells what the question asked. Where rows hold words of the question, only the
+    closest rows count (``detail.closest``): the question is about them."""
     in_rows: list[Any] = []
     in_items: list[Any] = []
     for call, result in results:
@@ -64,9 +64,9 @@ def missed(request: str, results: Iterable[tuple[ToolCall, Any]], answer: str) -
 
 
 def answers_in(request: str, call: ToolCall, result: Any) -> tuple[list[Any], list[Any]] | None:
-    """The values of ``result`` that answer ``request``, as (in the rows of a list holding a
-    word of the question, in the result itself): the fields the question asks for; None
-    where one of them is told in words (``_values``)."""
+    """The values of ``result`` that answer ``request``, as (in the rows of its lists holding
+    the most words of the question, in the result itself): the fields the question asks for;
+    None where one of them is told in words (``_values``)."""
     if not isinstance(result, dict):
         return [], []
     # The rows of a search are about the words searched for too: the call's arguments count.
