@@ -5,12 +5,10 @@ backend)."""
 import pytest
 
 from conftest import call_text
-from helpers.scripted import ConstrainedBackend
-from envace_demo.engine import EpisodeConfig, run_episode
+from helpers.scripted import constrained_episode
 from envace_demo.engine.asked import ASK_AGAIN, missed
 from envace_demo.envs.registry import create
 from envace_demo.record import ToolCall, call_steps
-from envace_demo.tasks import Task
 
 AUTHOR = "Who is the author of Silent Spring?"
 GET_BOOK = call_text("get_book", {"book_id": "BK-035"})
@@ -23,11 +21,7 @@ def _reads(env_name, calls):
     return [(ToolCall(name, args), env.execute(name, args)) for name, args in calls]
 
 
-def _run(prompt, actor, env_name="library", **config):
-    env = create(env_name)
-    backend = ConstrainedBackend(actor=actor)
-    traj = run_episode(backend, Task("t", prompt, env.tools()), EpisodeConfig(mode="none", **config), env)
-    return traj, backend, env
+_run = constrained_episode
 
 
 def test_the_field_a_question_names_and_what_its_asking_word_asks_for():

@@ -2,12 +2,9 @@
 answers next (``engine/acting.repeated``, ``imagined.rereads``; scripted backend)."""
 
 from conftest import call_text
-from helpers.scripted import ConstrainedBackend
-from envace_demo.engine import EpisodeConfig, run_episode
+from helpers.scripted import constrained_episode
 from envace_demo.engine.imagined import rereads
-from envace_demo.envs.registry import create
 from envace_demo.record import CallStep, ToolCall, Turn, call_steps
-from envace_demo.tasks import Task
 
 READ = call_text("get_account", {"account_id": "ACC-1003"})
 DEPOSIT = call_text("deposit", {"account_id": "ACC-1003", "amount": 10.0})
@@ -16,9 +13,7 @@ BALANCE = "<think></think>\nACC-1003 holds 310.25 USD."
 
 
 def _run(prompt, actor, **config):
-    env = create("bank")
-    backend = ConstrainedBackend(actor=actor)
-    traj = run_episode(backend, Task("t", prompt, env.tools()), EpisodeConfig(mode="none", **config), env)
+    traj, backend, _ = constrained_episode(prompt, actor, "bank", **config)
     return traj, backend
 
 

@@ -6,13 +6,11 @@ constraint)."""
 import pytest
 
 from conftest import call_text
-from helpers.scripted import ConstrainedBackend
-from envace_demo.engine import EpisodeConfig, run_episode
+from helpers.scripted import constrained_episode
 from envace_demo.engine.unmade import naming
 from envace_demo.envs.registry import create
 from envace_demo.schemas import find_tool
 from envace_demo.record import call_steps
-from envace_demo.tasks import Task
 
 HOLD_ANNA = "Please hold Anna Karenina for card P-1100."
 SEARCH = call_text("search_catalog", {"query": "Anna Karenina"})
@@ -22,11 +20,7 @@ HELD = "<think></think>\nHold placed on Anna Karenina (BK-018) for P-1100."
 
 
 
-def _run(prompt, actor, env_name="library", **config):
-    env = create(env_name)
-    backend = ConstrainedBackend(actor=actor)
-    traj = run_episode(backend, Task("t", prompt, env.tools()), EpisodeConfig(mode="none", **config), env)
-    return traj, backend, env
+_run = constrained_episode
 
 
 def test_an_answer_from_reads_alone_is_taken_back_and_the_named_write_asked_for():

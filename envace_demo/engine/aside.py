@@ -46,16 +46,21 @@ def stem(word: str) -> str:
     return word
 
 
+def stems(text: str) -> set[str]:
+    """The words of ``text`` (three letters or more), stemmed."""
+    return {stem(w) for w in _WORD.findall(text.lower())}
+
+
 def asked(request: str, call: ToolCall) -> set[str]:
     """The words ``request`` asks about, stemmed: neither asking words nor the call's arguments."""
-    passed = {stem(w) for v in call.arguments.values() for w in _WORD.findall(str(v).lower())}
+    passed = set().union(*(stems(str(v)) for v in call.arguments.values()))
     return {stem(w) for w in _WORD.findall(request.lower()) if w not in _ASKING} - passed
 
 
 def spoken(result: Any, words: set[str]) -> set[str]:
     """The ``words`` a result (its keys and values) holds."""
     text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
-    return words & {stem(w) for w in _WORD.findall(text.lower())}
+    return words & stems(text)
 
 
 @dataclass

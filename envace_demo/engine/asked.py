@@ -17,11 +17,11 @@ misses it. Only in a question where nothing was written, and never after a failu
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Generator, Iterable
+from typing import Any, Generator, Iterable
 
-from envace_demo.engine.aside import asked, stem
+from envace_demo.engine.aside import asked, stems
 from envace_demo.engine.detail import Detail, closest, missing_read
-from envace_demo.engine.imagined import asks_a_question
+from envace_demo.engine.imagined import Writes, asks_a_question
 from envace_demo.events import Event, TurnUpdated
 from envace_demo.grounding import number_text, values
 from envace_demo.identifiers import names_identifier
@@ -40,10 +40,7 @@ _ASKS_FOR = {
 }
 _HOW = re.compile(r"\bhow (much|many)\b", re.IGNORECASE)
 _HOW_FOR = {"much": {"amount", "balance", "total"}, "many": {"count", "total", "copies"}}
-_WORD = re.compile(r"[a-z]{3,}")
 _NAME_WORD = re.compile(r"[A-Za-z]{4,}")
-
-Writes = Callable[[str], "bool | None"]
 
 
 def missed(request: str, results: Iterable[tuple[ToolCall, Any]], answer: str) -> list[str]:
@@ -82,8 +79,7 @@ def answers_in(request: str, call: ToolCall, result: Any) -> tuple[list[Any], li
 
 def asked_fields(request: str) -> set[str]:
     """The field words ``request`` asks for: its own words, and what its asking words ask for."""
-    words = {stem(w) for w in _WORD.findall(request.lower())}
-    out = set(words)
+    out = stems(request)
     for word, fields in _ASKS_FOR.items():
         if re.search(rf"\b{word}\b", request, re.IGNORECASE):
             out |= fields
@@ -110,7 +106,7 @@ def _values(item: dict, fields: set[str]) -> list[Any]:
     answer is not for the engine to judge."""
     out: list[Any] = []
     for key, value in item.items():
-        if names_identifier(key) or not {stem(w) for w in key.lower().split("_")} & fields:
+        if names_identifier(key) or not stems(key) & fields:
             continue
         if isinstance(value, bool) or value in (0, None, ""):
             return None  # type: ignore[return-value]

@@ -11,11 +11,10 @@ answer given without it. Never a write; once per user turn (``asked.ask_again``)
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Generator
 
-from envace_demo.engine.aside import asked, stem
+from envace_demo.engine.aside import asked, stems
 from envace_demo.engine.imagined import asks_a_question
 from envace_demo.engine.instead import Instead, made_call
 from envace_demo.identifiers import names_identifier
@@ -24,7 +23,6 @@ from envace_demo.prompts import Conversation
 from envace_demo.record import ToolCall, is_error
 from envace_demo.scheduler import Request
 
-_WORD = re.compile(r"[a-z]{3,}")
 
 
 def missing_read(runner: Any, conversation: Conversation) -> ToolCall | None:
@@ -43,7 +41,7 @@ def missing_read(runner: Any, conversation: Conversation) -> ToolCall | None:
     for tool in runner.tools:
         required = list(tool.parameters.get("required") or ())
         if (runner.writes(tool.name) is not False or not required or not all(names_identifier(k) for k in required)
-                or not named & {stem(w) for w in _WORD.findall((tool.description or "").lower())}):
+                or not named & stems(tool.description or "")):
             continue
         if all(k in rows[0] for k in required):
             call = ToolCall(tool.name, {k: rows[0][k] for k in required})
@@ -58,7 +56,7 @@ def _keys(result: Any) -> set[str]:
         return set().union(set(), *(_keys(r) for r in result))
     if not isinstance(result, dict):
         return set()
-    out = {stem(w) for k in result for w in _WORD.findall(k.lower())}
+    out = set().union(*(stems(k) for k in result))
     return out.union(*(_keys(v) for v in result.values() if isinstance(v, (dict, list))))
 
 
@@ -86,7 +84,7 @@ def closest(topic: set[str], result: dict) -> list[dict]:
 
 def _words(row: dict) -> set[str]:
     """The words of a row's texts, stemmed."""
-    return {stem(w) for v in row.values() if isinstance(v, str) for w in _WORD.findall(v.lower())}
+    return set().union(*(stems(v) for v in row.values() if isinstance(v, str)))
 
 
 @dataclass

@@ -1,11 +1,11 @@
-"""A write the request names by name, not made when the actor answers from reads alone: the
-answer is taken back once and the actor asked for that call (``EpisodeConfig.named_writes``).
+"""A write the request names by name, not made when the actor answers: the answer is taken
+back once and the actor asked for that call (``EpisodeConfig.named_writes``).
 
 Told "Please hold Anna Karenina for P-1100", the small actor looked the book up and answered
 its shelf; nothing was held. Where the request names a write tool by a word of its name that no other tool has ("hold"
 names ``place_hold``; "move" names no tool of the bank, "create" no folder where writing a file
-"creates" it), the actor answered from reads alone (no write made or held in this user turn,
-nothing failed), and the request sets no condition ("if", "unless", ...: the actor's reads may
+"creates" it), no call of that tool was made in this user turn, the actor answered (nothing
+held or failed), and the request sets no condition ("if", "unless", ...: the actor's reads may
 have found it unmet) and asks no question ("What daily transfer limit is set?" names a transfer
 as a thing), the answer is taken back (``Turn.withdrawn``) and the next action is a
 call of those tools, required, its identifiers held to the conversation's, drawn greedily. The

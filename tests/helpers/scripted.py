@@ -6,7 +6,9 @@
   public-mode tests; ``BALANCE``, ``PREDICTED``, ``ANSWER``: what it says;
 - ``call_text``, ``result_text``: an actor's call and a rehearser's result as a model writes them;
   ``sure``: a generation of a text whose every token (one per character) had probability ``p``;
-- ``record_calls``: the committed calls of an exported record.
+- ``record_calls``: the committed calls of an exported record;
+- ``ConstrainedBackend``: a ``ScriptedBackend`` that keeps each generation's constraint, and
+  ``constrained_episode``: one episode without rehearsal on a real environment, run with it.
 """
 
 from __future__ import annotations
@@ -15,8 +17,11 @@ import json
 import threading
 import time
 
+from envace_demo.engine import EpisodeConfig, run_episode
+from envace_demo.envs.registry import create
 from envace_demo.models.base import Backend, Constraint, Generation, ModelInfo, Sampling
 from envace_demo.prompts import CURRENT_TOOL
+from envace_demo.tasks import Task
 
 
 def call_text(name: str, arguments: dict, thinking: str = "plan") -> str:
@@ -95,6 +100,15 @@ class ConstrainedBackend(ScriptedBackend):
     def generate(self, prompt, sampling, constraint=None, on_token=None, cancel=None):
         self.constraints.append(constraint)
         return super().generate(prompt, sampling, constraint, on_token, cancel)
+
+
+def constrained_episode(prompt: str, actor, env_name: str = "library", **config):
+    """One episode without rehearsal of ``prompt`` on a fresh real ``env_name``, the actor
+    scripted by a ``ConstrainedBackend``: (record, backend, environment)."""
+    env = create(env_name)
+    backend = ConstrainedBackend(actor=actor)
+    traj = run_episode(backend, Task("t", prompt, env.tools()), EpisodeConfig(mode="none", **config), env)
+    return traj, backend, env
 
 
 class PacedBackend(ScriptedBackend):
