@@ -12,6 +12,7 @@ from envace_demo.engine.asked import ask_again
 from envace_demo.engine.commit import Committer
 from envace_demo.engine.config import EpisodeConfig
 from envace_demo.engine.instead import Instead
+from envace_demo.engine.items import more_items
 from envace_demo.engine.offer import offered
 from envace_demo.engine.limits import (
     CALL_RESERVE,
@@ -203,6 +204,8 @@ class TrajectoryRunner:
         if execute and not turn.error and (named := self.repairs.unmade(conversation)):
             turn.withdrawn = f"the request asks for {named}, and no call of it was made"
             yield TurnUpdated(where, rindex, turn, None, "acted")
+            return None
+        if execute and not turn.error and (yield from more_items(self, turn, conversation, where, rindex)):
             return None
         if execute and not turn.error:
             if ((self.config.report_failures and (yield from tell_failure(self, turn, conversation, turns, state,

@@ -33,10 +33,8 @@ class EpisodeConfig:
 
     mode: str = field(default="parallel", metadata={"help": f"what runs: one of {', '.join(MODES)} (envace_demo.modes)"})
     n: int = field(default=2, metadata={"help": "imagined trajectories per user turn (1 to 64)"})
-    sampling: Sampling = field(
-        default_factory=_settings_sampling,
-        metadata={"help": "sampling of every generation; default: Sampling's, with the settings' max_new_tokens"},
-    )
+    sampling: Sampling = field(default_factory=_settings_sampling, metadata={
+        "help": "sampling of every generation; default: Sampling's, with the settings' max_new_tokens"})
     max_steps: int = field(
         default=default_of(Settings, "max_steps"),
         metadata={"help": "actor turns that call tools per trajectory (Settings.max_steps); past them a committed "
@@ -53,9 +51,8 @@ class EpisodeConfig:
     tool_seconds: float = field(default=60.0, metadata={"help": "one real call's limit; above the MCP per-request "
                                 "timeout (30 s), whose own error is clearer"})
     constrained: bool = field(default=True, metadata={"help": "constrained decoding, where the backend supports it"})
-    require_first_call: bool = field(
-        default=False, metadata={"help": "the first actor turn must call a tool: small models otherwise answer in prose"}
-    )
+    require_first_call: bool = field(default=False, metadata={"help": "the first actor turn must call a tool: small "
+                                     "models otherwise answer in prose"})
     think_chars: int | None = field(
         default=None,
         metadata={"help": "reasoning bound (characters) under constrained decoding; None: the backend's own. "
@@ -85,11 +82,9 @@ class EpisodeConfig:
     )
     base_weights: bool = field(default=False, metadata={"help": "run on the served model's base weights, its "
                                "adapter switched off (Compare's base side)"})
-    rehearse_failures: bool | None = field(
-        default=None,
-        metadata={"help": "whether a first rehearsal may predict a domain failure; None: where the model was "
-                  "trained to rehearse (grammar.rehearses_failures)"},
-    )
+    rehearse_failures: bool | None = field(default=None, metadata={
+        "help": "whether a first rehearsal may predict a domain failure; None: where the model was trained to "
+                "rehearse (grammar.rehearses_failures)"})
     memory_fidelity_floor: float | None = field(
         default=0.75,
         metadata={"help": "the committed actor stops reading the rehearsal memory once a real response contradicts "
@@ -196,6 +191,10 @@ class EpisodeConfig:
                                         "since the last write is not made again: the actor answers next"})
     named_writes: bool = field(default=True, metadata={"help": "an answer where the request names a write by name "
                                "(hold, freeze) that no call made is taken back once; that call is asked for next"})
+    search_again: bool = field(default=True, metadata={"help": "a committed search that found nothing is made again "
+                               "with other runs of the user's words (engine/again.py)"})
+    finish_named_items: bool = field(default=True, metadata={"help": "an answer after a write, where the request names "
+                                     "items no write touched, gives way to a call that touches one (engine/items.py)"})
     answer_what_asked: bool = field(default=True, metadata={"help": "an answer to a question that leaves out what "
                                     "its real reads said of it is asked again, twice at most (engine/asked.py)"})
     whole_quotes: bool = field(default=True, metadata={"help": "a final answer ending on a real result's text cut "

@@ -29,7 +29,9 @@ from typing import Any, Generator
 
 from envace_demo.engine.commit import asked, contradicts_call
 from envace_demo.engine.aside import Aside, missed_read
+from envace_demo.engine.again import Again, empty_search
 from envace_demo.engine.detail import Detail
+from envace_demo.engine.items import Planned
 from envace_demo.engine.instead import Refusal, made_call, refused_read
 from envace_demo.engine.unmade import Unmade, unmade
 from envace_demo.events import TurnUpdated
@@ -82,8 +84,10 @@ class Repairs:
         self.plan: list[tuple[Generation, str]] = []
         self.ran: tuple[list, int] = ([], 0)  # the real results, and how many there were when the plan was found
         # A committed read refused as the wrong kind, or one that missed the question, and the read made for it.
-        self.refusal: Refusal | Aside | Unmade | Detail | None = None
+        self.refusal: Refusal | Aside | Unmade | Detail | Planned | Again | None = None
         self.named_asked = False  # a write the request named was asked for once (``engine/unmade.py``)
+        self.searched_again = 0  # searches that found nothing, made again (``engine/again.py``)
+        self.more_asked = 0  # calls asked for items the request names that no write touched (``engine/items.py``)
 
     def held(self, turn: Turn, step: CallStep, conversation: Conversation, real_results: list) -> None:
         """A committed call was held, surely: its other paths are looked for before the next turn."""
@@ -100,7 +104,8 @@ class Repairs:
         # A read made instead is not refused again: one switch, never a loop between two reads.
         if self.runner.config.read_instead and not turn.instead:
             self.refusal = (refused_read(self.runner, turn, step, conversation)
-                            or missed_read(self.runner, turn, step, conversation) or self.refusal)
+                            or missed_read(self.runner, turn, step, conversation)
+                            or empty_search(self.runner, turn, step, conversation) or self.refusal)
 
     def unmade(self, conversation: Conversation) -> str:
         """The writes the request names and no call made, asked for next (once per user turn),

@@ -1,0 +1,220 @@
+"""Things a request names that no write has touched yet, after the actor wrote for some of
+them and answered (``EpisodeConfig.finish_named_items``).
+
+Asked for holds on Foundation and on Dune, the small actor searched for Foundation, held it and
+answered; told to send $600 to ACC-1001 and another $600 to ACC-1003, it made the second
+transfer and answered. A request's items are what it names the way a call would pass them:
+identifiers of the tools' declared shapes, paths, file names, quoted text and capitalised names
+("Brave New World"). Where the last write of this user turn went through and the actor answers,
+an item that appears in no write's arguments or result is still to be done (after a refusal,
+the answer tells it: ``told.py``). The engine then draws up to ``DRAWS`` calls from the actor
+(its own grammar, a call required, from the repair seed stream) and takes the first that
+touches such an item: it passes the item (a write, as what it acts on: an identifier or a path,
+never a memo), or an identifier a read about the item returned (the book id a search for "Dune"
+found). The answer is taken back and that call is made next, rehearsed and committed like any
+other; the actor then goes on. Where no draw touches one, the answer stands. The engine never
+writes an argument: it only picks among the actor's own calls. A call made already is not
+taken, nor a write of the same tool on the same identifiers and paths as one that went through
+(a deposit made again to add its label would move the money twice). At most ``MAX_MORE`` times
+per user turn."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Generator, Iterable
+
+from envace_demo.engine.instead import Instead
+from envace_demo.engine.offer import offered
+from envace_demo.events import Event, TurnUpdated
+from envace_demo.identifiers import identifier_patterns, names_identifier
+from envace_demo.models.base import Constraint, Generation
+from envace_demo.prompts import Conversation, actor_prompt
+from envace_demo.record import CallStep, ToolCall, Turn, is_error
+from envace_demo.scheduler import Request
+from envace_demo.schemas import Tool
+from envace_demo.verbatim import parse_dictated
+
+MAX_MORE = 4  # calls asked for, per user turn
+DRAWS = 3  # the actor's draws per call asked for
+DRAW_TEMPERATURE = 0.8
+
+_PATH = re.compile(r"(?<![\w/])/[\w.\-]+(?:/[\w.\-]+)*")
+_FILE = re.compile(r"(?<![\w/.\-])[\w\-]+\.[A-Za-z][A-Za-z0-9]{0,4}\b")
+_QUOTED = re.compile(r"(?:^|(?<=[\s:(]))(?:'([^'\n]{2,80}?)'|\"([^\"\n]{2,80}?)\"|\u201c([^\u201d\n]{2,80}?)\u201d)"
+                     r"(?=[\s.,;:!?)]|$)")
+# A capitalised name: capitalised words, joined by the small words a title keeps inside it.
+_NAME = re.compile(r"\b[A-Z][\w'\u2019-]*(?:\s+(?:(?:of|the|in|on|a|an|to)\s+)*[A-Z][\w'\u2019-]*)*")
+_SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n)\s*$")
+_POSSESSIVE = re.compile(r"['\u2019]s$")
+
+
+def request_items(request: str, tools: Iterable[Tool], names: bool = True) -> list[str]:
+    """What ``request`` names the way a call would pass it, in order: identifiers of the
+    tools' declared shapes, paths, file names, quoted text and, where ``names``, capitalised
+    names (a lone word opening a sentence is taken for the sentence's, not a name: "Please",
+    "Move")."""
+    patterns = [p for t in tools for p in identifier_patterns(t).values()]
+    found: list[str] = []
+    for word in re.split(r"[\s,;()\[\]]+", request):
+        word = word.strip(".:!?\"'`")
+        if word and any(p.fullmatch(word) for p in patterns):
+            found.append(word)
+    found += [m.group(0).rstrip(".") for m in _PATH.finditer(request)]
+    found += [m.group(0) for m in _FILE.finditer(request) if not _inside_path(request, m.start())]
+    found += [next(g for g in m.groups() if g) for m in _QUOTED.finditer(request)]
+    for m in _NAME.finditer(request) if names else ():
+        found += _names(m.group(0).split(), bool(_SENTENCE_START.search(request[:m.start()])), patterns)
+    return list(dict.fromkeys(i for i in found if len(i) >= 2))
+
+
+def _names(words: list[str], opens: bool, patterns: list[re.Pattern]) -> list[str]:
+    """The names in a run of capitalised words: split at identifiers ("Card P-1042"), the
+    sentence's own first word left out ("From Alice"), possessives dropped."""
+    words = words[1:] if opens and len(words) > 1 else [] if opens else words
+    runs: list[list[str]] = [[]]
+    for word in words:
+        if any(p.fullmatch(word) for p in patterns):
+            runs.append([])
+        else:
+            runs[-1].append(word)
+    names = [_POSSESSIVE.sub("", " ".join(r).strip("'\u2019\"")) for r in runs if r]
+    return [n for n in names if n not in ("I", "I'd", "I'm", "I'll") and n[0].isupper()]
+
+
+def _inside_path(text: str, at: int) -> bool:
+    return at > 0 and text[at - 1] == "/"
+
+
+def untouched(runner: Any, conversation: Conversation) -> list[str]:
+    """The request's items no write of this user turn touched, where the last write that ran
+    in it went through; [] otherwise (after a refusal the answer tells it). A write touches
+    what it passes and returns, and what the read that found its identifier passed (the
+    search for "Toni Morrison" whose book was held); a path is touched by any call that passed
+    it (a file read to be copied). Capitalised names count only where a read searches by
+    the user's words: nothing else could pass them."""
+    steps = _steps(conversation)
+    writes = [s for s in steps if runner.writes(s.call.name) is True and s.real is not None and not s.held]
+    if not writes or is_error(writes[-1].real):
+        return []
+    used = {str(v) for s in writes for k, v in s.call.arguments.items() if names_identifier(k)}
+    led = [s for s in steps if s not in writes and used & set(_identifier_values(s.real))]
+    touched = " ".join(_text(s) for s in [*writes, *led]).lower()
+    passed = " ".join(json.dumps(s.call.arguments, ensure_ascii=False) for s in steps).lower()
+    items = request_items(conversation.user, runner.tools, names=any(_searches(runner, t) for t in runner.tools))
+    return [i for i in items if i.lower() not in touched and not (_is_path(i) and i.lower() in passed)]
+
+
+def _searches(runner: Any, tool: Tool) -> bool:
+    """Whether ``tool`` is a read that takes the user's words (the environment says it quotes them)."""
+    return runner.writes(tool.name) is False and bool(runner.committer.quoting(tool))
+
+
+def _is_path(item: str) -> bool:
+    return item.startswith("/") or bool(_FILE.fullmatch(item))
+
+
+def _steps(conversation: Conversation) -> list[CallStep]:
+    return [s for turn in conversation.turns if not turn.superseded for s in turn.calls]
+
+
+def _text(step: CallStep) -> str:
+    return json.dumps(step.call.arguments, ensure_ascii=False) + " " + json.dumps(step.real, ensure_ascii=False, default=str)
+
+
+def touches(call: ToolCall, items: list[str], steps: list[CallStep], runner: Any) -> str | None:
+    """The item ``call`` touches, where it may be taken: it passes the item (a write, as an
+    identifier or a path), or an identifier a read about the item returned; never a call made
+    already, nor a write of the same tool on the same identifiers and paths as one that went
+    through. None otherwise."""
+    if any(s.call.name == call.name and s.call.arguments == call.arguments for s in steps):
+        return None
+    where = _where(call)
+    if runner.writes(call.name) is True and where and any(
+            s.call.name == call.name and not s.held and s.real is not None and not is_error(s.real)
+            and _where(s.call) == where for s in steps):
+        return None
+    # A write touches an item through what it acts on, never through free text (a memo "Ben").
+    acts_on = where if runner.writes(call.name) is True else call.arguments
+    passed = [str(v).lower() for v in acts_on.values() if isinstance(v, (str, int, float))]
+    for item in items:
+        low = item.lower()
+        if any(low in v or (len(v) >= 4 and v in low) for v in passed):
+            return item
+        found = _ids_about(low, steps, runner)
+        if any(str(v) in found for k, v in call.arguments.items() if names_identifier(k)):
+            return item
+    return None
+
+
+def _where(call: ToolCall) -> dict[str, Any]:
+    """What a call acts on: its identifiers and paths."""
+    return {k: v for k, v in call.arguments.items() if names_identifier(k) or (isinstance(v, str) and v.startswith("/"))}
+
+
+def _ids_about(item: str, steps: list[CallStep], runner: Any) -> set[str]:
+    """Identifiers the results of reads that passed ``item`` hold."""
+    out: set[str] = set()
+    for s in steps:
+        if runner.writes(s.call.name) is True or s.real is None or is_error(s.real):
+            continue
+        if any(item in str(v).lower() for v in s.call.arguments.values()):
+            out |= set(_identifier_values(s.real))
+    return out
+
+
+def _identifier_values(value: Any) -> Iterable[str]:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if names_identifier(k) and isinstance(v, str):
+                yield v
+            else:
+                yield from _identifier_values(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _identifier_values(v)
+
+
+class Planned:
+    """A call the actor drew, made next in its place (``Repairs.next_action``)."""
+
+    def __init__(self, gen: Generation, why: str):
+        self.gen, self.why = gen, why
+
+    def choice_left(self) -> bool:
+        return False
+
+    def next_step(self, runner: Any) -> Generator[Request, Generation, tuple[Generation, str] | None]:
+        yield from ()  # drawn already
+        return self.gen, Instead(self.why)
+
+
+def more_items(runner: Any, turn: Turn, conversation: Conversation, where: str,
+               rindex: int | None) -> Generator[Event | Request, Generation, bool]:
+    """Whether the answer of ``turn`` was taken back for an item the request names that no
+    write touched: then a call of the actor's that touches it is made next."""
+    repairs = runner.repairs
+    if not runner.config.finish_named_items or not runner.constrained or repairs.more_asked >= MAX_MORE:
+        return False
+    if not (items := untouched(runner, conversation)):
+        return False
+    repairs.more_asked += 1
+    prompt = actor_prompt(runner.backend, conversation, runner.tools)
+    tools = offered(runner.tools, prompt, False, runner.config, runner.committer)
+    if not tools:
+        return False
+    steps = _steps(conversation)
+    constraint = Constraint(role="actor", think_chars=0, tools=tools, require_call=True)
+    for _ in range(DRAWS):
+        gen = yield Request(prompt, constraint, "actor", "repair", None, temperature=DRAW_TEMPERATURE)
+        action = parse_dictated(gen.text, runner.tool_names, runner.tools, conversation.requests(),
+                                runner.config.dictated_case, require=True, cut=gen.finish_reason == "length",
+                                writes=runner.writes)
+        if action.error or len(action.calls) != 1:
+            continue
+        if (item := touches(action.calls[0], items, steps, runner)) is not None:
+            repairs.refusal = Planned(gen, f"a call for {item}, which the request names and no write had touched")
+            turn.withdrawn = f"the request names {', '.join(items[:3])}, which no write has touched"
+            yield TurnUpdated(where, rindex, turn, None, "acted")
+            return True
+    return False

@@ -1,0 +1,112 @@
+"""Things a request names that no write touched, after the actor wrote for some of them and
+answered: the answer is taken back for a call of the actor's own that touches one
+(``engine/items.py``; scripted backend that keeps each generation's constraint, real
+environments)."""
+
+import pytest
+
+from conftest import call_text
+from helpers.scripted import constrained_episode
+from envace_demo.engine.items import DRAWS, request_items
+from envace_demo.envs.registry import create
+from envace_demo.record import call_steps
+
+TWO = "Card P-1042 here: please hold Emma and The Road for me."
+SEARCH_EMMA = call_text("search_catalog", {"query": "Emma"})
+HOLD_EMMA = call_text("place_hold", {"book_id": "BK-013", "patron_id": "P-1042"})
+SEARCH_ROAD = call_text("search_catalog", {"query": "The Road"})
+HOLD_ROAD = call_text("place_hold", {"book_id": "BK-026", "patron_id": "P-1042"})
+DONE = "<think></think>\nHold placed on Emma for P-1042."
+BOTH = "<think></think>\nHolds placed on Emma and The Road for P-1042."
+
+SEND = "From ACC-1002, send $50 to ACC-1001 and another $50 to Ben's ACC-1003."
+TO_1003 = call_text("transfer", {"from_account_id": "ACC-1002", "to_account_id": "ACC-1003", "amount": 50.0})
+TO_1001 = call_text("transfer", {"from_account_id": "ACC-1002", "to_account_id": "ACC-1001", "amount": 50.0})
+SENT = "<think></think>\nSent 50.00 USD."
+
+
+def _calls(traj):
+    return [(s.call.name, s.call.arguments) for s in call_steps(traj.turns)]
+
+
+@pytest.mark.parametrize("env,request_text,items", [
+    ("library", "Priya Nair, P-1100, wants holds on Foundation and on Dune.", ["P-1100", "Nair", "Foundation", "Dune"]),
+    ("library", "Card P-1042 here. I'd like Dracula, Emma and The Hobbit.", ["P-1042", "Dracula", "Emma", "The Hobbit"]),
+    ("bank", "From Alice's savings ACC-1002, send $600 to Ben's ACC-1003.", ["ACC-1002", "ACC-1003", "Alice", "Ben"]),
+    ("bank", "Deposit $12 into ACC-1002 and label it 'IRS refund'.", ["ACC-1002", "IRS refund", "IRS"]),
+    ("files", "Move /projects/budget.csv into /archive and rename it budget-q1.csv.",
+     ["/projects/budget.csv", "/archive", "budget-q1.csv"]),
+])
+def test_what_a_request_names(env, request_text, items):
+    assert request_items(request_text, create(env).tools()) == items
+
+
+def test_an_item_no_write_touched_gets_a_search_then_the_write():
+    """The answer after Emma's hold is taken back for the actor's search of The Road; its next
+    answer, after that read alone, is taken back for the hold of the book the search found."""
+    traj, backend, env = constrained_episode(TWO, [SEARCH_EMMA, HOLD_EMMA, DONE, SEARCH_ROAD, DONE, HOLD_ROAD, BOTH])
+    assert env.state()["patrons"]["P-1042"]["holds"] == ["BK-013", "BK-026"]
+    assert [c[0] for c in _calls(traj)] == ["search_catalog", "place_hold", "search_catalog", "place_hold"]
+    withdrawn = [t for t in traj.turns if t.withdrawn]
+    assert len(withdrawn) == 2 and "The Road" in withdrawn[0].withdrawn
+    assert all(t.instead for t in traj.turns if t.action.calls and t.action.calls[0].arguments in (
+        {"query": "The Road"}, {"book_id": "BK-026", "patron_id": "P-1042"}))
+    drawn = [c for c in backend.constraints if c is not None and c.require_call]
+    assert drawn and all(c.think_chars == 0 for c in drawn)
+    assert traj.final_answer == BOTH.split("\n", 1)[1]
+
+
+def test_an_identifier_the_request_names_gets_its_write():
+    traj, _, env = constrained_episode(SEND, [TO_1003, SENT, TO_1001, SENT], env_name="bank")
+    assert [c[1]["to_account_id"] for c in _calls(traj)] == ["ACC-1003", "ACC-1001"]
+    assert env.state()["accounts"]["ACC-1001"]["balance"] == 1300.0
+
+
+def test_a_call_made_already_or_a_write_on_the_same_account_is_never_taken():
+    """Every draw repeats the transfer, or deposits to the same account again to add the label:
+    no draw is taken, the first answer stands, and the money moved once."""
+    deposit = call_text("deposit", {"account_id": "ACC-1002", "amount": 12.0})
+    labelled = call_text("deposit", {"account_id": "ACC-1002", "amount": 12.0, "description": "IRS refund"})
+    done = "<think></think>\nDeposited 12.00 USD."
+    traj, _, env = constrained_episode("Deposit $12 into ACC-1002 and label it 'IRS refund'.",
+                                       [deposit, done, deposit, labelled, labelled], env_name="bank")
+    assert _calls(traj) == [("deposit", {"account_id": "ACC-1002", "amount": 12.0})]
+    assert env.state()["accounts"]["ACC-1002"]["balance"] == 8412.0 and traj.final_answer == "Deposited 12.00 USD."
+    assert not any(t.withdrawn for t in traj.turns)
+
+
+def test_names_count_only_where_a_read_searches_the_users_words():
+    """The bank has no search: "Ben" is no item there, and nothing is drawn after the transfer."""
+    traj, backend, env = constrained_episode("From ACC-1002, send $50 to Ben's ACC-1003.", [TO_1003, SENT],
+                                             env_name="bank")
+    assert [c[0] for c in _calls(traj)] == ["transfer"] and len(backend.constraints) == 2
+    assert env.state()["accounts"]["ACC-1002"]["balance"] == 8350.0
+
+
+def test_a_name_the_held_books_search_passed_is_touched():
+    """The hold used the id the search for Ursula Le Guin found: her name is done, and another of
+    her books is never held for it."""
+    search = call_text("search_catalog", {"query": "Ursula Le Guin"})
+    hold = call_text("place_hold", {"book_id": "BK-007", "patron_id": "P-1042"})
+    other = call_text("place_hold", {"book_id": "BK-011", "patron_id": "P-1042"})
+    traj, backend, env = constrained_episode("Card P-1042: hold a book by Ursula Le Guin.", [search, hold, DONE, other])
+    assert env.state()["patrons"]["P-1042"]["holds"] == ["BK-007"] and len(backend.constraints) == 3
+
+
+def test_a_path_a_read_passed_is_touched():
+    """Copied: the source was read, the copy written; the source is no item left to do."""
+    read = call_text("read_file", {"path": "/notes/todo.txt"})
+    write = call_text("write_file", {"path": "/archive/todo.txt", "content": "x"})
+    done = "<think></think>\nCopied."
+    traj, backend, _ = constrained_episode("Copy /notes/todo.txt to /archive/todo.txt.", [read, write, done],
+                                           env_name="files")
+    assert len(backend.constraints) == 3 and traj.final_answer == "Copied."
+
+
+def test_nothing_is_drawn_without_a_write_nor_with_the_switch_off():
+    shelf = "<think></think>\nEmma and The Road are both on the shelf."
+    traj, backend, _ = constrained_episode("Are Emma and The Road on the shelf?", [SEARCH_EMMA, shelf],
+                                           answer_what_asked=False)
+    assert len(backend.constraints) == 2 and traj.final_answer == shelf.split("\n", 1)[1]
+    traj, backend, env = constrained_episode(TWO, [SEARCH_EMMA, HOLD_EMMA, DONE], finish_named_items=False)
+    assert len(backend.constraints) == 3 and env.state()["patrons"]["P-1042"]["holds"] == ["BK-013"]
