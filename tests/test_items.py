@@ -63,16 +63,23 @@ def test_an_identifier_the_request_names_gets_its_write():
 
 
 def test_a_call_made_already_or_a_write_on_the_same_account_is_never_taken():
-    """Every draw repeats the transfer, or deposits to the same account again to add the label:
-    no draw is taken, the first answer stands, and the money moved once."""
+    """Asked for the second transfer, the actor repeats the first (held to ACC-1001, it still
+    writes the same call): not taken, the first answer stands, and the money moved once."""
+    traj, backend, env = constrained_episode(SEND, [TO_1003, SENT, TO_1003, TO_1003, TO_1003], env_name="bank")
+    assert [c[1]["to_account_id"] for c in _calls(traj)] == ["ACC-1003"] and traj.final_answer == "Sent 50.00 USD."
+    assert env.state()["accounts"]["ACC-1002"]["balance"] == 8350.0 and not any(t.withdrawn for t in traj.turns)
+    held = backend.constraints[2].tools
+    assert len(held) == 1 and held[0].parameters["properties"]["to_account_id"]["enum"] == ["ACC-1001"]
+
+
+def test_a_label_is_no_call_of_its_own():
+    """A quoted label no write passed: no tool takes it as what it acts on, so nothing is drawn
+    (a deposit made again to add it would move the money twice)."""
     deposit = call_text("deposit", {"account_id": "ACC-1002", "amount": 12.0})
-    labelled = call_text("deposit", {"account_id": "ACC-1002", "amount": 12.0, "description": "IRS refund"})
     done = "<think></think>\nDeposited 12.00 USD."
-    traj, _, env = constrained_episode("Deposit $12 into ACC-1002 and label it 'IRS refund'.",
-                                       [deposit, done, deposit, labelled, labelled], env_name="bank")
-    assert _calls(traj) == [("deposit", {"account_id": "ACC-1002", "amount": 12.0})]
-    assert env.state()["accounts"]["ACC-1002"]["balance"] == 8412.0 and traj.final_answer == "Deposited 12.00 USD."
-    assert not any(t.withdrawn for t in traj.turns)
+    traj, backend, env = constrained_episode("Deposit $12 into ACC-1002 and label it 'IRS refund'.", [deposit, done],
+                                             env_name="bank")
+    assert env.state()["accounts"]["ACC-1002"]["balance"] == 8412.0 and len(backend.constraints) == 2
 
 
 def test_names_count_only_where_a_read_searches_the_users_words():

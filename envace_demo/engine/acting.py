@@ -124,7 +124,7 @@ class TrajectoryRunner:
                     continue  # not a step: the actor is asked again
                 return outcome
             turn_index += repaired is None  # a plan's steps are the engine's, not the actor's turns
-            if last:
+            if last and repaired is None:
                 turn.error = "a call past the last step (max_steps): not made"
                 yield TurnUpdated(where, rindex, turn, None, "acted")
                 break
@@ -283,7 +283,8 @@ class TrajectoryRunner:
         of: a committed actor asked what the lead imagined run was asked at its ``k``-th turn, with the
         same seed, takes its answer (the ``lead`` run draws the seeds the committed actor will); after
         a hold, a path the rehearsal found comes first (``repair.py``); a ``draft`` answer, first words only."""
-        if where == "commit" and not (withdrawn or last) and (planned := (yield from self.repairs.next_action())):
+        planning = where == "commit" and not withdrawn and self.repairs.acts(last)
+        if planning and (planned := (yield from self.repairs.next_action())):
             return planned[0], None, planned[1]
         taken = imagined_action(self.imagined_actions, prompt.shown(), k) if where == "commit" and not withdrawn else None
         if taken is not None:

@@ -20,8 +20,10 @@ per user turn."""
 
 from __future__ import annotations
 
+import copy
 import json
 import re
+from dataclasses import replace
 from typing import Any, Generator, Iterable
 
 from envace_demo.engine.instead import Instead
@@ -36,8 +38,7 @@ from envace_demo.schemas import Tool
 from envace_demo.verbatim import parse_dictated
 
 MAX_MORE = 4  # calls asked for, per user turn
-DRAWS = 3  # the actor's draws per call asked for
-DRAW_TEMPERATURE = 0.8
+DRAWS = 3  # the actor's draws per call asked for, each with one argument held to an item
 
 _PATH = re.compile(r"(?<![\w/])/[\w.\-]+(?:/[\w.\-]+)*")
 _FILE = re.compile(r"(?<![\w/.\-])[\w\-]+\.[A-Za-z][A-Za-z0-9]{0,4}\b")
@@ -200,21 +201,82 @@ def more_items(runner: Any, turn: Turn, conversation: Conversation, where: str,
         return False
     repairs.more_asked += 1
     prompt = actor_prompt(runner.backend, conversation, runner.tools)
-    tools = offered(runner.tools, prompt, False, runner.config, runner.committer)
-    if not tools:
-        return False
     steps = _steps(conversation)
-    constraint = Constraint(role="actor", think_chars=0, tools=tools, require_call=True)
-    for _ in range(DRAWS):
-        gen = yield Request(prompt, constraint, "actor", "repair", None, temperature=DRAW_TEMPERATURE)
+    options = narrowings(offered(runner.tools, prompt, False, runner.config, runner.committer), items, steps,
+                         runner, conversation.user)
+    for tool, item in options[:DRAWS]:
+        constraint = Constraint(role="actor", think_chars=0, tools=(tool,), require_call=True)
+        gen = yield Request(prompt, constraint, "actor", "repair", None, temperature=0.0)
         action = parse_dictated(gen.text, runner.tool_names, runner.tools, conversation.requests(),
                                 runner.config.dictated_case, require=True, cut=gen.finish_reason == "length",
                                 writes=runner.writes)
-        if action.error or len(action.calls) != 1:
+        if action.error or len(action.calls) != 1 or touches(action.calls[0], [item], steps, runner) is None:
             continue
-        if (item := touches(action.calls[0], items, steps, runner)) is not None:
-            repairs.refusal = Planned(gen, f"a call for {item}, which the request names and no write had touched")
-            turn.withdrawn = f"the request names {', '.join(items[:3])}, which no write has touched"
-            yield TurnUpdated(where, rindex, turn, None, "acted")
-            return True
+        repairs.refusal = Planned(gen, f"a call for {item}, which the request names and no write had touched")
+        turn.withdrawn = f"the request names {', '.join(items[:3])}, which no write has touched"
+        yield TurnUpdated(where, rindex, turn, None, "acted")
+        return True
     return False
+
+
+def narrowings(tools: Iterable[Tool], items: list[str], steps: list[CallStep], runner: Any,
+               request: str) -> list[tuple[Tool, str]]:
+    """The calls that would touch an item, as tools with one argument held to it, likeliest
+    first: a write of this turn given an identifier a read of the item found (the hold of the
+    book the search for "Dune" found); a tool of this turn given the item where it passed one of
+    its kind (an identifier of that shape, a path), the argument whose last value the request
+    names after the same preposition first ("to ACC-1001 ... to ACC-1005"); a search given the item."""
+    tools = list(tools)
+    made = [s.call for s in steps]
+    order = list(dict.fromkeys(c.name for c in reversed(made)))  # this turn's tools, the latest first
+    used = sorted((t for t in tools if t.name in order), key=lambda t: order.index(t.name))
+    found: list[tuple[int, Tool, str]] = []
+    for item in items:
+        about = sorted(_ids_about(item.lower(), steps, runner))
+        for tool in used:
+            last = next((c.arguments for c in reversed(made) if c.name == tool.name), {})
+            for name, schema in (tool.parameters.get("properties") or {}).items():
+                fits = _fitting(name, schema, about, last, item)
+                if fits:
+                    rank = 0 if fits != [item] else 1 if _before(request, item) == _before(request, str(last.get(name))) else 2
+                    found.append((rank, _held(tool, name, fits), item))
+        for tool in tools:
+            if not _is_path(item) and _searches(runner, tool):
+                for name in runner.committer.quoting(tool):
+                    found.append((3, _held(tool, name, [item]), item))
+    return [(t, i) for _, t, i in sorted(found, key=lambda f: f[0])]
+
+
+def _fitting(name: str, schema: Any, about: list[str], last: dict, item: str) -> list[str]:
+    """The values argument ``name`` may be held to for ``item``: the identifiers a read of it
+    found, where the argument is an identifier; the item, where the argument last took one of its kind."""
+    if not isinstance(schema, dict) or schema.get("type") != "string":
+        return []
+    allowed = schema.get("enum")
+    if names_identifier(name) and (ids := [v for v in about if allowed is None or v in allowed]):
+        return ids
+    previous = last.get(name)
+    if not isinstance(previous, str) or previous == item:
+        return []
+    same_kind = (_is_path(item) and previous.startswith("/")) or (
+        names_identifier(name) and allowed is not None and item in allowed)
+    return [item] if same_kind else []
+
+
+def _held(tool: Tool, name: str, values: list[str]) -> Tool:
+    parameters = copy.deepcopy(tool.parameters)
+    schema = parameters["properties"][name]
+    schema.pop("pattern", None)
+    schema["enum"] = list(values)
+    return replace(tool, parameters=parameters)
+
+
+def _before(text: str, value: str) -> str:
+    """The preposition just before ``value``'s first place in ``text``, within four words
+    ("to" of "to Ben's ACC-1003"); "" where there is none."""
+    at = text.find(value)
+    words = [w.lower() for w in re.findall(r"[A-Za-z]+", text[:at])][-4:] if at > 0 else []
+    return next((w for w in reversed(words) if w in _PREPOSITIONS), "")
+
+
+_PREPOSITIONS = frozenset("to from into onto in on at for of by with under over".split())

@@ -122,6 +122,11 @@ class Repairs:
             self.refusal = None
             yield from aside.weigh()
 
+    def acts(self, last: bool) -> bool:
+        """Whether a plan may give the committed actor's next action: past the last step, only
+        a call drawn for an item the request named (``engine/items.py``), the engine's step."""
+        return not last or isinstance(self.refusal, Planned)
+
     def next_action(self) -> Generator[Request | TurnUpdated, Generation, tuple[Generation, str] | None]:
         """The committed actor's next action and what it is, where a plan gives it, else None."""
         if (refusal := self.refusal) is not None:
