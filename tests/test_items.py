@@ -117,3 +117,11 @@ def test_nothing_is_drawn_without_a_write_nor_with_the_switch_off():
     assert len(backend.constraints) == 2 and traj.final_answer == shelf.split("\n", 1)[1]
     traj, backend, env = constrained_episode(TWO, [SEARCH_EMMA, HOLD_EMMA, DONE], finish_named_items=False)
     assert len(backend.constraints) == 3 and env.state()["patrons"]["P-1042"]["holds"] == ["BK-013"]
+
+
+def test_a_drawn_call_is_the_engines_step_made_past_the_last_one():
+    """Two actor turns allowed, both spent on Emma: The Road is still searched and held."""
+    traj, _, env = constrained_episode(TWO, [SEARCH_EMMA, HOLD_EMMA, DONE, SEARCH_ROAD, DONE, HOLD_ROAD, BOTH],
+                                       max_steps=2)
+    assert env.state()["patrons"]["P-1042"]["holds"] == ["BK-013", "BK-026"]
+    assert not any(t.error for t in traj.turns) and traj.final_answer == BOTH.split("\n", 1)[1]

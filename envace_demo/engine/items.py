@@ -4,19 +4,22 @@ them and answered (``EpisodeConfig.finish_named_items``).
 Asked for holds on Foundation and on Dune, the small actor searched for Foundation, held it and
 answered; told to send $600 to ACC-1001 and another $600 to ACC-1003, it made the second
 transfer and answered. A request's items are what it names the way a call would pass them:
-identifiers of the tools' declared shapes, paths, file names, quoted text and capitalised names
-("Brave New World"). Where the last write of this user turn went through and the actor answers,
-an item that appears in no write's arguments or result is still to be done (after a refusal,
-the answer tells it: ``told.py``). The engine then draws up to ``DRAWS`` calls from the actor
-(its own grammar, a call required, from the repair seed stream) and takes the first that
-touches such an item: it passes the item (a write, as what it acts on: an identifier or a path,
-never a memo), or an identifier a read about the item returned (the book id a search for "Dune"
-found). The answer is taken back and that call is made next, rehearsed and committed like any
-other; the actor then goes on. Where no draw touches one, the answer stands. The engine never
-writes an argument: it only picks among the actor's own calls. A call made already is not
-taken, nor a write of the same tool on the same identifiers and paths as one that went through
-(a deposit made again to add its label would move the money twice). At most ``MAX_MORE`` times
-per user turn."""
+identifiers of the tools' declared shapes, paths, file names, quoted text and, where a read
+searches the user's words, capitalised names ("Brave New World"). Where the last write of this
+user turn went through and the actor answers, an item no write touched is still to be done
+(after a refusal, the answer tells it: ``told.py``). Asked for a call with its temperature left
+free, the actor repeated the call it had made, three times in three; so each draw holds one
+argument to the item (``narrowings``): a write of this turn given the identifier a read of the
+item found (the book a search for "Dune" found), a tool of this turn given the item where it
+passed one of its kind (the account named after the same preposition, "to ACC-1001 ... to
+ACC-1005"; a path), or a search given the item's words. Drawn greedily, up to ``DRAWS`` of
+them; the actor writes every other argument. The answer is taken back and the first drawn call
+that touches the item is made next, rehearsed and committed like any other: it is the
+engine's step, so it is made past the last one too (``max_steps`` counts the actor's turns).
+A call made already is never taken, nor a write of the same tool on the same identifiers and
+paths as one that went through; a write touches an item only through what it acts on, never
+through a memo or a label (a deposit made again to add its label would move the money twice).
+Where no draw touches one, the answer stands. At most ``MAX_MORE`` times per user turn."""
 
 from __future__ import annotations
 
