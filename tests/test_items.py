@@ -30,9 +30,10 @@ def _calls(traj):
 
 
 @pytest.mark.parametrize("env,request_text,items", [
-    ("library", "Priya Nair, P-1100, wants holds on Foundation and on Dune.", ["P-1100", "Nair", "Foundation", "Dune"]),
+    ("library", "Priya Nair, P-1100, wants holds on Foundation and on Dune.", ["P-1100", "Foundation", "Dune"]),
     ("library", "Card P-1042 here. I'd like Dracula, Emma and The Hobbit.", ["P-1042", "Dracula", "Emma", "The Hobbit"]),
-    ("bank", "From Alice's savings ACC-1002, send $600 to Ben's ACC-1003.", ["ACC-1002", "ACC-1003", "Alice", "Ben"]),
+    ("bank", "From Alice's savings ACC-1002, send $600 to Ben's ACC-1003.", ["ACC-1002", "ACC-1003"]),
+    ("library", "Maya Lindqvist (card P-1042) would like Emma.", ["P-1042", "Emma"]),
     ("bank", "Deposit $12 into ACC-1002 and label it 'IRS refund'.", ["ACC-1002", "IRS refund", "IRS"]),
     ("files", "Move /projects/budget.csv into /archive and rename it budget-q1.csv.",
      ["/projects/budget.csv", "/archive", "budget-q1.csv"]),

@@ -49,7 +49,7 @@ _QUOTED = re.compile(r"(?:^|(?<=[\s:(]))(?:'([^'\n]{2,80}?)'|\"([^\"\n]{2,80}?)\
                      r"(?=[\s.,;:!?)]|$)")
 # A capitalised name: capitalised words, joined by the small words a title keeps inside it.
 _NAME = re.compile(r"\b[A-Z][\w'\u2019-]*(?:\s+(?:(?:of|the|in|on|a|an|to)\s+)*[A-Z][\w'\u2019-]*)*")
-_SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n)\s*$")
+_SENTENCE_START = re.compile(r"(?:^|[.!?]\s+|\n)\s*$")
 _POSSESSIVE = re.compile(r"['\u2019]s$")
 
 
@@ -57,7 +57,7 @@ def request_items(request: str, tools: Iterable[Tool], names: bool = True) -> li
     """What ``request`` names the way a call would pass it, in order: identifiers of the
     tools' declared shapes, paths, file names, quoted text and, where ``names``, capitalised
     names (a lone word opening a sentence is taken for the sentence's, not a name: "Please",
-    "Move")."""
+    "Move"; a name beside an identifier is its holder's: "Priya Nair, P-1100")."""
     patterns = [p for t in tools for p in identifier_patterns(t).values()]
     found: list[str] = []
     for word in re.split(r"[\s,;()\[\]]+", request):
@@ -67,8 +67,10 @@ def request_items(request: str, tools: Iterable[Tool], names: bool = True) -> li
     found += [m.group(0).rstrip(".") for m in _PATH.finditer(request)]
     found += [m.group(0) for m in _FILE.finditer(request) if not _inside_path(request, m.start())]
     found += [next(g for g in m.groups() if g) for m in _QUOTED.finditer(request)]
+    ids = [w for w in found if any(p.fullmatch(w) for p in patterns)]
     for m in _NAME.finditer(request) if names else ():
-        found += _names(m.group(0).split(), bool(_SENTENCE_START.search(request[:m.start()])), patterns)
+        named = _names(m.group(0).split(), bool(_SENTENCE_START.search(request[:m.start()])), patterns)
+        found += [n for n in named if not _owner(request, n, ids)]
     return list(dict.fromkeys(i for i in found if len(i) >= 2))
 
 
@@ -84,6 +86,17 @@ def _names(words: list[str], opens: bool, patterns: list[re.Pattern]) -> list[st
             runs[-1].append(word)
     names = [_POSSESSIVE.sub("", " ".join(r).strip("'\u2019\"")) for r in runs if r]
     return [n for n in names if n not in ("I", "I'd", "I'm", "I'll") and n[0].isupper()]
+
+
+def _owner(text: str, name: str, ids: list[str]) -> bool:
+    """Whether ``name`` stands just before one of the request's identifiers, two words apart
+    at most ("Priya Nair, P-1100", "Maya Lindqvist (card P-1042)", "Ben's ACC-1003"), or just
+    after one: the identifier's holder, whom the identifier names already, not a thing to look
+    for."""
+    at = text.find(name)
+    after, before = text[at + len(name):at + len(name) + 40], text[max(0, at - 40):at]
+    return any(re.match(r"\W*(?:\w+\W+){0,2}?" + re.escape(i), after) or re.search(re.escape(i) + r"\W*$", before)
+               for i in ids)
 
 
 def _inside_path(text: str, at: int) -> bool:
