@@ -126,3 +126,11 @@ def test_a_drawn_call_is_the_engines_step_made_past_the_last_one():
                                        max_steps=2)
     assert env.state()["patrons"]["P-1042"]["holds"] == ["BK-013", "BK-026"]
     assert not any(t.error for t in traj.turns) and traj.final_answer == BOTH.split("\n", 1)[1]
+
+
+def test_an_identifier_is_drawn_for_only_after_the_word_its_sibling_had():
+    """ACC-1004 is named in a clause of its own, after no preposition the transfer's accounts
+    had: nothing is drawn for it."""
+    traj, backend, _ = constrained_episode("Send $50 from ACC-1002 to ACC-1003. ACC-1004 stays as it is.",
+                                           [TO_1003, SENT], env_name="bank")
+    assert [c[0] for c in _calls(traj)] == ["transfer"] and len(backend.constraints) == 2

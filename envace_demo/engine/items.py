@@ -26,6 +26,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import unicodedata
 from dataclasses import replace
 from typing import Any, Generator, Iterable
 
@@ -119,7 +120,24 @@ def untouched(runner: Any, conversation: Conversation) -> list[str]:
     touched = " ".join(_text(s) for s in [*writes, *led]).lower()
     passed = " ".join(json.dumps(s.call.arguments, ensure_ascii=False) for s in steps).lower()
     items = request_items(conversation.user, runner.tools, names=any(_searches(runner, t) for t in runner.tools))
-    return [i for i in items if i.lower() not in touched and not (_is_path(i) and i.lower() in passed)]
+    # A name any call of this turn passed or returned is done, but for one the engine looked up itself.
+    seen = _folded(" ".join(_text(s) for s in steps))
+    return [i for i in items if i.lower() not in touched and not (_is_path(i) and i.lower() in passed)
+            and not (_is_name(i) and i not in runner.repairs.items_sought and _words(i) & _words(seen))]
+
+
+def _is_name(item: str) -> bool:
+    """Whether ``item`` is a name or quoted words, not an identifier or a path."""
+    return item[:1].isupper() and not _is_path(item) and bool(_words(item))
+
+
+def _folded(text: str) -> str:
+    """``text`` lowercased, its accents dropped ("Márquez": "marquez")."""
+    return "".join(c for c in unicodedata.normalize("NFKD", text.lower()) if not unicodedata.combining(c))
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"[a-z]{4,}", _folded(text)))
 
 
 def _searches(runner: Any, tool: Tool) -> bool:
@@ -229,6 +247,7 @@ def more_items(runner: Any, turn: Turn, conversation: Conversation, where: str,
         if action.error or len(action.calls) != 1 or touches(action.calls[0], [item], steps, runner) is None:
             continue
         repairs.refusal = Planned(gen, f"a call for {item}, which the request names and no write had touched")
+        repairs.items_sought.add(item)
         turn.withdrawn = f"the request names {', '.join(items[:3])}, which no write has touched"
         yield TurnUpdated(where, rindex, turn, None, "acted")
         return True
@@ -253,9 +272,9 @@ def narrowings(tools: Iterable[Tool], items: list[str], steps: list[CallStep], r
             last = next((c.arguments for c in reversed(made) if c.name == tool.name), {})
             for name, schema in (tool.parameters.get("properties") or {}).items():
                 fits = _fitting(name, schema, about, last, item)
-                if fits:
-                    rank = 0 if fits != [item] else 1 if _before(request, item) == _before(request, str(last.get(name))) else 2
-                    found.append((rank, _held(tool, name, fits), item))
+                # The item in place of a value needs the request's word for it: the same preposition.
+                if fits and (fits != [item] or _before(request, item) == _before(request, str(last.get(name))) != ""):
+                    found.append((0 if fits != [item] else 1, _held(tool, name, fits), item))
         for tool in tools:
             if not _is_path(item) and _searches(runner, tool):
                 for name in runner.committer.quoting(tool):
@@ -288,10 +307,11 @@ def _held(tool: Tool, name: str, values: list[str]) -> Tool:
 
 
 def _before(text: str, value: str) -> str:
-    """The preposition just before ``value``'s first place in ``text``, within four words
-    ("to" of "to Ben's ACC-1003"); "" where there is none."""
+    """The preposition just before ``value``'s first place in ``text``, within three words of
+    its clause ("to" of "to Ben's ACC-1003"); "" where there is none."""
     at = text.find(value)
-    words = [w.lower() for w in re.findall(r"[A-Za-z]+", text[:at])][-4:] if at > 0 else []
+    clause = re.split(r"[.;!?]", text[:at])[-1] if at > 0 else ""
+    words = [w.lower() for w in re.findall(r"[A-Za-z]+", clause)][-3:]
     return next((w for w in reversed(words) if w in _PREPOSITIONS), "")
 
 

@@ -87,7 +87,8 @@ class Repairs:
         self.refusal: Refusal | Aside | Unmade | Detail | Planned | Again | None = None
         self.named_asked = False  # a write the request named was asked for once (``engine/unmade.py``)
         self.searched_again = 0  # searches that found nothing, made again (``engine/again.py``)
-        self.more_asked = 0  # calls asked for items the request names that no write touched (``engine/items.py``)
+        # Calls asked for items the request names that no write touched, and those items (``engine/items.py``).
+        self.more_asked, self.items_sought = 0, set()
 
     def held(self, turn: Turn, step: CallStep, conversation: Conversation, real_results: list) -> None:
         """A committed call was held, surely: its other paths are looked for before the next turn."""
