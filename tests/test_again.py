@@ -7,7 +7,7 @@ from helpers.scripted import constrained_episode
 from envace_demo.engine.again import found_nothing
 from envace_demo.record import call_steps
 
-ASKED = "Do you have anything by Ursula Le Guin in the library?"
+ASKED = "Card P-1042: do you have anything by Ursula Le Guin in the library?"
 EMPTY = call_text("search_catalog", {"query": "the library"})
 FOUND = call_text("search_catalog", {"query": "Ursula Le Guin"})
 ANSWER = "<think></think>\nYes: The Left Hand of Darkness and A Wizard of Earthsea."
@@ -22,7 +22,7 @@ def test_a_search_that_found_nothing_is_made_again_with_other_words():
     again = backend.constraints[1]
     offered = again.tools[0].parameters["properties"]["query"]["enum"]
     assert again.require_call and [t.name for t in again.tools] == ["search_catalog"]
-    assert "Ursula Le Guin" in offered and not any("the library" in v for v in offered)
+    assert "Ursula Le Guin" in offered and not any("the library" in v or "P-1042" in v for v in offered)
     assert "found nothing" in traj.turns[1].instead
 
 

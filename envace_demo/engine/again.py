@@ -52,7 +52,8 @@ class Again:
     def next_step(self, runner: Any) -> Generator[Request, Generation, tuple[Generation, str] | None]:
         """The actor's search with other words, or None where the user's words hold no other run."""
         prompt = actor_prompt(runner.backend, self.conversation, runner.tools)
-        (quoted,) = quote([self.tool], prompt.messages, runner.committer.quoting)
+        # Quoted among all the tools, so every identifier shape is kept out of the runs ("P-1100").
+        quoted = next(t for t in quote(runner.tools, prompt.messages, runner.committer.quoting) if t.name == self.tool.name)
         parameters = copy.deepcopy(quoted.parameters)
         for name, tried in self.tried.items():
             schema = parameters["properties"][name]
