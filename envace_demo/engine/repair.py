@@ -101,12 +101,14 @@ class Repairs:
     def refused(self, turn: Turn, step: CallStep, conversation: Conversation) -> None:
         """A committed read ran: the read it was after comes next, where the environment names
         one for a failure (``engine/instead.py``), or where its result missed the question
-        (``engine/aside.py``)."""
+        (``engine/aside.py``); a search that found nothing, again (``engine/again.py``)."""
         # A read made instead is not refused again: one switch, never a loop between two reads.
-        if self.runner.config.read_instead and not turn.instead:
-            self.refusal = (refused_read(self.runner, turn, step, conversation)
-                            or missed_read(self.runner, turn, step, conversation)
-                            or empty_search(self.runner, turn, step, conversation) or self.refusal)
+        if turn.instead:
+            return
+        found = self.runner.config.read_instead and (refused_read(self.runner, turn, step, conversation)
+                                                     or missed_read(self.runner, turn, step, conversation))
+        # A search made again has its own switch (``EpisodeConfig.search_again``), read in ``empty_search``.
+        self.refusal = found or empty_search(self.runner, turn, step, conversation) or self.refusal
 
     def unmade(self, conversation: Conversation) -> str:
         """The writes the request names and no call made, asked for next (once per user turn),
