@@ -174,6 +174,10 @@ class Turn:
     # A final answer that ended on a real result's text cut short (``engine/quotes.py``): the
     # actor's words, kept here; the answer (``action.content``) has the rest of the text.
     completed: str | None = None
+    # A final answer that, asked twice, still told none of what the real reads held of the
+    # question (``engine/asked.py``): the actor's words, kept here; the answer
+    # (``action.content``) has those values added after them, with the read each came from.
+    added: str | None = None
 
     def read(self) -> bool:
         """Whether the actor's later turns read this turn: not an answer taken back, not a

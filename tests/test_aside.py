@@ -5,7 +5,7 @@ one that speaks to the question kept in the actor's history (scripted backend: e
 from conftest import call_text
 from helpers.scripted import ScriptedBackend
 from envace_demo.engine import EpisodeConfig, run_episode
-from envace_demo.engine.aside import asked, same_entity, spoken, stem
+from envace_demo.engine.aside import asked, question, same_entity, spoken, stem
 from envace_demo.envs.registry import create
 from envace_demo.record import ToolCall, call_steps
 from envace_demo.schemas import find_tool
@@ -32,6 +32,18 @@ def test_a_read_that_misses_the_question_gives_way_to_the_transactions():
     # The actor answered once, shown the transactions and not the account it read first.
     assert "Harbor Property" in backend.prompts[-1] and "Alice Moreno" not in backend.prompts[-1]
     assert traj.final_answer.endswith("900.00 USD.") and traj.totals()["real_calls"] == 2
+
+
+def test_the_sentence_that_asks_is_the_question_where_another_says_where_to_look():
+    # "checking" and "account" are in any account's read: they say where to look, not what is asked.
+    prompt = "How much did I pay in rent this month? My checking account is ACC-1001."
+    traj, _ = _run(prompt, [READ_ACCOUNT, RENT])
+    assert [s.call.name for s in call_steps(traj.turns)] == ["get_account", "list_transactions"]
+    assert question(prompt) == "How much did I pay in rent this month?"
+    assert question("Move it to /archive. Thanks.") == "Move it to /archive. Thanks."  # nothing asks
+    # A question that says nothing but its asking words takes the whole request.
+    traj, _ = _run("My checking account is ACC-1001. What is it?", [READ_ACCOUNT, "<think></think>\nAn account."])
+    assert [s.call.name for s in call_steps(traj.turns)] == ["get_account"]
 
 
 def test_a_read_that_speaks_to_the_question_stands():

@@ -6,7 +6,7 @@ import pytest
 
 from conftest import call_text
 from helpers.scripted import constrained_episode
-from envace_demo.engine.asked import ASK_AGAIN, missed
+from envace_demo.engine.asked import ASK_AGAIN, missed, untold, what_was_found
 from envace_demo.envs.registry import create
 from envace_demo.record import ToolCall, call_steps
 
@@ -62,12 +62,33 @@ def test_an_answer_that_leaves_out_what_was_asked_is_answered_again():
     assert not backend.constraints[2].tools  # asked again for an answer: no call on offer
 
 
-def test_asked_again_at_most_twice_then_the_last_answer_stands():
+def test_asked_again_at_most_twice_then_the_values_are_added_to_the_last_answer():
     wrong = [SHELF.replace("363.7 CAR", f"shelf {k}") for k in range(ASK_AGAIN + 1)]
     traj, _, _ = _run(AUTHOR, [GET_BOOK, *wrong, CARSON])
     answers = [t for t in traj.turns if not t.calls]
-    assert len(answers) == ASK_AGAIN + 1 and traj.final_answer == wrong[-1].split("\n", 1)[1]
-    assert [bool(t.withdrawn) for t in answers] == [True] * ASK_AGAIN + [False]
+    assert len(answers) == ASK_AGAIN + 1 and [bool(t.withdrawn) for t in answers] == [True] * ASK_AGAIN + [False]
+    said = wrong[-1].split("\n", 1)[1]
+    assert answers[-1].added == said  # the actor's words, kept
+    assert traj.final_answer == f"{said}\n\nWhat the tools returned: get_book BK-035: author Rachel Carson."
+    assert traj.ungrounded == []  # every value added is a real one
+
+
+def test_a_field_the_question_itself_names_comes_before_what_its_asking_word_asks_for():
+    account = _reads("bank", [("get_account", {"account_id": "ACC-1005"})])
+    limit = "how much am i allowed to transfer per day out of ACC-1005"
+    # "transfer" names daily_transfer_limit; "how much" alone would take the balance too.
+    assert missed(limit, account, "ACC-1005 has a balance of 15.50 USD.") == ["500.0"]
+    assert missed(limit, account, "You can send up to 500 USD a day.") == []
+    assert missed("How much is in ACC-1005?", account, "It is active.") == ["15.5"]  # no field named: the balance
+
+
+def test_the_values_added_say_the_read_and_row_they_came_from():
+    history = _reads("bank", [("list_transactions", {"account_id": "ACC-1001"})])
+    rent = "How much did the rent payment on ACC-1001 come to?"
+    found = untold(rent, history, "It is active.")
+    assert {(f.tool, f.key, f.value) for f in found} >= {("list_transactions", "amount", 900.0)}
+    assert what_was_found(found).startswith("list_transactions TX-")
+    assert "amount 900.0" in what_was_found(found)
 
 
 @pytest.mark.parametrize("prompt, actor, config", [

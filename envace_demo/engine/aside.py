@@ -4,7 +4,9 @@ entity is made in the actor's place (``EpisodeConfig.read_instead``).
 Asked "How much did the rent payment on ACC-1001 come to?", the small actor read the
 account (owner, balance, status) and answered its balance: nothing in that result speaks
 of rent or payments, while the account's transactions do. A read is free, so where a
-committed read's real result shares no word with the question, the engine makes another
+committed read's real result shares no word with the question (the sentences that ask,
+where the request says elsewhere where to look: "My checking account is ACC-1001"), the
+engine makes another
 read of the same identifier (the same ``*_id`` arguments, a tool the environment declares
 read-only), for real. The read whose result speaks to the question stays in the actor's
 history, the other leaves it (``Turn.superseded``; both stay in the record). One such switch
@@ -28,6 +30,7 @@ from envace_demo.scheduler import Request
 from envace_demo.schemas import Tool
 
 _WORD = re.compile(r"[a-z]{3,}")
+_SENTENCE = re.compile(r"(?<=[.?!])\s+")
 # Words a question asks with, not about: sharing only these says nothing of what was asked.
 _ASKING = frozenset(
     "the and for with from what which who whom whose where when why how does did can could would will should "
@@ -55,6 +58,14 @@ def asked(request: str, call: ToolCall) -> set[str]:
     """The words ``request`` asks about, stemmed: neither asking words nor the call's arguments."""
     passed = set().union(*(stems(str(v)) for v in call.arguments.values()))
     return {stem(w) for w in _WORD.findall(request.lower()) if w not in _ASKING} - passed
+
+
+def question(request: str) -> str:
+    """The sentences of ``request`` that ask: "How much did I pay in rent? My checking account
+    is ACC-1001." asks about rent; the account and its kind only say where to look, and any
+    account's read speaks of them. The whole request where no sentence asks."""
+    asking = [s for s in _SENTENCE.split(request.strip()) if s.rstrip().endswith("?") or asks_a_question(s)]
+    return " ".join(asking) or request
 
 
 def spoken(result: Any, words: set[str]) -> set[str]:
@@ -117,7 +128,7 @@ def missed_read(runner: Any, turn: Turn, step: CallStep, conversation: Conversat
     if (len(turn.calls) != 1 or step.real is None or is_error(step.real) or runner.writes(step.call.name) is not False
             or not (asks_a_question(request) or "?" in request)):
         return None
-    words = asked(request, step.call)
+    words = asked(question(request), step.call) or asked(request, step.call)
     if not words or spoken(step.real, words):
         return None
     for tool in runner.tools:

@@ -10,13 +10,20 @@ answer holding none of those values is taken back and the actor answers again, f
 same conversation with its next seed, at most ``ASK_AGAIN`` times; the last answer stands.
 Where the question names a field no read returned, the first of those times makes the read
 that returns it (``detail.py``).
-The engine never writes the value into the answer: it only declines an answer that
-misses it. Only in a question where nothing was written, and never after a failure
-(``told.py`` decides what such an answer must say)."""
+Asked twice, an answer that still tells none of it keeps the actor's words
+(``Turn.added``), and the values the real reads hold are added after them with the tool, row
+and field each came from: a real value, never a rehearsed one, and nothing the actor said
+is taken out. Where the question's own words name a field ("transfer" in
+``daily_transfer_limit``), that field is what it asks for; what an asking word asks for
+("how much": an amount, a balance) counts only where none does. Only in a question where
+nothing was written, and never after a failure (``told.py`` decides what such an answer
+must say)."""
 
 from __future__ import annotations
 
+import json
 import re
+from dataclasses import dataclass
 from typing import Any, Generator, Iterable
 
 from envace_demo.engine.aside import asked, stems
@@ -43,43 +50,73 @@ _HOW_FOR = {"much": {"amount", "balance", "total"}, "many": {"count", "total", "
 _NAME_WORD = re.compile(r"[A-Za-z]{4,}")
 
 
+@dataclass(frozen=True)
+class Found:
+    """A value a real read holds of what the question asks: where it came from, and whether a
+    word of the question itself names its field (``own``) or only an asking word does."""
+
+    tool: str
+    row: str | None  # the identifier of the row it is in, None for the result itself
+    key: str
+    value: Any
+    own: bool
+
+    def text(self) -> str:
+        return self.value if isinstance(self.value, str) else json.dumps(self.value)
+
+
 def missed(request: str, results: Iterable[tuple[ToolCall, Any]], answer: str) -> list[str]:
     """The values the question ``request`` asked for that ``results`` (real reads that went
     through) hold and ``answer`` leaves out, all of them; [] where the answer tells one, or
-    nothing tells what the question asked. Where rows hold words of the question, only the
-    closest rows count (``detail.closest``): the question is about them."""
-    in_rows: list[Any] = []
-    in_items: list[Any] = []
+    nothing tells what the question asked (``wanted``)."""
+    return list(dict.fromkeys(f.text() for f in untold(request, results, answer)))
+
+
+def untold(request: str, results: Iterable[tuple[ToolCall, Any]], answer: str) -> list[Found]:
+    """``missed``, with where each value came from."""
+    found = wanted(request, results)
+    return [] if any(tells(answer, f.value, request) for f in found) else found
+
+
+def wanted(request: str, results: Iterable[tuple[ToolCall, Any]]) -> list[Found]:
+    """What ``results`` hold of what ``request`` asks. Where rows hold words of the question,
+    only the closest rows count (``detail.closest``): the question is about them; among the
+    values, those whose field a word of the question names, where there are any."""
+    in_rows: list[Found] = []
+    in_items: list[Found] = []
     for call, result in results:
         if (found := answers_in(request, call, result)) is None:
             return []
         in_rows, in_items = in_rows + found[0], in_items + found[1]
-    wanted = in_rows or in_items
-    if not wanted or any(tells(answer, v, request) for v in wanted):
-        return []
-    return list(dict.fromkeys(map(str, wanted)))
+    found = in_rows or in_items
+    return [f for f in found if f.own] or found
 
 
-def answers_in(request: str, call: ToolCall, result: Any) -> tuple[list[Any], list[Any]] | None:
+def answers_in(request: str, call: ToolCall, result: Any) -> tuple[list[Found], list[Found]] | None:
     """The values of ``result`` that answer ``request``, as (in the rows of its lists holding
     the most words of the question, in the result itself): the fields the question asks for;
     None where one of them is told in words (``_values``)."""
     if not isinstance(result, dict):
         return [], []
     # The rows of a search are about the words searched for too: the call's arguments count.
-    fields, topic = asked_fields(request), asked(request, ToolCall(call.name, {}))
-    in_rows: list[Any] = []
+    topic = asked(request, ToolCall(call.name, {}))
+    in_rows: list[Found] = []
     for row in closest(topic, result):
-        if (found := _values(row, fields)) is None:
+        if (found := _values(call.name, row, request)) is None:
             return None
         in_rows += found
-    in_item = _values(result, fields)
+    in_item = _values(call.name, result, request)
     return None if in_item is None else (in_rows, in_item)
 
 
 def asked_fields(request: str) -> set[str]:
     """The field words ``request`` asks for: its own words, and what its asking words ask for."""
-    out = stems(request)
+    return stems(request) | implied_fields(request)
+
+
+def implied_fields(request: str) -> set[str]:
+    """The field words the asking words of ``request`` ask for ("who": a name, an owner)."""
+    out: set[str] = set()
     for word, fields in _ASKS_FOR.items():
         if re.search(rf"\b{word}\b", request, re.IGNORECASE):
             out |= fields
@@ -100,22 +137,26 @@ def tells(answer: str, value: Any, request: str) -> bool:
     return any(w.lower() in said for w in _NAME_WORD.findall(str(value)) if w.lower() not in own)
 
 
-def _values(item: dict, fields: set[str]) -> list[Any]:
-    """The values of ``item``'s fields named by a word of ``fields`` (no identifier); None
-    where one of them is a yes/no, a zero or nothing: told in words ("none available"), an
-    answer is not for the engine to judge."""
-    out: list[Any] = []
+def _values(tool: str, item: dict, request: str) -> list[Found] | None:
+    """The values of ``item``'s fields named by a word of ``request`` or by what its asking
+    words ask for (no identifier); None where one of those that count (``wanted``) is a
+    yes/no, a zero or nothing: told in words ("none available"), an answer is not for the
+    engine to judge."""
+    own_words, implied = stems(request), implied_fields(request)
+    row = next((str(v) for k, v in item.items() if names_identifier(k) and isinstance(v, str)), None)
+    out: list[Found] = []
     for key, value in item.items():
-        if names_identifier(key) or not stems(key) & fields:
+        words = stems(key)
+        if names_identifier(key) or not words & (own_words | implied):
             continue
-        if isinstance(value, bool) or value in (0, None, ""):
-            return None  # type: ignore[return-value]
-        if isinstance(value, (int, float, str)):
-            out.append(value)
-    return out
+        out.append(Found(tool, row, key, value, bool(words & own_words)))
+    out = [f for f in out if f.own] or out
+    if any(isinstance(f.value, bool) or f.value in (0, None, "") for f in out):
+        return None
+    return [f for f in out if isinstance(f.value, (int, float, str))]
 
 
-def unanswered(conversation: Conversation, answer: str, writes: Writes) -> list[str]:
+def unanswered(conversation: Conversation, answer: str, writes: Writes) -> list[Found]:
     """What ``answer`` leaves out of a question this user turn's real reads answered; [] where
     the request asks nothing, a write was made or held, or the last call failed."""
     request = conversation.user
@@ -131,7 +172,7 @@ def unanswered(conversation: Conversation, answer: str, writes: Writes) -> list[
             reads.append((step.call, step.real))
     if not reads or reads[-1][1] is None or is_error(reads[-1][1]):
         return []
-    return missed(request, [(c, r) for c, r in reads if r is not None and not is_error(r)], answer)
+    return untold(request, [(c, r) for c, r in reads if r is not None and not is_error(r)], answer)
 
 
 def ask_again(runner: Any, turn: Turn, conversation: Conversation, state: Any, where: str,
@@ -139,7 +180,10 @@ def ask_again(runner: Any, turn: Turn, conversation: Conversation, state: Any, w
     """Whether the answer of ``turn`` was taken back for leaving out what the question asked
     (the actor then answers again, no call on offer, with its next seed). ``runner``: the
     ``TrajectoryRunner``; ``state``: its ``RunState``."""
-    if not runner.config.answer_what_asked or state.asked_again >= ASK_AGAIN:
+    if not runner.config.answer_what_asked:
+        return False
+    if state.asked_again >= ASK_AGAIN:
+        add_what_asked(turn, unanswered(conversation, turn.action.content or "", runner.writes))
         return False
     if not state.asked_again and (call := missing_read(runner, conversation)) is not None:
         state.asked_again += 1
@@ -147,11 +191,30 @@ def ask_again(runner: Any, turn: Turn, conversation: Conversation, state: Any, w
         turn.withdrawn = f"the question asks for what {call.name} returns, and no read so far returned it"
         yield TurnUpdated(where, rindex, turn, None, "acted")
         return True
-    left = unanswered(conversation, turn.action.content or "", runner.writes)
+    left = [f.text() for f in unanswered(conversation, turn.action.content or "", runner.writes)]
     if not left:
         return False
     state.asked_again += 1
     state.answer_next = True
+    left = list(dict.fromkeys(left))
     turn.withdrawn = f"the question asks for what the real reads hold ({', '.join(left[:3])}); it told none of it"
     yield TurnUpdated(where, rindex, turn, None, "acted")
     return True
+
+
+def add_what_asked(turn: Turn, found: list[Found]) -> None:
+    """The last answer, asked for twice, still tells none of ``found``: the values are added
+    after the actor's words (kept in ``Turn.added``), each with the read and row it came from."""
+    if not found:
+        return
+    said = turn.action.content or ""
+    turn.added, turn.action.content = said, f"{said.rstrip()}\n\nWhat the tools returned: {what_was_found(found)}."
+
+
+def what_was_found(found: list[Found]) -> str:
+    """``found`` in words, grouped by read and row: "get_book BK-027: year 1818"."""
+    groups: dict[tuple[str, str | None], list[str]] = {}
+    for f in found:
+        groups.setdefault((f.tool, f.row), []).append(f"{f.key} {f.text()}")
+    return "; ".join(f"{tool}{' ' + row if row else ''}: {', '.join(dict.fromkeys(v))}"
+                     for (tool, row), v in groups.items())

@@ -25,7 +25,7 @@ def complete_quote(turn: Turn, conversation: Conversation, config: EpisodeConfig
     """The answer of ``turn`` as it stands: completed where it ends on a real result's text cut
     short (``Turn.completed`` then keeps the actor's words)."""
     answer = turn.action.content or ""
-    if not config.whole_quotes or turn.reported:
+    if not config.whole_quotes or turn.reported or turn.added:
         return answer
     for text in _texts(m for t in conversation.turns if t.read() for _, m in conversation.results(t)):
         if (rest := rest_of(answer, text)) is not None:

@@ -228,7 +228,7 @@ def _turn_html(i: int, turn: Turn) -> str:
     if turn.superseded and turn.action.calls:  # calls not made (a read repeated): shown as written
         body = f'<div class="ev-answer-text"><code>{esc(", ".join(c.name for c in turn.action.calls))}</code></div>'
     for note, why in ((WITHDRAWN_ANSWER_NOTE, turn.withdrawn), (SET_ASIDE_NOTE, turn.set_aside),
-                      (REPORTED_NOTE, turn.reported), (COMPLETED_NOTE, turn.completed),
+                      (REPORTED_NOTE, turn.reported), (COMPLETED_NOTE, turn.completed), (ADDED_NOTE, turn.added),
                       (SUPERSEDED_NOTE, turn.superseded)):
         body += f'<div class="ev-note">{esc(note.format(why=why))}</div>' if why else ""
     label = ("unparsed turn" if turn.error else "answer taken back" if turn.withdrawn
@@ -343,6 +343,8 @@ REPORTED_NOTE = ("asked twice, the actor left out that the last call failed (it 
                  "the tool returned it is the answer")
 COMPLETED_NOTE = ("the actor's answer ended on a tool's text cut short (it said: {why}); the rest of that text, as "
                   "the tool returned it, is added")
+ADDED_NOTE = ("asked twice, the actor told none of what the real reads held of the question (it said: {why}); "
+              "those values, as the tools returned them, are added")
 RESTORED_NOTE = "the user's words, as the user wrote them: {what}"
 WITHDRAWN_NOTE = "the rehearsal memory was withdrawn here: {why}; the next turns read the real results alone"
 
