@@ -32,7 +32,15 @@ def test_the_file_environment_names_the_read_that_fits():
     assert env.read_instead("read_file", {"path": "/notes"}, folder) == ("list_directory", {"path": "/notes"})
     assert env.read_instead("list_directory", {"path": NOTES}, file) == ("read_file", {"path": NOTES})
     missing = env.execute("read_file", {"path": "/nowhere.txt"})
-    assert env.read_instead("read_file", {"path": "/nowhere.txt"}, missing) is None  # a wrong path, not a wrong read
+    # A file that is not there: the root says nothing of where to look.
+    assert env.read_instead("read_file", {"path": "/nowhere.txt"}, missing) is None
+    made_up = env.execute("read_file", {"path": "/system/home/user1/config.txt"})
+    assert env.read_instead("read_file", {"path": "/system/home/user1/config.txt"}, made_up) == (
+        "list_directory", {"path": "/system"})  # the deepest folder of its path that exists
+    said = ["It is in my notes from the meeting, in /notes."]  # the one folder the user names comes first
+    assert env.read_instead("read_file", {"path": "/system/meeting/who.txt"}, made_up, said) == (
+        "list_directory", {"path": "/notes"})
+    assert env.read_instead("read_file", {"path": "/nowhere.txt"}, missing, ["in /nowhere"]) is None
     listing = env.execute("list_directory", {"path": "/"})
     assert env.read_options("read_file", "list_directory", listing) == []  # folders only: nothing to read
     notes = env.execute("list_directory", {"path": "/notes"})
@@ -69,6 +77,22 @@ def test_a_folder_read_as_a_file_is_listed_then_the_actor_picks_a_file_of_it():
     assert [bool(t.instead) for t in traj.turns] == [False, True, True, False]
     assert pick.require_call and pick.tools[0].name == "read_file"
     assert pick.tools[0].parameters["properties"]["path"]["enum"] == ["/notes/todo.txt"]  # "todo list" names it
+
+
+def test_a_made_up_path_is_looked_for_in_the_folder_it_may_be_in():
+    env = create("files")
+    made_up = call_text("read_file", {"path": "/system/home/user1/config.txt"})
+    backend = ConstrainedBackend(actor=[made_up, call_text("read_file", {"path": "/system/config.ini"}),
+                                        "<think></think>\nThe timeout is 30."])
+    traj = run_episode(backend, _task(env, "whats the network timeout set to in the system config?"),
+                       EpisodeConfig(mode="none"), env)
+    names = [(s.call.name, s.call.arguments["path"]) for s in call_steps(traj.turns)]
+    assert names == [("read_file", "/system/home/user1/config.txt"), ("list_directory", "/system"),
+                     ("read_file", "/system/config.ini")]
+    assert "NOT_FOUND" in traj.turns[0].superseded and "may be" in traj.turns[1].instead
+    (pick,) = [c for c in backend.constraints if c is not None and len(c.tools) == 1]
+    assert pick.tools[0].parameters["properties"]["path"]["enum"] == ["/system/config.ini"]  # "config" names it
+    assert traj.final_answer == "The timeout is 30."
 
 
 def test_where_the_users_words_name_no_file_every_file_listed_is_on_offer():

@@ -201,7 +201,8 @@ class EpisodeConfig:
     whole_quotes: bool = field(default=True, metadata={"help": "a final answer ending on a real result's text cut "
                                "short at a line's end gets the rest of that text (engine/quotes.py)"})
     read_instead: bool = field(default=True, metadata={"help": "a committed read refused as the wrong kind of thing "
-                               "(a folder read as a file) is made as the read the environment names (read_instead)"})
+                               "(a folder read as a file) or a file not there is made as the read the environment "
+                               "names (read_instead)"})
     quoted_args: bool = field(default=True, metadata={"help": "an argument the environment says quotes the user (a "
                               "catalog search) is, in the grammar, a run of the user's words (envace_demo.quoted)"})
     check_given_up: bool = field(

@@ -10,7 +10,10 @@ stays in the record and in the real errors). Where the read made instead lists w
 read could have meant (the files of the folder), the actor then picks the one it was after: its
 own tool, its grammar narrowed to the paths listed (``Environment.read_options``; to those the
 user's words name, where they name some: "my todo list" names ``todo.txt``), drawn greedily.
-Only reads: nothing that changes state is made for the actor."""
+A file that is not there ("/system/home/user1/config.txt", a path the actor made up) is
+looked for the same way: the folder the user's words name, or the deepest folder of its path
+that exists, is listed, and the actor picks among its files. Only reads: nothing that changes
+state is made for the actor."""
 
 from __future__ import annotations
 
@@ -58,10 +61,14 @@ class Refusal:
                 return None
             turns.remove(self.turn)
             refused = self.turn.calls[0]
+            elsewhere = self.instead.arguments != refused.call.arguments  # not there: where it may be
             self.turn.superseded = (f"{refused.call.name} refused the path ({error_code(refused.real)}): "
-                                    f"{self.instead.name} reads it instead")
+                                    f"{self.instead.name} {'looks where it may be' if elsewhere else 'reads it instead'}")
             yield TurnUpdated("commit", None, self.turn, None, "acted")
-            return made_call(self.instead), Instead(f"{self.instead.name} of the path {refused.call.name} refused")
+            return made_call(self.instead), Instead(
+                f"{self.instead.name} of {self.instead.arguments.get('path', 'the folder')}, where the file "
+                f"{refused.call.name} did not find may be" if elsewhere
+                else f"{self.instead.name} of the path {refused.call.name} refused")
         # Only a grammar keeps the choice to the paths listed: unconstrained, the actor acts as it would.
         if stage == 1 and runner.constrained and (narrowed := self._narrowed(runner)) is not None:
             prompt = actor_prompt(runner.backend, self.conversation, runner.tools)
@@ -88,7 +95,7 @@ def refused_read(runner: Any, turn: Turn, step: CallStep, conversation: Conversa
     tool = find_tool(runner.tools, step.call.name)
     if environment is None or tool is None or not is_error(step.real) or runner.writes(step.call.name) is not False:
         return None
-    instead = environment.read_instead(tool.original_name, step.call.arguments, step.real)
+    instead = environment.read_instead(tool.original_name, step.call.arguments, step.real, conversation.requests())
     other = find_tool(runner.tools, instead[0]) if instead is not None else None
     if other is None or runner.writes(other.name) is not False:
         return None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Sequence
 
 
 class Environment(ABC):
@@ -57,11 +57,13 @@ class Environment(ABC):
         default."""
         return ()
 
-    def read_instead(self, name: str, arguments: dict[str, Any], result: Any) -> tuple[str, dict[str, Any]] | None:
+    def read_instead(self, name: str, arguments: dict[str, Any], result: Any,
+                     said: Sequence[str] = ()) -> tuple[str, dict[str, Any]] | None:
         """The read (tool name, arguments) a read of ``name`` that failed with ``result`` was
         after, where the failure says the call named the wrong kind of thing (a folder read as a
-        file): the engine makes it in the actor's place (``EpisodeConfig.read_instead``). None
-        by default."""
+        file) or a thing that is not there (the folder a missing file may be in, where ``said``,
+        the user's words, may name it): the engine makes it in the actor's place
+        (``EpisodeConfig.read_instead``). None by default."""
         return None
 
     def read_options(self, name: str, instead: str, result: Any) -> list[dict[str, Any]]:

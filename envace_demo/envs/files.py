@@ -11,7 +11,8 @@ error, never a way out.
 from __future__ import annotations
 
 import posixpath
-from typing import Any
+import re
+from typing import Any, Sequence
 
 from envace_demo.envs._common import Failure, Handler, ToolEnvironment
 from envace_demo.record import error_code
@@ -20,6 +21,7 @@ READ_ONLY = ("/system",)
 MAX_ENTRIES = 50  # list_directory's response bound (tools.json maxItems)
 MAX_NAME = 255
 MAX_PATH = 300  # the tools.json maxLength of a path, in requests and responses
+_PATH = re.compile(r"(?<![\w.])/[\w.-]+(?:/[\w.-]+)*")  # a path written in the user's words
 
 
 def _seed() -> dict[str, Any]:
@@ -63,6 +65,14 @@ def _normalize(raw: str) -> str:
             raise Failure("INVALID_PATH", f"a name in {raw[:40]!r}... is longer than {MAX_NAME} characters")
         parts.append(part)
     return "/" + "/".join(parts)
+
+
+def _safe(raw: str) -> str | None:
+    """``_normalize``'s path, or None where the path is not one."""
+    try:
+        return _normalize(raw)
+    except Failure:
+        return None
 
 
 def _size(text: str) -> int:
@@ -145,11 +155,31 @@ class FilesEnvironment(ToolEnvironment):
                 continue
         return [("list_directory", {"path": p}) for p in dict.fromkeys(parents)]
 
-    def read_instead(self, name: str, arguments: dict[str, Any], result: Any) -> tuple[str, dict[str, Any]] | None:
+    def read_instead(self, name: str, arguments: dict[str, Any], result: Any,
+                     said: Sequence[str] = ()) -> tuple[str, dict[str, Any]] | None:
+        path = arguments.get("path")
+        if not isinstance(path, str):
+            return None
         # The path is right, the read is not: a folder is listed, a file is read.
         other = {("read_file", "IS_A_DIRECTORY"): "list_directory", ("list_directory", "NOT_A_DIRECTORY"): "read_file"}
-        instead = other.get((name, error_code(result)))
-        return (instead, {"path": arguments["path"]}) if instead and isinstance(arguments.get("path"), str) else None
+        if (instead := other.get((name, error_code(result)))) is not None:
+            return instead, {"path": path}
+        # A file that is not there: the folder it may be in is listed (``folder_of``).
+        if (name, error_code(result)) == ("read_file", "NOT_FOUND") and (folder := self.folder_of(path, said)):
+            return "list_directory", {"path": folder}
+        return None
+
+    def folder_of(self, path: str, said: Sequence[str]) -> str | None:
+        """Where a file looked for at ``path``, which is not there, may be: the one folder the
+        user's words name by its path ("in /notes"), else the deepest folder of ``path`` that
+        exists; None where that is the root, which says nothing of where to look."""
+        named = {_safe(p.rstrip(".")) for text in said for p in _PATH.findall(text)} & self._dirs
+        if len(named) == 1:
+            return named.pop()
+        folder = posixpath.dirname(_safe(path) or "/")
+        while folder not in self._dirs:
+            folder = posixpath.dirname(folder)
+        return folder if folder != "/" else None
 
     def read_options(self, name: str, instead: str, result: Any) -> list[dict[str, Any]]:
         if name != "read_file" or instead != "list_directory" or not isinstance(result, dict):
