@@ -195,9 +195,8 @@ class EpisodeConfig:
                                "with other runs of the user's words (engine/again.py)"})
     finish_named_items: bool = field(default=True, metadata={"help": "an answer after a write, where the request names "
                                      "items no write touched, gives way to a call that touches one (engine/items.py)"})
-    answer_what_asked: bool = field(default=True, metadata={"help": "an answer to a question that leaves out what "
-                                    "its real reads said of it is asked again, twice at most, then has those values "
-                                    "added (engine/asked.py)"})
+    answer_what_asked: bool = field(default=True, metadata={"help": "an answer leaving out what its real reads said "
+                                    "of the question is asked again, twice at most, then gets it added (engine/asked.py)"})
     whole_quotes: bool = field(default=True, metadata={"help": "a final answer ending on a real result's text cut "
                                "short at a line's end gets the rest of that text (engine/quotes.py)"})
     read_instead: bool = field(default=True, metadata={"help": "a committed read refused as the wrong kind of thing "
