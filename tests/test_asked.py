@@ -7,6 +7,7 @@ import pytest
 from conftest import call_text
 from helpers.scripted import constrained_episode
 from envace_demo.engine.asked import ASK_AGAIN, missed, untold, what_was_found
+from envace_demo.engine.detail import asking_part
 from envace_demo.envs.registry import create
 from envace_demo.record import ToolCall, call_steps
 
@@ -94,10 +95,12 @@ def test_the_values_added_say_the_read_and_row_they_came_from():
 @pytest.mark.parametrize("prompt, actor, config", [
     (AUTHOR, [GET_BOOK, SHELF], {"answer_what_asked": False}),  # switched off
     ("Tell me about Silent Spring, BK-035.", [GET_BOOK, SHELF], {}),  # no question
-    ("Who is the author of Silent Spring? Hold it for P-1042.",  # a write made: the answer is about it
-     [GET_BOOK, call_text("place_hold", {"book_id": "BK-035", "patron_id": "P-1042"}), SHELF], {}),
+    ("Hold Silent Spring, BK-035, for P-1042.",  # a write made, and nothing else asked
+     [call_text("place_hold", {"book_id": "BK-035", "patron_id": "P-1042"}), SHELF], {}),
+    ("Can you hold Silent Spring, BK-035, for P-1042?",  # a polite instruction asks for the hold alone
+     [call_text("place_hold", {"book_id": "BK-035", "patron_id": "P-1042"}), SHELF], {}),
 ])
-def test_nothing_is_asked_again_without_a_question_after_a_write_or_switched_off(prompt, actor, config):
+def test_nothing_is_asked_again_without_a_question_or_switched_off(prompt, actor, config):
     traj, _, _ = _run(prompt, actor, **config)
     assert traj.final_answer == SHELF.split("\n", 1)[1]
     assert not any(t.withdrawn for t in traj.turns)
@@ -123,3 +126,36 @@ def test_no_read_is_made_for_a_row_the_question_does_not_single_out():
     traj, _, _ = _run("What shelf are the Ishiguro novels on?", [search, answer])
     assert [s.call.name for s in call_steps(traj.turns)] == ["search_catalog"]
     assert traj.final_answer == "Both are on the fiction shelves."
+
+
+HOLD = call_text("place_hold", {"book_id": "BK-035", "patron_id": "P-1042"})
+
+
+def test_after_a_write_what_the_instruction_asks_besides_is_asked_for():
+    traj, _, _ = _run("Who is the author of Silent Spring? Hold it for P-1042.", [GET_BOOK, HOLD, SHELF, CARSON])
+    answers = [t for t in traj.turns if not t.calls]
+    assert "Rachel Carson" in answers[0].withdrawn and traj.final_answer.endswith("Rachel Carson.")
+    assert asking_part("Hold it for P-1042, and tell me its shelf mark.") == "its shelf mark."
+    assert asking_part("Move it into /archive. What is left in /notes?") == "What is left in /notes?"
+    assert asking_part("Can you move it into /archive?") is None
+
+
+def test_after_a_write_a_field_no_call_returned_is_read_on_the_written_identifier():
+    """The search and the hold have no shelf; get_book returns the "shelf mark", on the book held."""
+    search = call_text("search_catalog", {"query": "Brave New World"})
+    hold = call_text("place_hold", {"book_id": "BK-003", "patron_id": "P-1100"})
+    placed = "<think></think>\nHold placed on Brave New World for P-1100."
+    told = "<think></think>\nHold placed; it is on shelf SF HUX."
+    traj, _, _ = _run("Put a hold on Brave New World for card P-1100, and tell me its shelf mark.",
+                      [search, hold, placed, told])
+    steps = call_steps(traj.turns)
+    assert [(s.call.name, s.call.arguments) for s in steps][-1] == ("get_book", {"book_id": "BK-003"})
+    assert "get_book" in [t for t in traj.turns if not t.calls][0].withdrawn
+    assert traj.final_answer == "Hold placed; it is on shelf SF HUX."
+
+
+def test_after_a_write_that_failed_nothing_is_asked_for():
+    full = "Put a hold on Silent Spring, BK-035, for P-1077 and tell me who wrote it."  # P-1077: at the limit
+    refused = "<think></think>\nP-1077 already has 3 holds, the limit."
+    traj, _, _ = _run(full, [call_text("place_hold", {"book_id": "BK-035", "patron_id": "P-1077"}), refused])
+    assert traj.final_answer == "P-1077 already has 3 holds, the limit." and not any(t.withdrawn for t in traj.turns)

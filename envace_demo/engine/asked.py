@@ -27,13 +27,13 @@ from dataclasses import dataclass
 from typing import Any, Generator, Iterable
 
 from envace_demo.engine.aside import asked, stems
-from envace_demo.engine.detail import Detail, closest, missing_read
-from envace_demo.engine.imagined import Writes, asks_a_question
+from envace_demo.engine.detail import Detail, closest, missing_read, what_is_asked
+from envace_demo.engine.imagined import Writes
 from envace_demo.events import Event, TurnUpdated
 from envace_demo.grounding import number_text, values
 from envace_demo.identifiers import names_identifier
 from envace_demo.prompts import Conversation
-from envace_demo.record import ToolCall, Turn, is_error
+from envace_demo.record import ToolCall, Turn
 
 ASK_AGAIN = 2  # answers taken back for leaving out what was asked, per user turn
 
@@ -157,22 +157,12 @@ def _values(tool: str, item: dict, request: str) -> list[Found] | None:
 
 
 def unanswered(conversation: Conversation, answer: str, writes: Writes) -> list[Found]:
-    """What ``answer`` leaves out of a question this user turn's real reads answered; [] where
-    the request asks nothing, a write was made or held, or the last call failed."""
-    request = conversation.user
-    if not (asks_a_question(request) or "?" in request):
-        return []
-    reads: list[tuple[ToolCall, Any]] = []
-    for turn in conversation.turns:
-        if not turn.read():
-            continue
-        for step in turn.calls:
-            if step.held or writes(step.call.name) is not False:
-                return []
-            reads.append((step.call, step.real))
-    if not reads or reads[-1][1] is None or is_error(reads[-1][1]):
-        return []
-    return untold(request, [(c, r) for c, r in reads if r is not None and not is_error(r)], answer)
+    """What ``answer`` leaves out of what this user turn asks and its real results answer
+    (``detail.what_is_asked``): a question's reads, or, after writes that went through, the
+    part of the instruction that asks; [] where nothing is asked, a call was held, or the last
+    call failed."""
+    found = what_is_asked(conversation, writes)
+    return [] if found is None else untold(found[0], found[1], answer)
 
 
 def ask_again(runner: Any, turn: Turn, conversation: Conversation, state: Any, where: str,

@@ -7,10 +7,13 @@ years: no shelf) and answered with the book's id as its shelf. ``get_book`` says
 the "shelf mark", and takes the ``book_id`` the search found. Where exactly one row of the
 last result is the one the question is about (it holds a word of the question, or it is the
 only row), the engine makes that read, for real (a read changes nothing), and takes back the
-answer given without it. Never a write; once per user turn (``asked.ask_again``)."""
+answer given without it. After writes that went through, the part of the instruction that
+asks ("and tell me its shelf mark") is the question, and the written identifier (the book
+held) is the row. Never a write; once per user turn (``asked.ask_again``)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Generator
 
@@ -23,19 +26,24 @@ from envace_demo.prompts import Conversation
 from envace_demo.record import ToolCall, is_error
 from envace_demo.scheduler import Request
 
+_TELL = re.compile(r"\b(?:tell|let|show)\s+(?:me|us)\b(?:\s+know\b)?|\bsay\b", re.IGNORECASE)
+_SENTENCE = re.compile(r"(?<=[.?!;])\s+")
+
 
 
 def missing_read(runner: Any, conversation: Conversation) -> ToolCall | None:
     """The read-only call that returns what ``conversation``'s question names and no real
-    read of this user turn returned; None where there is none, or no single entity to read."""
-    if not (asks_a_question(conversation.user) or "?" in conversation.user):
+    call of this user turn returned; None where there is none, or no single entity to read."""
+    found = what_is_asked(conversation, runner.writes)
+    if found is None:
         return None
-    reads = [(s.call, s.real) for t in conversation.turns if t.read() for s in t.calls]
-    if not reads or any(r is None or is_error(r) or runner.writes(c.name) is not False for c, r in reads):
-        return None
-    named = asked(conversation.user, ToolCall("", {})) - set().union(*(_keys(r) for _, r in reads))
-    made = {c.key() for c, _ in reads}
-    rows = _about(conversation.user, reads[-1][1])
+    question, results = found
+    steps = [s for t in conversation.turns if t.read() for s in t.calls]
+    if len(results) != len(steps):
+        return None  # a call failed on the way: ``told.py`` decides what the answer must say
+    named = asked(question, ToolCall("", {})) - set().union(*(_keys(r) for _, r in results))
+    made = {c.key() for c, _ in results}
+    rows = _about(question, results[-1][1])
     if not named or len(rows) != 1:
         return None
     for tool in runner.tools:
@@ -48,6 +56,34 @@ def missing_read(runner: Any, conversation: Conversation) -> ToolCall | None:
             if call.key() not in made:
                 return call
     return None
+
+
+def what_is_asked(conversation: Conversation, writes: Any) -> tuple[str, list[tuple[ToolCall, Any]]] | None:
+    """What this user turn asks, and the real results it has to go on: a question, and its
+    reads; after writes that all went through, the part of the instruction that asks ("and
+    tell me its shelf mark": ``asking_part``), and every result. None where nothing is asked,
+    a call was held, or the last call failed."""
+    steps = [s for t in conversation.turns if t.read() for s in t.calls]
+    if not steps or any(s.held for s in steps) or steps[-1].real is None or is_error(steps[-1].real):
+        return None
+    wrote = [s for s in steps if writes(s.call.name) is not False]
+    if any(s.real is None or is_error(s.real) for s in wrote):
+        return None  # ``told.py`` decides what the answer must say
+    request = conversation.user
+    question = asking_part(request) if wrote else request if asks_a_question(request) or "?" in request else None
+    if not question:
+        return None
+    return question, [(s.call, s.real) for s in steps if s.real is not None and not is_error(s.real)]
+
+
+def asking_part(request: str) -> str | None:
+    """The part of an instruction that asks something: what follows "tell me", "let me know"
+    or "say", or the sentences that open as questions; None where there is none (a "Can you
+    move it?" asks for the move)."""
+    if (m := _TELL.search(request)) is not None:
+        return request[m.end():].strip() or None
+    asking = [s for s in _SENTENCE.split(request.strip()) if asks_a_question(s)]
+    return " ".join(asking) or None
 
 
 def _keys(result: Any) -> set[str]:
