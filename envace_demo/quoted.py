@@ -5,7 +5,8 @@ Asked for a hold on "A Brief History of Time", the small actor searched the cata
 Ishiguro's name". Where an environment declares that an argument quotes the user
 (``Environment.quoting``: the library's ``search_catalog.query``), the actor's grammar holds
 it to a run of words of the user's messages (at most ``MAX_WORDS`` in a row, within one
-sentence, no identifier among them: a card number is not a title), and not one that opens with
+sentence, no identifier among them: a card number is not a title; a possessive's "'s" left
+out, since a search must match every word), and not one that opens with
 a question's or a request's framing word or ends on a word that only links ("Does the library
 have anything by" for "anything by Toni Morrison": every word of a search must match, so
 those find nothing). Only decoding changes; the prompt shows every tool as the model was
@@ -25,6 +26,7 @@ MAX_WORDS = 6
 MAX_VALUES = 256  # the most runs one argument may take in a grammar: the latest message's first
 _EDGE = "\"'`.,;:!?()[]{}<>\u201c\u201d\u2018\u2019"
 _ENDS = ".!?"
+_POSSESSIVE = re.compile(r"['\u2019]s$", re.IGNORECASE)
 # Words a search run may not open with (a question's or a request's frame) or end on (a link).
 _LINKS = frozenset("by of the a an for to in on and or with at from about any anything some something have has had "
                    "is are was were do does did be my your his her their our me you".split())
@@ -42,7 +44,8 @@ def runs(messages: Iterable[dict], identifiers: Iterable[re.Pattern] = ()) -> li
     for text in reversed(said):
         sentences: list[list[str]] = [[]]
         for raw in text.split():
-            word = raw.strip(_EDGE)
+            # A possessive is the name itself: "Nelson Mandela's" finds no author, "Nelson Mandela" does.
+            word = _POSSESSIVE.sub("", raw.strip(_EDGE))
             if word and not any(p.fullmatch(word) for p in patterns):
                 sentences[-1].append(word)
             elif word:

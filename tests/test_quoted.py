@@ -27,6 +27,9 @@ def test_runs_are_the_users_words_within_a_sentence_and_never_an_identifier():
     assert "Dune" in two and "Emma" in two and not any("in I'd" in r for r in two)  # no run across a sentence's end
     assert runs(_user("first message", "Kazuo Ishiguro"), IDS)[0] == "Kazuo Ishiguro"  # the latest message first
     assert runs([{"role": "tool", "content": "Dracula"}], IDS) == []  # only what the user said
+    # A possessive's "'s" is left out: every word of a search must match the author.
+    mandela = runs(_user("Where would I find Nelson Mandela's autobiography?"), IDS)
+    assert "Nelson Mandela" in mandela and not any("'s" in r for r in mandela)
 
 
 def test_a_run_never_opens_with_a_framing_word_nor_ends_on_a_link():
