@@ -93,3 +93,22 @@ def report(call: ToolCall, failure: Any, ran: bool, with_message: bool = True) -
     if ran:
         return f"That did not go through: {call.name} failed with {told}."
     return f"I did not run {call.name}: rehearsal foresaw that it would fail with {told}."
+
+
+def tells_why(answer: str, call: ToolCall, failure: Any, known: Iterable[str], described: Iterable[str] = ()) -> bool:
+    """Whether ``answer`` tells why ``call`` failed, not only that it did: every number of the
+    message that neither the call's arguments nor the user's words (``known``) hold, and a word
+    of the code, two other words of the message, or one beside those numbers, that the tool's
+    description (``described``) does not hold either ("USD" or "account" tell nothing). "The
+    transfer did not go through: ACC-1002 has 1000.00 USD" leaves out the daily limit; "Hold
+    placed on hold limit" leaves out that the patron already has 3 holds."""
+    said = _words(json.dumps(call.arguments, ensure_ascii=False))
+    for text in known:
+        said |= _words(text)
+    general = said.union(*(_words(text) for text in described))
+    code, message = failure_text(failure)
+    answered = _words(answer)
+    numbers = {w for w in _words(message) - said if _number(w) is not None}
+    worded = {w for w in (_words(message) - general) & answered if _number(w) is None}
+    named = bool((_words(code.replace("_", " ")) - general) & answered) or len(worded) >= 2 or bool(worded and numbers)
+    return named and numbers <= answered

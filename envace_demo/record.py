@@ -175,8 +175,9 @@ class Turn:
     # actor's words, kept here; the answer (``action.content``) has the rest of the text.
     completed: str | None = None
     # A final answer that, asked twice, still told none of what the real reads held of the
-    # question (``engine/asked.py``): the actor's words, kept here; the answer
-    # (``action.content``) has those values added after them, with the read each came from.
+    # question (``engine/asked.py``), or told a write failed but not why (``engine/told.py``):
+    # the actor's words, kept here; the answer (``action.content``) has those values, or the
+    # tool's failure, added after them.
     added: str | None = None
 
     def read(self) -> bool:

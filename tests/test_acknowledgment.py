@@ -1,14 +1,17 @@
 """An answer right after a failure tells of it: the words it is read for, and the engine
 taking back an answer that claims what did not happen (scripted backend: exact outputs)."""
 
+import json
+
 import pytest
 
 from conftest import call_text, result_text
 from helpers.scripted import sure
-from envace_demo.acknowledgment import acknowledges, report
+from envace_demo.acknowledgment import acknowledges, report, tells_why
 from envace_demo.engine import EpisodeConfig, run_episode
 from envace_demo.envs.registry import create
 from envace_demo.record import ToolCall, call_steps
+from envace_demo.schemas import find_tool
 from envace_demo.tasks import Task
 
 HOLD = ToolCall("place_hold", {"book_id": "BK-028", "patron_id": "P-1077"})
@@ -92,6 +95,30 @@ def test_a_second_answer_that_tells_the_failure_stands(scripted):
     traj = run_episode(backend, _hold_task(), EpisodeConfig(mode="none"), _tom_over_limit())
     assert traj.final_answer == "You already hold 3 books, so Dracula could not be held."
     assert traj.turns[1].withdrawn and traj.turns[2].reported is None
+
+
+def test_an_answer_that_tells_the_failure_but_not_why_gets_the_tools_words(scripted):
+    vague = "<think></think>\nHold placed on hold limit, cancel on the desk first."  # "limit", not the 3 holds
+    backend = scripted(actor=[HOLD_CALL, vague])
+    traj = run_episode(backend, _hold_task(), EpisodeConfig(mode="none"), _tom_over_limit())
+    (step,) = call_steps(traj.turns)
+    assert traj.turns[1].added == "Hold placed on hold limit, cancel on the desk first."
+    assert traj.final_answer == ("Hold placed on hold limit, cancel on the desk first.\n\nWhat the tools returned: "
+                                 f"place_hold: HOLD_LIMIT_REACHED: {step.real['error']['message']}")
+    assert traj.ungrounded == [] and not traj.turns[1].withdrawn
+
+
+def test_tells_why_needs_the_reason_and_the_numbers_of_the_message():
+    env = create("bank")
+    call = ToolCall("transfer", {"from_account_id": "ACC-1002", "to_account_id": "ACC-1001", "amount": 1200.0})
+    over = env.execute(call.name, call.arguments)
+    assert over["error"]["code"] == "DAILY_LIMIT_EXCEEDED"
+    asked = ["Transfer $1,200 from ACC-1002 to ACC-1001."]
+    described = [json.dumps(find_tool(env.tools(), "transfer").to_openai())]  # "USD", "account": said of any transfer
+    assert not tells_why("The transfer did not go through: ACC-1002 has a balance of 1000.00 USD.", call, over,
+                         asked, described)
+    assert tells_why("Over the daily limit: ACC-1002 can send 1000.00 USD more today.", call, over, asked, described)
+    assert not tells_why("Over the daily limit.", call, over, asked, described)  # how much more it can send: left out
 
 
 def test_a_claim_after_a_held_call_is_replaced_by_the_foreseen_failure(scripted):

@@ -64,7 +64,9 @@ def test_a_held_call_the_actor_gives_up_on_runs_for_real_before_the_answer(scrip
     assert "withdraw" in set_aside.set_aside and not set_aside.withdrawn
     # Asked again, the actor read the real refusal in place of the prediction.
     assert step.real["error"]["message"] in final.actor_prompt and HELD_MESSAGE not in final.actor_prompt
-    assert traj.final_answer == "The bank refused: insufficient funds."
+    # It told why, not how much the account holds: the tool's words follow the actor's.
+    assert final.added == "The bank refused: insufficient funds."
+    assert traj.final_answer.endswith(f"withdraw: INSUFFICIENT_FUNDS: {step.real['error']['message']}")
     totals = traj.totals()
     assert (totals["real_calls"], totals["real_errors"], totals["held_calls"], totals["checked_calls"]) == (1, 1, 0, 1)
 
@@ -119,7 +121,7 @@ def test_a_read_foreseen_to_fail_is_never_held(scripted):
 
 def test_the_same_call_asked_again_after_a_hold_runs_for_real(scripted):
     backend = scripted(
-        actor=["<think></think>\nNo call.", WITHDRAW, WITHDRAW, "<think></think>\nRefused: insufficient funds."],
+        actor=["<think></think>\nNo call.", WITHDRAW, WITHDRAW, "<think></think>\nRefused: insufficient funds, ACC-1005 has 15.50 USD."],
         rehearser=[result_text(REFUSED), result_text(REFUSED)],
     )
     traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), create("bank"))
@@ -136,7 +138,7 @@ def test_a_held_turn_the_real_call_contradicts_leaves_the_actors_history(scripte
     """Asked again, the held call runs; where it fails otherwise than foreseen, the actor's
     answer reads the real failure alone, not the one that never happened."""
     backend = scripted(
-        actor=["<think></think>\nNo call.", WITHDRAW, WITHDRAW, "<think></think>\nRefused: insufficient funds."],
+        actor=["<think></think>\nNo call.", WITHDRAW, WITHDRAW, "<think></think>\nRefused: insufficient funds, ACC-1005 has 15.50 USD."],
         rehearser=[result_text(foreseen), result_text(foreseen)],
     )
     traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), create("bank"))
@@ -400,7 +402,7 @@ def test_an_answer_from_the_memory_alone_is_set_aside_and_the_call_tried(scripte
     backend = scripted(
         # asked again without the memory, its prompt is the imagined run's: it takes its withdrawal
         actor=[WITHDRAW, "<think></think>\nThe account holds too little.",
-               "<think></think>\nToo little.", "<think></think>\nRefused: insufficient funds."],
+               "<think></think>\nToo little.", "<think></think>\nRefused: insufficient funds, ACC-1005 has 15.50 USD."],
         rehearser=[result_text(REFUSED)],
     )
     traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1, trust_certainty=None), create("bank"))
@@ -409,7 +411,7 @@ def test_an_answer_from_the_memory_alone_is_set_aside_and_the_call_tried(scripte
     assert tried.action_from == 0 and tried.calls[0].rehearsal_from == 0
     (step,) = call_steps(traj.turns)
     assert step.checked and step.real["error"]["code"] == "INSUFFICIENT_FUNDS"
-    assert checked_at.set_aside and traj.final_answer == "Refused: insufficient funds."
+    assert checked_at.set_aside and traj.final_answer == "Refused: insufficient funds, ACC-1005 has 15.50 USD."
 
 
 def test_an_imagined_run_reads_the_real_state_only_until_it_imagines_a_write(scripted):
@@ -490,7 +492,7 @@ def test_the_other_imagined_runs_start_only_where_the_lead_foresaw_a_failure(scr
                        create("bank"))
     assert len(traj.rehearsals) == 1 and traj.memory["others_skipped"] == 2 and not traj.memory["shown"]
     assert traj.success is not False and traj.n == 3
-    warned = scripted(actor=[WITHDRAW, WITHDRAW, BALANCE, "<think></think>\nRefused: insufficient funds."],
+    warned = scripted(actor=[WITHDRAW, WITHDRAW, BALANCE, "<think></think>\nRefused: insufficient funds, ACC-1005 has 15.50 USD."],
                       rehearser=[result_text(REFUSED), result_text(REFUSED)])
     traj = run_episode(warned, _task(), EpisodeConfig(mode="parallel", n=2, trust_certainty=None), create("bank"))
     assert len(traj.rehearsals) == 2 and "others_skipped" not in traj.memory and traj.memory["shown"]
@@ -679,7 +681,7 @@ def test_a_held_call_asked_again_keeps_its_prediction_and_the_rehearser_is_not_a
     """Nothing real happened between the hold and the same call asked again: its prediction
     is the one it had (one rehearser answer in the script: a second question would exhaust it)."""
     backend = scripted(
-        actor=["<think></think>\nNo call.", WITHDRAW, WITHDRAW, "<think></think>\nRefused: insufficient funds."],
+        actor=["<think></think>\nNo call.", WITHDRAW, WITHDRAW, "<think></think>\nRefused: insufficient funds, ACC-1005 has 15.50 USD."],
         rehearser=[result_text(REFUSED)],
     )
     traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), create("bank"))
@@ -694,7 +696,7 @@ def test_a_greedy_rehearser_answers_an_imagined_run_from_an_earlier_ones_same_qu
     in the same prompt, the greedy rehearser's answer is the lead's (one answer in the script)."""
     from envace_demo.models.base import Sampling
 
-    backend = scripted(actor=[WITHDRAW, WITHDRAW, BALANCE, "<think></think>\nRefused: insufficient funds."],
+    backend = scripted(actor=[WITHDRAW, WITHDRAW, BALANCE, "<think></think>\nRefused: insufficient funds, ACC-1005 has 15.50 USD."],
                        rehearser=[result_text(REFUSED)])
     config = EpisodeConfig(mode="parallel", n=2, sampling=Sampling(seed=5, rehearse_temperature=0.0),
                            trust_certainty=None)
@@ -725,7 +727,7 @@ def test_an_unsure_foresight_is_not_shown_upfront_and_its_call_is_held_then_chec
     the memory stays unread and the other run never starts, so the committed run acts as
     one without rehearsal would; its call is held when it comes, then checked for real."""
     backend = scripted(
-        actor=[WITHDRAW, "<think></think>\nToo little.", "<think></think>\nRefused: insufficient funds."],
+        actor=[WITHDRAW, "<think></think>\nToo little.", "<think></think>\nRefused: insufficient funds, ACC-1005 has 15.50 USD."],
         rehearser=[result_text(REFUSED)],
     )
     traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=2), create("bank"))
@@ -733,7 +735,7 @@ def test_an_unsure_foresight_is_not_shown_upfront_and_its_call_is_held_then_chec
     assert all("Rehearsal memory" not in t.actor_prompt for t in traj.turns if t.actor_prompt)
     (step,) = call_steps(traj.turns)
     assert step.checked and step.rehearsal_from == 0 and step.real["error"]["code"] == "INSUFFICIENT_FUNDS"
-    assert traj.final_answer == "Refused: insufficient funds."
+    assert traj.final_answer == "Refused: insufficient funds, ACC-1005 has 15.50 USD."
     # Sure of it, the lead's foresight is shown and brings the other run in.
     sure_backend = scripted(actor=[WITHDRAW, WITHDRAW, "<think></think>\nThe account holds too little."],
                             rehearser=[sure(result_text(REFUSED), 0.95), sure(result_text(REFUSED), 0.95)])
@@ -749,7 +751,7 @@ def test_a_failed_other_path_leaves_the_hold_to_be_checked_before_the_answer_sta
     paid = {"transaction_id": "TX-5008", "account_id": "ACC-1005", "amount": 20, "new_balance": 0}
     backend = scripted(
         actor=["<think></think>\nNo call.", WITHDRAW, twenty, "<think></think>\nWithdrew $20.",
-               "<think></think>\nRefused: insufficient funds."],
+               "<think></think>\nRefused: insufficient funds, ACC-1005 has 15.50 USD."],
         rehearser=[result_text(REFUSED), result_text(paid)],
     )
     traj = run_episode(backend, _task(), EpisodeConfig(mode="parallel", n=1), create("bank"))
@@ -757,7 +759,7 @@ def test_a_failed_other_path_leaves_the_hold_to_be_checked_before_the_answer_sta
     assert tried.real["error"]["code"] == "INSUFFICIENT_FUNDS" and not tried.held
     assert forty.checked and forty.real["error"]["code"] == "INSUFFICIENT_FUNDS"
     assert [t.set_aside is not None for t in traj.turns if not t.calls] == [True, False]
-    assert traj.final_answer == "Refused: insufficient funds."
+    assert traj.final_answer == "Refused: insufficient funds, ACC-1005 has 15.50 USD."
 
 
 WITHDRAW_FIVE = call_text("withdraw", {"account_id": "ACC-1005", "amount": 5})

@@ -42,8 +42,8 @@ def _print_step(where: str, event: TurnUpdated, out) -> None:
             print(f"{prefix} answer (the actor's, {turn.reported!r}, left out the failure): "
                   f"{turn.action.content}", file=out)
         elif turn.added:
-            print(f"{prefix} answer (the actor's told none of what the reads held of the question; those values "
-                  f"added): {turn.action.content}", file=out)
+            print(f"{prefix} answer (the actor's left out what the tools returned of the question, or why a "
+                  f"write failed; that added): {turn.action.content}", file=out)
         elif turn.completed:
             print(f"{prefix} answer (the actor's ended on a tool's text cut short; the rest added): "
                   f"{turn.action.content}", file=out)

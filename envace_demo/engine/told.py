@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Generator
 
-from envace_demo.acknowledgment import acknowledges, report
+from envace_demo.acknowledgment import acknowledges, failure_text, report, tells_why
 from envace_demo.engine.answers import ungrounded
 from envace_demo.engine.imagined import asks_a_question
 from envace_demo.engine.verdict import RunState
@@ -30,6 +30,7 @@ def tell_failure(
     missed = untold(turn.action.content, conversation, memory, runner.tools, runner.writes,
                     config.trust_certainty)
     if missed is None:
+        add_why(turn, conversation, runner.tools, runner.writes)
         return False
     call, failure, ran = missed
     if not state.retold:
@@ -73,6 +74,26 @@ def untold(
     tool = find_tool(tools, call.name)
     known = [*conversation.requests(), json.dumps(tool.to_openai()) if tool else ""]
     return None if acknowledges(answer, call, failure, known, read) else (call, failure, ran)
+
+
+def add_why(turn: Turn, conversation: Conversation, tools: list[Tool], writes: Writes) -> None:
+    """An answer that tells a write the request asked for failed for real, but not why
+    (``tells_why``): the tool's own failure is added after the actor's words (kept in
+    ``Turn.added``). Only a real failure: a foreseen one's message is the rehearsal's."""
+    failed = last_failure(conversation)
+    if failed is None or asks_a_question(conversation.user):
+        return
+    step, failure = failed
+    if step.held or step.real is None or writes(step.call.name) is not True:
+        return
+    said = turn.action.content or ""
+    tool = find_tool(tools, step.call.name)
+    # A tool's description ("at most 3 books") tells the user none of this failure's numbers.
+    if said and not tells_why(said, step.call, failure, conversation.requests(),
+                              [json.dumps(tool.to_openai())] if tool else []):
+        code, message = failure_text(failure)
+        turn.added = said
+        turn.action.content = f"{said.rstrip()}\n\nWhat the tools returned: {step.call.name}: {code}: {message}"
 
 
 def last_failure(conversation: Conversation) -> tuple[CallStep, Any] | None:

@@ -343,8 +343,8 @@ REPORTED_NOTE = ("asked twice, the actor left out that the last call failed (it 
                  "the tool returned it is the answer")
 COMPLETED_NOTE = ("the actor's answer ended on a tool's text cut short (it said: {why}); the rest of that text, as "
                   "the tool returned it, is added")
-ADDED_NOTE = ("asked twice, the actor told none of what the real reads held of the question (it said: {why}); "
-              "those values, as the tools returned them, are added")
+ADDED_NOTE = ("the actor's answer left out what the tools returned of the question, or why a write failed "
+              "(it said: {why}); that, as the tools returned it, is added")
 RESTORED_NOTE = "the user's words, as the user wrote them: {what}"
 WITHDRAWN_NOTE = "the rehearsal memory was withdrawn here: {why}; the next turns read the real results alone"
 
