@@ -134,6 +134,20 @@ def test_a_claim_after_a_held_call_is_replaced_by_the_foreseen_failure(scripted)
     assert env.state()["patrons"]["P-1077"]["holds"] == create("library").state()["patrons"]["P-1077"]["holds"]
 
 
+def test_an_answer_after_a_held_call_that_leaves_out_why_gets_the_foreseen_failure(scripted):
+    vague = "<think></think>\nHold placed on hold limit, cancel on the desk first."
+    backend = scripted(actor=["<think></think>\nNo call.", HOLD_CALL, vague], rehearser=[result_text(LIMIT)])
+    traj = run_episode(backend, _hold_task(), EpisodeConfig(mode="parallel", n=1, check_given_up=False),
+                       _tom_over_limit())
+    (step,) = call_steps(traj.turns)
+    assert step.held and step.real is None
+    final = [t for t in traj.turns if not t.calls][-1]
+    assert final.added == "Hold placed on hold limit, cancel on the desk first."
+    assert traj.final_answer.endswith(f"What rehearsal foresaw, not run: place_hold: HOLD_LIMIT_REACHED: "
+                                      f"{LIMIT['error']['message']}")
+    assert traj.ungrounded == []
+
+
 def test_the_check_can_be_turned_off(scripted):
     backend = scripted(actor=[HOLD_CALL, CLAIM])
     traj = run_episode(backend, _hold_task(), EpisodeConfig(mode="none", report_failures=False), _tom_over_limit())

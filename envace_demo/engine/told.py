@@ -30,7 +30,7 @@ def tell_failure(
     missed = untold(turn.action.content, conversation, memory, runner.tools, runner.writes,
                     config.trust_certainty)
     if missed is None:
-        add_why(turn, conversation, runner.tools, runner.writes)
+        add_why(runner, turn, conversation, turns)
         return False
     call, failure, ran = missed
     if not state.retold:
@@ -76,24 +76,30 @@ def untold(
     return None if acknowledges(answer, call, failure, known, read) else (call, failure, ran)
 
 
-def add_why(turn: Turn, conversation: Conversation, tools: list[Tool], writes: Writes) -> None:
-    """An answer that tells a write the request asked for failed for real, but not why
-    (``tells_why``): the tool's own failure is added after the actor's words (kept in
-    ``Turn.added``). Only a real failure: a foreseen one's message is the rehearsal's."""
+def add_why(runner: Any, turn: Turn, conversation: Conversation, turns: list[Turn]) -> None:
+    """An answer that tells a write the request asked for failed, but not why (``tells_why``):
+    the failure is added after the actor's words (kept in ``Turn.added``), as the tool returned
+    it, or as rehearsal foresaw it for a call held and never run, its message kept only where
+    no value in it is the rehearsal's alone."""
     failed = last_failure(conversation)
     if failed is None or asks_a_question(conversation.user):
         return
     step, failure = failed
-    if step.held or step.real is None or writes(step.call.name) is not True:
+    if (not step.held and step.real is None) or runner.writes(step.call.name) is not True:
         return
     said = turn.action.content or ""
-    tool = find_tool(tools, step.call.name)
+    tool = find_tool(runner.tools, step.call.name)
     # A tool's description ("at most 3 books") tells the user none of this failure's numbers.
-    if said and not tells_why(said, step.call, failure, conversation.requests(),
-                              [json.dumps(tool.to_openai())] if tool else []):
-        code, message = failure_text(failure)
-        turn.added = said
-        turn.action.content = f"{said.rstrip()}\n\nWhat the tools returned: {step.call.name}: {code}: {message}"
+    if not said or tells_why(said, step.call, failure, conversation.requests(),
+                             [json.dumps(tool.to_openai())] if tool else []):
+        return
+    code, message = failure_text(failure)
+    told = f"What the tools returned: {step.call.name}: {code}: {message}"
+    if step.held:
+        told = f"What rehearsal foresaw, not run: {step.call.name}: {code}: {message}"
+        if ungrounded(runner.task, runner.config.known_results, turns, told, runner.rehearsals):
+            told = f"What rehearsal foresaw, not run: {step.call.name}: {code}"
+    turn.added, turn.action.content = said, f"{said.rstrip()}\n\n{told}"
 
 
 def last_failure(conversation: Conversation) -> tuple[CallStep, Any] | None:
