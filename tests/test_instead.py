@@ -41,6 +41,10 @@ def test_the_file_environment_names_the_read_that_fits():
     assert env.read_instead("read_file", {"path": "/system/meeting/who.txt"}, made_up, said) == (
         "list_directory", {"path": "/notes"})
     assert env.read_instead("read_file", {"path": "/nowhere.txt"}, missing, ["in /nowhere"]) is None
+    # Two folders named ("/notes/meeting.md into /archive"): the one the path is in.
+    move = ["Move /notes/meeting.md into /archive."]
+    assert env.read_instead("read_file", {"path": "/notes/meeting.md"}, missing, move) == (
+        "list_directory", {"path": "/notes"})
     listing = env.execute("list_directory", {"path": "/"})
     assert env.read_options("read_file", "list_directory", listing) == []  # folders only: nothing to read
     notes = env.execute("list_directory", {"path": "/notes"})

@@ -170,16 +170,21 @@ class FilesEnvironment(ToolEnvironment):
         return None
 
     def folder_of(self, path: str, said: Sequence[str]) -> str | None:
-        """Where a file looked for at ``path``, which is not there, may be: the one folder the
-        user's words name by its path ("in /notes"), else the deepest folder of ``path`` that
-        exists; None where that is the root, which says nothing of where to look."""
-        named = {_safe(p.rstrip(".")) for text in said for p in _PATH.findall(text)} & self._dirs
-        if len(named) == 1:
-            return named.pop()
-        folder = posixpath.dirname(_safe(path) or "/")
-        while folder not in self._dirs:
+        """Where a file looked for at ``path``, which is not there, may be: a folder of its path
+        that the user's words name (a folder written in them, or one holding a file written in
+        them), else the one folder they name ("in /notes"), else the deepest folder of ``path``
+        that exists; None where that is the root, which says nothing of where to look."""
+        written = {p for text in said for raw in _PATH.findall(text) if (p := _safe(raw.rstrip(".")))}
+        named = {p if p in self._dirs else posixpath.dirname(p) for p in written} & self._dirs - {"/"}
+        folders, folder = [], posixpath.dirname(_safe(path) or "/")
+        while True:  # the folders of the path that exist, the deepest first
+            if folder in self._dirs:
+                folders.append(folder)
+            if folder == "/":
+                break
             folder = posixpath.dirname(folder)
-        return folder if folder != "/" else None
+        chosen = next((f for f in folders if f in named), None) or (min(named) if len(named) == 1 else folders[0])
+        return chosen if chosen != "/" else None
 
     def read_options(self, name: str, instead: str, result: Any) -> list[dict[str, Any]]:
         if name != "read_file" or instead != "list_directory" or not isinstance(result, dict):
