@@ -127,7 +127,8 @@ def test_close_stops_the_server_process():
 
 def test_an_episode_commits_real_calls_through_mcp_and_checks_the_server_state(scripted, stdio_env):
     check = {"state": [{"path": "accounts.ACC-1003.balance", "equals": 810.25}]}
-    backend = scripted(actor=[DEPOSIT, BALANCE, ANSWER])
+    # The question asks for the balance: an answer that tells it stands (``engine/asked.py``).
+    backend = scripted(actor=[DEPOSIT, BALANCE, "<think>done</think>\nThe balance is 810.25 USD."])
     traj = run_episode(backend, _task(stdio_env, check), EpisodeConfig(mode="none"), stdio_env)
     assert traj.ended == "answer"
     deposit, balance = call_steps(traj.turns)
