@@ -55,6 +55,14 @@ def _number(word: str) -> str | None:
     return number_text(x)
 
 
+def _said(call: ToolCall, known: Iterable[str]) -> set[str]:
+    """The words a failure's words must not be to tell anything: the call's arguments and ``known``."""
+    said = _words(json.dumps(call.arguments, ensure_ascii=False))
+    for text in known:
+        said |= _words(text)
+    return said
+
+
 def failure_text(failure: Any) -> tuple[str, str]:
     """The code and message of a failure in the environments' or the contract's form."""
     err = failure.get("error", failure.get("error_tool_call")) if isinstance(failure, dict) else None
@@ -73,9 +81,7 @@ def acknowledges(
     the desk" took "desk" from "cancel one at the desk first"."""
     if not is_error(failure) or _NEGATION.search(answer):
         return True
-    said = _words(json.dumps(call.arguments, ensure_ascii=False))
-    for text in known:
-        said |= _words(text)
+    said = _said(call, known)
     code, message = failure_text(failure)
     answered = _words(answer)
     worded = (_words(message) - said) & answered
@@ -102,9 +108,7 @@ def tells_why(answer: str, call: ToolCall, failure: Any, known: Iterable[str], d
     description (``described``) does not hold either ("USD" or "account" tell nothing). "The
     transfer did not go through: ACC-1002 has 1000.00 USD" leaves out the daily limit; "Hold
     placed on hold limit" leaves out that the patron already has 3 holds."""
-    said = _words(json.dumps(call.arguments, ensure_ascii=False))
-    for text in known:
-        said |= _words(text)
+    said = _said(call, known)
     general = said.union(*(_words(text) for text in described))
     code, message = failure_text(failure)
     answered = _words(answer)

@@ -32,3 +32,10 @@ def ungrounded(
         real.append(c.call.arguments)  # an argument is the actor's, not a prediction
     real += [r for _, r in known_results]
     return grounding.ungrounded(answer, rehearsed, real)
+
+
+def add_to_answer(turn: Turn, told: str) -> None:
+    """``told`` (what the tools returned, or a failure) after the actor's answer, whose own
+    words ``Turn.added`` keeps."""
+    said = turn.action.content or ""
+    turn.added, turn.action.content = said, f"{said.rstrip()}\n\n{told}"

@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Generator, Iterable
 
+from envace_demo.engine.answers import add_to_answer
 from envace_demo.engine.aside import asked, stems
 from envace_demo.engine.detail import Detail, closest, missing_read, what_is_asked
 from envace_demo.engine.imagined import Writes
@@ -100,18 +101,14 @@ def answers_in(request: str, call: ToolCall, result: Any) -> tuple[list[Found], 
         return [], []
     # The rows of a search are about the words searched for too: the call's arguments count.
     topic = asked(request, ToolCall(call.name, {}))
+    fields = stems(request), implied_fields(request)
     in_rows: list[Found] = []
     for row in closest(topic, result):
-        if (found := _values(call.name, row, request)) is None:
+        if (found := _values(call.name, row, fields)) is None:
             return None
         in_rows += found
-    in_item = _values(call.name, result, request)
+    in_item = _values(call.name, result, fields)
     return None if in_item is None else (in_rows, in_item)
-
-
-def asked_fields(request: str) -> set[str]:
-    """The field words ``request`` asks for: its own words, and what its asking words ask for."""
-    return stems(request) | implied_fields(request)
 
 
 def implied_fields(request: str) -> set[str]:
@@ -137,12 +134,12 @@ def tells(answer: str, value: Any, request: str) -> bool:
     return any(w.lower() in said for w in _NAME_WORD.findall(str(value)) if w.lower() not in own)
 
 
-def _values(tool: str, item: dict, request: str) -> list[Found] | None:
-    """The values of ``item``'s fields named by a word of ``request`` or by what its asking
-    words ask for (no identifier); None where one of those that count (``wanted``) is a
-    yes/no, a zero or nothing: told in words ("none available"), an answer is not for the
-    engine to judge."""
-    own_words, implied = stems(request), implied_fields(request)
+def _values(tool: str, item: dict, fields: tuple[set[str], set[str]]) -> list[Found] | None:
+    """The values of ``item``'s fields named by a word of the request or by what its asking
+    words ask for (``fields``: those two, stemmed; no identifier); None where one of those that
+    count (``wanted``) is a yes/no, a zero or nothing: told in words ("none available"), an
+    answer is not for the engine to judge."""
+    own_words, implied = fields
     row = next((str(v) for k, v in item.items() if names_identifier(k) and isinstance(v, str)), None)
     out: list[Found] = []
     for key, value in item.items():
@@ -181,12 +178,11 @@ def ask_again(runner: Any, turn: Turn, conversation: Conversation, state: Any, w
         turn.withdrawn = f"the question asks for what {call.name} returns, and no read so far returned it"
         yield TurnUpdated(where, rindex, turn, None, "acted")
         return True
-    left = [f.text() for f in unanswered(conversation, turn.action.content or "", runner.writes)]
+    left = list(dict.fromkeys(f.text() for f in unanswered(conversation, turn.action.content or "", runner.writes)))
     if not left:
         return False
     state.asked_again += 1
     state.answer_next = True
-    left = list(dict.fromkeys(left))
     turn.withdrawn = f"the question asks for what the real reads hold ({', '.join(left[:3])}); it told none of it"
     yield TurnUpdated(where, rindex, turn, None, "acted")
     return True
@@ -195,10 +191,8 @@ def ask_again(runner: Any, turn: Turn, conversation: Conversation, state: Any, w
 def add_what_asked(turn: Turn, found: list[Found]) -> None:
     """The last answer, asked for twice, still tells none of ``found``: the values are added
     after the actor's words (kept in ``Turn.added``), each with the read and row it came from."""
-    if not found:
-        return
-    said = turn.action.content or ""
-    turn.added, turn.action.content = said, f"{said.rstrip()}\n\nWhat the tools returned: {what_was_found(found)}."
+    if found:
+        add_to_answer(turn, f"What the tools returned: {what_was_found(found)}.")
 
 
 def what_was_found(found: list[Found]) -> str:

@@ -8,7 +8,7 @@ import json
 from typing import Any, Callable, Generator
 
 from envace_demo.acknowledgment import acknowledges, failure_text, report, tells_why
-from envace_demo.engine.answers import ungrounded
+from envace_demo.engine.answers import add_to_answer, ungrounded
 from envace_demo.engine.imagined import asks_a_question
 from envace_demo.engine.verdict import RunState
 from envace_demo.events import Event, TurnUpdated
@@ -99,7 +99,7 @@ def add_why(runner: Any, turn: Turn, conversation: Conversation, turns: list[Tur
         told = f"What rehearsal foresaw, not run: {step.call.name}: {code}: {message}"
         if ungrounded(runner.task, runner.config.known_results, turns, told, runner.rehearsals):
             told = f"What rehearsal foresaw, not run: {step.call.name}: {code}"
-    turn.added, turn.action.content = said, f"{said.rstrip()}\n\n{told}"
+    add_to_answer(turn, told)
 
 
 def last_failure(conversation: Conversation) -> tuple[CallStep, Any] | None:
