@@ -43,6 +43,15 @@ def _is_error(response: Any) -> bool:
     return isinstance(response, dict) and set(response) == {"error"}
 
 
+def _annotations(env: Environment, name: str) -> types.ToolAnnotations | None:
+    """What the environment declares of a tool: whether it only reads, and whether a write
+    only adds (a client can then tell a question's reads from writes nobody asked for)."""
+    writes = env.writes(name)
+    if writes is None:
+        return None
+    return types.ToolAnnotations(readOnlyHint=not writes, destructiveHint=None if not writes else not env.additive(name))
+
+
 def build_server(env: Environment) -> Server:
     """An MCP server whose tools are ``env``'s tools, executed against ``env``."""
     tools = [
@@ -52,6 +61,7 @@ def build_server(env: Environment) -> Server:
             inputSchema=tool.parameters,
             # MCP output schemas describe an object; others stay undeclared.
             outputSchema=tool.response if (tool.response or {}).get("type") == "object" else None,
+            annotations=_annotations(env, tool.original_name),
         )
         for tool in env.tools()
     ]

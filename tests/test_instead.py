@@ -45,6 +45,16 @@ def test_the_file_environment_names_the_read_that_fits():
     move = ["Move /notes/meeting.md into /archive."]
     assert env.read_instead("read_file", {"path": "/notes/meeting.md"}, missing, move) == (
         "list_directory", {"path": "/notes"})
+    # A folder named in words: "my notes folder" is /notes, "the archive folder" /archive.
+    said = ["Who was at the team sync on March 10? The notes should be in my notes folder."]
+    assert env.read_instead("read_file", {"path": "/system/me/file.txt"}, made_up, said) == (
+        "list_directory", {"path": "/notes"})
+    assert env.folders_called({"archive", "new", "note"}) == {"/archive", "/notes"}
+    # A made-up path whose tail is a file that is there: that file is read.
+    assert env.read_instead("read_file", {"path": "/system/projects/website/style.css"}, made_up) == (
+        "read_file", {"path": "/projects/website/style.css"})
+    assert env.read_instead("read_file", {"path": "/home/me/notes/todo.txt"}, made_up) == (
+        "read_file", {"path": "/notes/todo.txt"})
     listing = env.execute("list_directory", {"path": "/"})
     assert env.read_options("read_file", "list_directory", listing) == []  # folders only: nothing to read
     notes = env.execute("list_directory", {"path": "/notes"})
@@ -97,6 +107,19 @@ def test_a_made_up_path_is_looked_for_in_the_folder_it_may_be_in():
     (pick,) = [c for c in backend.constraints if c is not None and len(c.tools) == 1]
     assert pick.tools[0].parameters["properties"]["path"]["enum"] == ["/system/config.ini"]  # "config" names it
     assert traj.final_answer == "The timeout is 30."
+
+
+def test_a_made_up_path_around_a_real_file_reads_that_file():
+    env = create("files")
+    made_up = call_text("read_file", {"path": "/system/projects/website/style.css"})
+    backend = ConstrainedBackend(actor=[made_up, "<think></think>\nThe stylesheet is 48 bytes."])
+    traj = run_episode(backend, _task(env, "How large is the stylesheet of the website project, in bytes?"),
+                       EpisodeConfig(mode="none"), env)
+    names = [(s.call.name, s.call.arguments["path"]) for s in call_steps(traj.turns)]
+    assert names == [("read_file", "/system/projects/website/style.css"),
+                     ("read_file", "/projects/website/style.css")]
+    assert traj.turns[1].calls[0].real["size"] == 48 and "may be" in traj.turns[1].instead
+    assert traj.final_answer == "The stylesheet is 48 bytes."
 
 
 def test_where_the_users_words_name_no_file_every_file_listed_is_on_offer():

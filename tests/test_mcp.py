@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SERVER = ROOT / "examples" / "mcp_server.py"
 STDIO = f"python {SERVER}"
 BALANCE = call_text("get_account", {"account_id": "ACC-1003"})
+HISTORY = call_text("list_transactions", {"account_id": "ACC-1003"})
 DEPOSIT = call_text("deposit", {"account_id": "ACC-1003", "amount": 500})
 ANSWER = "<think>done</think>\nDone."
 
@@ -91,6 +92,12 @@ def test_tools_import_as_the_builtin_environment_declares_them(stdio_env):
     builtin = create("bank")
     assert [t.to_dict() for t in stdio_env.tools()] == [t.to_dict() for t in builtin.tools()]
     assert stdio_env.tools()[0].response is not None  # outputSchema arrives as the response schema
+    # The server's readOnlyHint/destructiveHint say what reads and what only adds, as tools.json does.
+    for tool in builtin.tools():
+        name = tool.original_name
+        assert stdio_env.writes(name) is builtin.writes(name) and stdio_env.additive(name) is builtin.additive(name)
+    assert stdio_env.writes("get_account") is False and stdio_env.writes("withdraw") is True
+    assert stdio_env.writes("no_such_tool") is None  # undeclared: unknown, not assumed a write
 
 
 def test_calls_execute_on_the_server_and_match_the_builtin_environment(stdio_env):
@@ -141,7 +148,7 @@ def test_an_episode_commits_real_calls_through_mcp_and_checks_the_server_state(s
 def test_server_killed_mid_episode_gives_an_error_step_not_a_hang(scripted, stdio_env):
     def kill_then_call(prompt: str) -> str:
         os.kill(stdio_env.server_pid, signal.SIGKILL)
-        return BALANCE
+        return HISTORY  # another read: the same one again would only answer the same, and is not made
 
     backend = scripted(actor=[BALANCE, kill_then_call])
     started = time.monotonic()
@@ -163,7 +170,7 @@ def test_server_hung_mid_episode_times_out_and_close_kills_it(scripted):
 
     def freeze_then_call(prompt: str) -> str:
         os.kill(pid, signal.SIGSTOP)  # alive but never answers
-        return BALANCE
+        return HISTORY
 
     try:
         backend = scripted(actor=[BALANCE, freeze_then_call])
@@ -171,7 +178,7 @@ def test_server_hung_mid_episode_times_out_and_close_kills_it(scripted):
         traj = run_episode(backend, _task(env), EpisodeConfig(mode="none"), env)
         assert time.monotonic() - started < 30
         assert traj.ended == "environment_error"
-        assert "no answer to get_account within 2 s" in call_steps(traj.turns)[1].error
+        assert "no answer to list_transactions within 2 s" in call_steps(traj.turns)[1].error
     finally:
         started = time.monotonic()
         env.close()
@@ -339,5 +346,7 @@ def test_cli_run_commits_real_calls_through_mcp():
     for step in committed:
         # The real response is what the server's bank answers to that exact call.
         assert step["real"] == builtin.execute(step["call"]["name"], step["call"]["arguments"])
-        assert step["rehearsed"] is not None
+        # The server declares its reads (readOnlyHint): a question is offered no write.
+        assert builtin.writes(step["call"]["name"]) is False
     assert record["final_state"] == builtin.state()  # the server's state, read over MCP
+    assert "310.25" in record["final_answer"]

@@ -35,3 +35,35 @@ def test_the_words_of_a_tool():
     tool = find_tool(create("library").tools(), "place_hold")
     assert tool_words(tool, described=False) == {"place", "hold"}
     assert {"place", "hold", "book", "patron"} <= tool_words(tool)
+
+
+@pytest.mark.parametrize("said, asks", [
+    ("i took some cash out of an atm a few days ago on ACC-1001, which atm was it?", True),
+    ("According to my budget spreadsheet under /projects, how much did I spend in February?", True),
+    ("Add up what Alice paid for rent and groceries out of ACC-1001 - what's the total?", True),
+    ("Which books does card P-1077 have on hold?", True),
+    ("Could you place a hold on Dune for P-1077?", False),  # an instruction, worded politely
+    ("Move $50 to ACC-1002, which is my savings.", False),  # a relative clause, no question mark
+    ("Withdraw 20 USD from ACC-1005, then tell me the new balance.", False),
+])
+def test_a_question_put_after_a_clause_asks(said, asks):
+    from envace_demo.engine.imagined import asks_a_question
+
+    assert asks_a_question(said) is asks
+
+
+def test_a_question_put_after_a_clause_is_offered_no_withdrawal():
+    """Read as an instruction, "..., which atm was it?" was offered the withdrawal, and the small
+    actor withdrew 1000 USD for real; as a question, it is offered the reads alone."""
+    from envace_demo.engine.config import EpisodeConfig
+    from envace_demo.engine.offer import offered
+
+    env = create("bank")
+    tools = env.tools()
+    committer = Committer(env, None, threading.Event(), None, True, 10.0, None, None)
+
+    class Prompt:
+        messages = [{"role": "user", "content": "i took cash out of an atm on ACC-1001, which atm was it?"}]
+
+    names = {t.name for t in offered(tools, Prompt(), False, EpisodeConfig(), committer)}
+    assert "list_transactions" in names and not names & {"withdraw", "deposit", "transfer", "freeze_account"}

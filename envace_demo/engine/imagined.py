@@ -91,11 +91,18 @@ def plans_write(action, gen: Generation, writes: Writes) -> bool:
 # "Could you place a hold ..." is an instruction, worded politely.
 _QUESTION = re.compile(r"(?:^|[.!?]\s+)(?:what|which|who|whom|whose|where|when|why|how|is|are|was|were|does|do|did"
                        r"|has|have)\b", re.IGNORECASE)
+# So does a question put after a clause, up to its question mark: "..., which atm was it?",
+# "According to my budget, how much did I spend?", "... ACC-1001 - what's the total?".
+_ASKING_CLAUSE = re.compile(r"(?:[,;:]|\s[-\u2013\u2014])\s*(?:(?:and|but|so|then)\s+)?"
+                            r"(?:what|which|who|whom|whose|where|when|why|how)\b[^.!?]*\?", re.IGNORECASE)
 
 
 def asks_a_question(request: str) -> bool:
-    """Whether a sentence of ``request`` opens as a question: it asks for information."""
-    return bool(_QUESTION.search(request.strip()))
+    """Whether a sentence of ``request`` opens as a question, or ends in a question put after a
+    clause: it asks for information. Asked "i took some cash out of an atm on ACC-1001, which
+    atm was it?", the small actor withdrew 1000 USD: read as an instruction, it was offered the write."""
+    text = request.strip()
+    return bool(_QUESTION.search(text) or _ASKING_CLAUSE.search(text))
 
 
 def asked_for(action, request: str, writes: Writes) -> bool:

@@ -22,6 +22,7 @@ MAX_ENTRIES = 50  # list_directory's response bound (tools.json maxItems)
 MAX_NAME = 255
 MAX_PATH = 300  # the tools.json maxLength of a path, in requests and responses
 _PATH = re.compile(r"(?<![\w.])/[\w.-]+(?:/[\w.-]+)*")  # a path written in the user's words
+_FOLDER_WORD = re.compile(r"\b([a-z][\w.-]*)\s+(?:folder|directory)\b", re.IGNORECASE)  # "my notes folder"
 
 
 def _seed() -> dict[str, Any]:
@@ -164,18 +165,33 @@ class FilesEnvironment(ToolEnvironment):
         other = {("read_file", "IS_A_DIRECTORY"): "list_directory", ("list_directory", "NOT_A_DIRECTORY"): "read_file"}
         if (instead := other.get((name, error_code(result)))) is not None:
             return instead, {"path": path}
-        # A file that is not there: the folder it may be in is listed (``folder_of``).
-        if (name, error_code(result)) == ("read_file", "NOT_FOUND") and (folder := self.folder_of(path, said)):
+        if (name, error_code(result)) != ("read_file", "NOT_FOUND"):
+            return None
+        # A file that is there under a shorter path: "/system/projects/website/style.css" was made
+        # up from "/projects/website/style.css", which is read.
+        if (there := self.file_within(path)) is not None:
+            return "read_file", {"path": there}
+        # Else the folder it may be in is listed (``folder_of``).
+        if folder := self.folder_of(path, said):
             return "list_directory", {"path": folder}
         return None
+
+    def file_within(self, path: str) -> str | None:
+        """The longest tail of ``path`` that names a file which is there ("/projects/x.css" of
+        "/system/projects/x.css"), or None."""
+        parts = (_safe(path) or "/").strip("/").split("/")
+        tails = ("/" + "/".join(parts[i:]) for i in range(1, len(parts)))
+        return next((t for t in tails if t in self._files), None)
 
     def folder_of(self, path: str, said: Sequence[str]) -> str | None:
         """Where a file looked for at ``path``, which is not there, may be: a folder of its path
         that the user's words name (a folder written in them, or one holding a file written in
-        them), else the one folder they name ("in /notes"), else the deepest folder of ``path``
-        that exists; None where that is the root, which says nothing of where to look."""
+        them), else the one folder they name ("in /notes", "in my notes folder"), else the deepest
+        folder of ``path`` that exists; None where that is the root, which says nothing of where
+        to look."""
         written = {p for text in said for raw in _PATH.findall(text) if (p := _safe(raw.rstrip(".")))}
         named = {p if p in self._dirs else posixpath.dirname(p) for p in written} & self._dirs - {"/"}
+        named |= self.folders_called({w.lower() for text in said for w in _FOLDER_WORD.findall(text)})
         folders, folder = [], posixpath.dirname(_safe(path) or "/")
         while True:  # the folders of the path that exist, the deepest first
             if folder in self._dirs:
@@ -185,6 +201,11 @@ class FilesEnvironment(ToolEnvironment):
             folder = posixpath.dirname(folder)
         chosen = next((f for f in folders if f in named), None) or (min(named) if len(named) == 1 else folders[0])
         return chosen if chosen != "/" else None
+
+    def folders_called(self, words: set[str]) -> set[str]:
+        """The folders whose own name is one of ``words``, or its plural or singular ("note")."""
+        forms = words | {w + "s" for w in words} | {w.removesuffix("s") for w in words}
+        return {d for d in self._dirs if d != "/" and posixpath.basename(d).lower() in forms}
 
     def read_options(self, name: str, instead: str, result: Any) -> list[dict[str, Any]]:
         if name != "read_file" or instead != "list_directory" or not isinstance(result, dict):

@@ -282,6 +282,7 @@ class MCPEnvironment(Environment):
         self._connections: list[_Connection] = []
         self._tools: list[Tool] = []
         self._routes: dict[str, _Connection] = {}
+        self._hints: dict[str, dict[str, Any]] = {}  # tool name -> its MCP annotations
         self._lock = threading.Lock()  # one caller at a time drives connect/close
         self._connect()
         self.name = "mcp:" + "+".join(self._server_name(c) for c in self._connections)
@@ -294,6 +295,16 @@ class MCPEnvironment(Environment):
 
     def tools(self) -> list[Tool]:
         return list(self._tools)
+
+    def writes(self, name: str) -> bool | None:
+        """As the server's annotations say: ``readOnlyHint`` true is a read, false a write;
+        None where the tool declares neither (MCP's default, "may write", is not assumed)."""
+        hint = self._hints.get(name, {}).get("readOnlyHint")
+        return None if not isinstance(hint, bool) else not hint
+
+    def additive(self, name: str) -> bool:
+        """A write the server declares ``destructiveHint: false``: it only adds."""
+        return self.writes(name) is True and self._hints.get(name, {}).get("destructiveHint") is False
 
     def execute(self, name: str, arguments: dict[str, Any]) -> Any:
         """Call the tool on its server. A tool's own failure is a JSON error response;
@@ -411,6 +422,9 @@ class MCPEnvironment(Environment):
         tools: list[Tool] = []
         routes: dict[str, _Connection] = {}
         for conn in conns:
+            for raw in conn.raw_tools:
+                if isinstance(raw, dict) and isinstance(raw.get("annotations"), dict):
+                    self._hints[str(raw.get("name"))] = raw["annotations"]
             try:
                 loaded = load_tools(conn.raw_tools) if conn.raw_tools else []
             except SchemaError as err:
