@@ -34,6 +34,14 @@ def test_the_field_a_question_names_and_what_its_asking_word_asks_for():
     assert missed("Whose library card is P-1042?", patron, "It has no holds.") == ["Maya Lindqvist"]
 
 
+def test_a_unit_or_how_large_asks_for_the_size():
+    budget = _reads("files", [("read_file", {"path": "/projects/budget.csv"})])
+    dump = "/projects/budget.csv contains: month,amount jan,1200 feb,980 mar,1105"
+    assert missed("How many bytes is /projects/budget.csv?", budget, dump) == ["39"]
+    assert missed("How large is /projects/budget.csv?", budget, dump) == ["39"]
+    assert missed("How large is /projects/budget.csv?", budget, "It is 39 bytes.") == []
+
+
 def test_in_rows_only_those_holding_a_word_of_the_question_count():
     history = _reads("bank", [("get_account", {"account_id": "ACC-1001"}),
                               ("list_transactions", {"account_id": "ACC-1001"})])
@@ -159,3 +167,38 @@ def test_after_a_write_that_failed_nothing_is_asked_for():
     refused = "<think></think>\nP-1077 already has 3 holds, the limit."
     traj, _, _ = _run(full, [call_text("place_hold", {"book_id": "BK-035", "patron_id": "P-1077"}), refused])
     assert traj.final_answer == "P-1077 already has 3 holds, the limit." and not any(t.withdrawn for t in traj.turns)
+
+
+def test_a_listed_field_is_told_by_the_names_its_reads_give():
+    reads = _reads("library", [("get_patron", {"patron_id": "P-1077"})])
+    holds = "Which books does library card P-1077 currently have on hold?"
+    found = untold(holds, reads, "P-1077 may hold 3 books.")
+    # "holds" is named whole, "hold_limit" in part: the holds, as ids where no read named them.
+    assert [(f.key, f.text()) for f in found] == [("holds", "BK-001, BK-020, BK-033")]
+    reads += _reads("library", [("get_book", {"book_id": b}) for b in ("BK-001", "BK-020", "BK-033")])
+    (found,) = untold(holds, reads, "P-1077 may hold 3 books.")
+    assert found.text() == ("BK-001 (Nineteen Eighty-Four), BK-020 (To Kill a Mockingbird), "
+                            "BK-033 (The Name of the Rose)")
+    told = "Tom holds Nineteen Eighty-Four, To Kill a Mockingbird and The Name of the Rose."
+    assert untold(holds, reads, told) == []
+    assert untold(holds, reads, "Tom holds To Kill a Mockingbird.") != []  # one of three is not all
+
+
+def test_the_identifiers_a_question_asks_about_are_read_before_it_answers_again():
+    """The patron's holds are book ids: each is read with get_book, the one read their pattern fits."""
+    holds = "Which books does library card P-1077 currently have on hold?"
+    ids = "<think></think>\nP-1077 may hold 3 books."
+    titles = "<think></think>\nNineteen Eighty-Four, To Kill a Mockingbird and The Name of the Rose."
+    traj, backend, _ = _run(holds, [call_text("get_patron", {"patron_id": "P-1077"}), ids, titles])
+    made = [(s.call.name, s.call.arguments) for s in call_steps(traj.turns)]
+    assert made == [("get_patron", {"patron_id": "P-1077"})] + [
+        ("get_book", {"book_id": b}) for b in ("BK-001", "BK-020", "BK-033")]
+    assert all(t.instead for t in traj.turns if t.calls and t.calls[0].call.name == "get_book")
+    assert traj.final_answer == titles.split("\n", 1)[1] and len(backend.prompts) == 3  # no model for the reads
+
+
+def test_an_id_alone_does_not_tell_a_listed_item_a_read_named():
+    reads = _reads("library", [("get_patron", {"patron_id": "P-1100"}), ("get_book", {"book_id": "BK-005"})])
+    holding = "What is Priya Nair holding at the moment? Her card is P-1100."
+    assert missed(holding, reads, "Hold placed on Priya Nair (BK-005) for P-1100.") == ["BK-005 (Dune)"]
+    assert missed(holding, reads, "She is holding Dune.") == []

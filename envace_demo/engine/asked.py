@@ -9,7 +9,8 @@ result itself or in the rows holding the most words of the question ("ATM", "ren
 answer holding none of those values is taken back and the actor answers again, from the
 same conversation with its next seed, at most ``ASK_AGAIN`` times; the last answer stands.
 Where the question names a field no read returned, the first of those times makes the read
-that returns it (``detail.py``).
+that returns it (``detail.py``); where the field it names lists identifiers (a patron's
+``holds``), each is read, and the titles those reads give are what the answer must tell.
 Asked twice, an answer that still tells none of it keeps the actor's words
 (``Turn.added``), and the values the real reads hold are added after them with the tool, row
 and field each came from: a real value, never a rehearsed one, and nothing the actor said
@@ -28,7 +29,7 @@ from typing import Any, Generator, Iterable
 
 from envace_demo.engine.answers import add_to_answer
 from envace_demo.engine.aside import asked, stems
-from envace_demo.engine.detail import Detail, closest, missing_read, what_is_asked
+from envace_demo.engine.detail import MAX_LISTED, Detail, closest, listed_reads, missing_read, what_is_asked
 from envace_demo.engine.imagined import Writes
 from envace_demo.events import Event, TurnUpdated
 from envace_demo.grounding import number_text, values
@@ -45,9 +46,11 @@ _ASKS_FOR = {
     "when": {"date", "year"},
     "where": {"shelf", "location"},
     "why": {"reason"},
+    "bytes?": {"size"},  # a unit asks for the field measured in it
 }
-_HOW = re.compile(r"\bhow (much|many)\b", re.IGNORECASE)
-_HOW_FOR = {"much": {"amount", "balance", "total"}, "many": {"count", "total", "copies"}}
+_HOW = re.compile(r"\bhow (much|many|large|big|old)\b", re.IGNORECASE)
+_HOW_FOR = {"much": {"amount", "balance", "total"}, "many": {"count", "total", "copies"},
+            "large": {"size"}, "big": {"size"}, "old": {"year"}}
 _NAME_WORD = re.compile(r"[A-Za-z]{4,}")
 
 
@@ -63,7 +66,21 @@ class Found:
     own: bool
 
     def text(self) -> str:
+        if isinstance(self.value, tuple):
+            return ", ".join(map(str, self.value))
         return self.value if isinstance(self.value, str) else json.dumps(self.value)
+
+
+@dataclass(frozen=True)
+class Named:
+    """An identifier a listed field holds (a patron's ``holds``), with the title or name a real
+    read of it gave, where one did: asked which books are held, the titles answer, not the ids."""
+
+    id: str
+    name: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.id} ({self.name})" if self.name else self.id
 
 
 def missed(request: str, results: Iterable[tuple[ToolCall, Any]], answer: str) -> list[str]:
@@ -90,7 +107,28 @@ def wanted(request: str, results: Iterable[tuple[ToolCall, Any]]) -> list[Found]
             return []
         in_rows, in_items = in_rows + found[0], in_items + found[1]
     found = in_rows or in_items
-    return [f for f in found if f.own] or found
+    found = [f for f in found if f.own] or found
+    names = names_read(results)
+    found = [Found(f.tool, f.row, f.key, tuple(Named(v, names.get(v)) for v in f.value), f.own)
+             if isinstance(f.value, list) else f for f in found]
+    # The records of listed items (each held book's own queue) are about them, not the answer.
+    listed = {n.id for f in found if isinstance(f.value, tuple) for n in f.value}
+    return [f for f in found if f.row not in listed]
+
+
+def names_read(results: Iterable[tuple[ToolCall, Any]]) -> dict[str, str]:
+    """Identifier -> the title or name the real record holding it gave (a book read by id)."""
+    names: dict[str, str] = {}
+    for _, result in results:
+        rows = [result] if isinstance(result, dict) else []
+        rows += [r for v in (result.values() if isinstance(result, dict) else ()) if isinstance(v, list)
+                 for r in v if isinstance(r, dict)]
+        for row in rows:
+            name = next((row[k] for k in ("title", "name") if isinstance(row.get(k), str)), None)
+            for key, value in row.items():
+                if name and names_identifier(key) and isinstance(value, str):
+                    names.setdefault(value, name)
+    return names
 
 
 def answers_in(request: str, call: ToolCall, result: Any) -> tuple[list[Found], list[Found]] | None:
@@ -124,7 +162,10 @@ def implied_fields(request: str) -> set[str]:
 
 def tells(answer: str, value: Any, request: str) -> bool:
     """Whether ``answer`` tells ``value``: the same number, the whole text, or a name's word
-    the request did not already say."""
+    the request did not already say; for listed identifiers, each of them (by name, where a read
+    gave one)."""
+    if isinstance(value, tuple):  # by name where a read gave one: the id alone does not say which book
+        return all(tells(answer, n.id if n.name is None else n.name, request) for n in value)
     if isinstance(value, (int, float)):
         return number_text(float(value)) in values(answer)
     text, said = str(value).lower(), answer.lower()
@@ -148,9 +189,16 @@ def _values(tool: str, item: dict, fields: tuple[set[str], set[str]]) -> list[Fo
             continue
         out.append(Found(tool, row, key, value, bool(words & own_words)))
     out = [f for f in out if f.own] or out
-    if any(isinstance(f.value, bool) or f.value in (0, None, "") for f in out):
+    # A field the question names whole ("holds") before one it names in part ("hold_limit").
+    out = [f for f in out if f.own and stems(f.key) <= own_words] or out
+    if any(isinstance(f.value, bool) or f.value in (0, None, "") or f.value == [] for f in out):
         return None
-    return [f for f in out if isinstance(f.value, (int, float, str))]
+    return [f for f in out if isinstance(f.value, (int, float, str)) or _listed(f.value)]
+
+
+def _listed(value: Any) -> bool:
+    """A short list of identifiers or names (a patron's holds)."""
+    return isinstance(value, list) and 0 < len(value) <= MAX_LISTED and all(isinstance(v, str) for v in value)
 
 
 def unanswered(conversation: Conversation, answer: str, writes: Writes) -> list[Found]:
@@ -174,8 +222,15 @@ def ask_again(runner: Any, turn: Turn, conversation: Conversation, state: Any, w
         return False
     if not state.asked_again and (call := missing_read(runner, conversation)) is not None:
         state.asked_again += 1
-        runner.repairs.refusal = Detail(call)  # made next, in the actor's place; then it answers again
+        runner.repairs.refusal = Detail([call])  # made next, in the actor's place; then it answers again
         turn.withdrawn = f"the question asks for what {call.name} returns, and no read so far returned it"
+        yield TurnUpdated(where, rindex, turn, None, "acted")
+        return True
+    if not state.asked_again and (calls := listed_reads(runner, conversation)):
+        state.asked_again += 1
+        runner.repairs.refusal = Detail(calls)  # each identifier read, then it answers again
+        turn.withdrawn = (f"the question asks for {calls[0].name.replace('_', ' ')} records a read listed "
+                          "by identifier only, and it told none of them")
         yield TurnUpdated(where, rindex, turn, None, "acted")
         return True
     left = list(dict.fromkeys(f.text() for f in unanswered(conversation, turn.action.content or "", runner.writes)))

@@ -20,12 +20,13 @@ from typing import Any, Generator
 from envace_demo.engine.aside import asked, stems
 from envace_demo.engine.imagined import asks_a_question
 from envace_demo.engine.instead import Instead, made_call
-from envace_demo.identifiers import names_identifier
+from envace_demo.identifiers import identifier_patterns, names_identifier
 from envace_demo.models.base import Generation
 from envace_demo.prompts import Conversation
 from envace_demo.record import ToolCall, is_error
 from envace_demo.scheduler import Request
 
+MAX_LISTED = 5  # the most identifiers of one listed field read or told for the actor
 _TELL = re.compile(r"\b(?:tell|let|show)\s+(?:me|us)\b(?:\s+know\b)?|\bsay\b", re.IGNORECASE)
 _SENTENCE = re.compile(r"(?<=[.?!;])\s+")
 
@@ -56,6 +57,39 @@ def missing_read(runner: Any, conversation: Conversation) -> ToolCall | None:
             if call.key() not in made:
                 return call
     return None
+
+
+def listed_reads(runner: Any, conversation: Conversation) -> list[ToolCall]:
+    """The reads of the identifiers a field the question names lists: asked which books a card
+    holds, the patron's ``holds`` are book ids, and each not read yet is read with the one read
+    tool whose identifier they fit (``get_book``), so the titles are in the conversation. []
+    where no such field, tool or unread identifier is."""
+    found = what_is_asked(conversation, runner.writes)
+    if found is None:
+        return []
+    question, results = found
+    own, made = stems(question), {c.key() for c, _ in results}
+    calls: list[ToolCall] = []
+    for _, result in results:
+        for key, listed in (result.items() if isinstance(result, dict) else ()):
+            if (not stems(key) & own or not isinstance(listed, list) or not 0 < len(listed) <= MAX_LISTED
+                    or not all(isinstance(v, str) for v in listed)):
+                continue
+            if (reader := _reader(runner, listed)) is not None:
+                calls += [c for v in listed if (c := ToolCall(reader[0], {reader[1]: v})).key() not in made]
+    return list({c.key(): c for c in calls}.values())
+
+
+def _reader(runner: Any, ids: list[str]) -> tuple[str, str] | None:
+    """The one read-only tool, and its one required argument, whose declared identifier
+    pattern every one of ``ids`` fits."""
+    fits = []
+    for tool in runner.tools:
+        required = list(tool.parameters.get("required") or ())
+        pattern = identifier_patterns(tool).get(required[0]) if len(required) == 1 else None
+        if runner.writes(tool.name) is False and pattern is not None and all(pattern.fullmatch(v) for v in ids):
+            fits.append((tool.name, required[0]))
+    return fits[0] if len(fits) == 1 else None
 
 
 def what_is_asked(conversation: Conversation, writes: Any) -> tuple[str, list[tuple[ToolCall, Any]]] | None:
@@ -125,14 +159,16 @@ def _words(row: dict) -> set[str]:
 
 @dataclass
 class Detail:
-    """The read made in the actor's place for what the question named, after its answer was taken back."""
+    """The reads made in the actor's place for what the question named, after its answer was
+    taken back: one per step, in order."""
 
-    call: ToolCall
+    calls: list[ToolCall]
 
     def choice_left(self) -> bool:
-        return False
+        return bool(self.calls)
 
     def next_step(self, runner: Any) -> Generator[Request, Generation, tuple[Generation, str] | None]:
         yield from ()  # a step of the plan's kind (``Repairs.next_action``), though it asks no model
-        return made_call(self.call), Instead(f"{self.call.name}: the question asks for what it returns, "
-                                             "and no read so far returned it")
+        call = self.calls.pop(0)
+        return made_call(call), Instead(f"{call.name}: the question asks for what it returns, "
+                                        "and no read so far returned it")
