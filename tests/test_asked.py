@@ -49,6 +49,10 @@ def test_in_rows_only_those_holding_a_word_of_the_question_count():
     left = missed(atm, history, "The groceries came to 84.37 USD.")
     assert "60.0" in left and "1250.0" not in left  # the ATM row's amount, not the account's balance
     assert missed(atm, history, "You took out $60.00 at the ATM on 5th Ave.") == []
+    # "which" asks what a row is called or described as: the ATM row's description.
+    which = "i took some cash out of an atm a few days ago on ACC-1001, which atm was it?"
+    assert missed(which, history, "The atm did withdraw 84.37 USD from ACC-1001.") == ["ATM withdrawal - 5th Ave"]
+    assert missed(which, history, "It was the ATM on 5th Ave.") == []
     # The rows holding the most of the question's words: the rent payment, not every payment.
     rent = "How much did the rent payment on ACC-1001 come to?"
     assert "900.0" in missed(rent, history, "The groceries came to 84.37 USD.")

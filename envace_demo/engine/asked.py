@@ -46,6 +46,7 @@ _ASKS_FOR = {
     "when": {"date", "year"},
     "where": {"shelf", "location"},
     "why": {"reason"},
+    "which": {"title", "name", "description"},  # which one: what it is called or described as
     "bytes?": {"size"},  # a unit asks for the field measured in it
 }
 _HOW = re.compile(r"\bhow (much|many|large|big|old)\b", re.IGNORECASE)
