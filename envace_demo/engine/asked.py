@@ -53,6 +53,7 @@ _HOW = re.compile(r"\bhow (much|many|large|big|old)\b", re.IGNORECASE)
 _HOW_FOR = {"much": {"amount", "balance", "total"}, "many": {"count", "total", "copies"},
             "large": {"size"}, "big": {"size"}, "old": {"year"}}
 _NAME_WORD = re.compile(r"[A-Za-z]{4,}")
+_PARTS = re.compile(r"\s+[-\u2013\u2014:|]\s+|,\s+")
 
 
 @dataclass(frozen=True)
@@ -171,6 +172,10 @@ def tells(answer: str, value: Any, request: str) -> bool:
         return number_text(float(value)) in values(answer)
     text, said = str(value).lower(), answer.lower()
     if text in said:
+        return True
+    # A part of a text in parts ("ATM withdrawal - 5th Ave"), told whole, that the request did not say.
+    parts = _PARTS.split(text)
+    if len(parts) > 1 and any(len(p) >= 5 and p in said and p not in request.lower() for p in parts):
         return True
     own = {w.lower() for w in _NAME_WORD.findall(request)}
     return any(w.lower() in said for w in _NAME_WORD.findall(str(value)) if w.lower() not in own)
