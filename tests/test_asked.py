@@ -206,3 +206,17 @@ def test_an_id_alone_does_not_tell_a_listed_item_a_read_named():
     holding = "What is Priya Nair holding at the moment? Her card is P-1100."
     assert missed(holding, reads, "Hold placed on Priya Nair (BK-005) for P-1100.") == ["BK-005 (Dune)"]
     assert missed(holding, reads, "She is holding Dune.") == []
+
+
+def test_a_superlative_asks_for_the_row_at_that_end_of_a_whole_list():
+    science = _reads("library", [("list_books", {"genre": "science"})])
+    oldest = "What's the oldest book you have in the science section?"
+    assert missed(oldest, science, "A Brief History of Time.") == ["On the Origin of Species"]
+    assert missed(oldest, science, "On the Origin of Species, from 1859.") == []
+    history = _reads("bank", [("list_transactions", {"account_id": "ACC-1001"})])
+    biggest = "Looking at ACC-1001, who received the biggest payment from it recently?"
+    assert missed(biggest, history, "ACC-1001 has 1250.00 USD.") == ["Rent - Harbor Property Mgmt"]
+    # Ten of 41 books shown: the newest of those is not the newest in the catalog, so nothing is asked.
+    catalog = _reads("library", [("list_books", {})])
+    assert catalog[0][1]["total"] > len(catalog[0][1]["books"])
+    assert missed("What is the newest book in your catalog?", catalog, "Dune.") == []

@@ -55,6 +55,13 @@ def test_the_file_environment_names_the_read_that_fits():
         "read_file", {"path": "/projects/website/style.css"})
     assert env.read_instead("read_file", {"path": "/home/me/notes/todo.txt"}, made_up) == (
         "read_file", {"path": "/notes/todo.txt"})
+    # A folder listed that is not there: the folder the user names, else its deepest one that is.
+    gone = env.execute("list_directory", {"path": "/projects/2024-02-14/stats.csv"})
+    said = ["According to my budget spreadsheet under /projects, how much did I spend in February?"]
+    assert env.read_instead("list_directory", {"path": "/projects/2024-02-14/stats.csv"}, gone, said) == (
+        "list_directory", {"path": "/projects"})
+    assert env.read_instead("list_directory", {"path": "/archive/2024"}, gone) == ("list_directory", {"path": "/archive"})
+    assert env.read_instead("list_directory", {"path": "/nowhere"}, gone) is None  # the root says nothing
     listing = env.execute("list_directory", {"path": "/"})
     assert env.read_options("read_file", "list_directory", listing) == []  # folders only: nothing to read
     notes = env.execute("list_directory", {"path": "/notes"})

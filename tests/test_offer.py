@@ -67,3 +67,41 @@ def test_a_question_put_after_a_clause_is_offered_no_withdrawal():
 
     names = {t.name for t in offered(tools, Prompt(), False, EpisodeConfig(), committer)}
     assert "list_transactions" in names and not names & {"withdraw", "deposit", "transfer", "freeze_account"}
+
+
+def test_optional_choices_and_numbers_are_those_the_user_said():
+    from envace_demo.engine.offer import said_options
+
+    tools = create("library").tools()
+    browse = find_tool(tools, "list_books")
+    oldest = said_options(browse, "What's the oldest book you have in the science section?")
+    properties = oldest.parameters["properties"]
+    assert properties["genre"]["enum"] == ["science"]  # "science-fiction" needs "fiction" said too
+    assert not {"year_from", "year_to", "limit", "sort_by"} & set(properties)  # nobody said a year or an order
+    assert "author" not in properties  # no name said
+    before = said_options(browse, "Any science-fiction published before 1950? Sort them by year.")
+    assert set(before.parameters["properties"]["genre"]["enum"]) == {"science", "fiction", "science-fiction"}
+    assert before.parameters["properties"]["year_to"]["enum"] == [1950]
+    assert before.parameters["properties"]["sort_by"]["enum"] == ["year"]
+    assert said_options(browse, "Up to 50 books please").parameters["properties"].get("limit") is None  # max 10
+    # A required choice stays the model's: the reason to freeze an account.
+    freeze = find_tool(create("bank").tools(), "freeze_account")
+    assert said_options(freeze, "Please freeze ACC-1002") is freeze
+
+
+def test_optional_free_texts_are_names_or_quotes_of_the_users():
+    from envace_demo.engine.offer import names_and_quotes, said_options
+
+    browse = find_tool(create("library").tools(), "list_books")
+    assert "author" not in said_options(browse, "What's the oldest book in the science section?").parameters["properties"]
+    by = said_options(browse, "I'd like something by Kazuo Ishiguro. Which of his books is in?")
+    assert by.parameters["properties"]["author"]["enum"] == ["Kazuo Ishiguro", "Kazuo", "Ishiguro"]
+    deposit = find_tool(create("bank").tools(), "deposit")
+    label = said_options(deposit, "Please deposit $1,250.40 into ACC-1002 and label it 'IRS refund'.")
+    assert label.parameters["properties"]["description"]["enum"] == ["IRS refund"]
+    assert "description" not in said_options(deposit, "Deposit $50 into ACC-1003.").parameters["properties"]
+    # A sentence's opening word, an identifier, a greeting: no name.
+    assert names_and_quotes("Pay Ben Okafor back from ACC-1001. Hi, I'm Maya.") == [
+        "Ben Okafor", "Ben", "Okafor", "Maya"]
+    assert names_and_quotes("Maya here, card P-1042. I'm after Agatha Christie's books") == [
+        "Agatha Christie", "Agatha", "Christie"]

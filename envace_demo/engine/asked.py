@@ -53,6 +53,15 @@ _HOW = re.compile(r"\bhow (much|many|large|big|old)\b", re.IGNORECASE)
 _HOW_FOR = {"much": {"amount", "balance", "total"}, "many": {"count", "total", "copies"},
             "large": {"size"}, "big": {"size"}, "old": {"year"}}
 _NAME_WORD = re.compile(r"[A-Za-z]{4,}")
+_NAMES = {"title", "name", "description"}  # what a row is called or described as
+_TIME, _SIZE = {"year", "date"}, {"amount", "size"}
+_SUPERLATIVES = [
+    (re.compile(r"\b(?:oldest|earliest)\b", re.I), (_TIME, False)),
+    (re.compile(r"\b(?:newest|latest|most recent(?:ly)?)\b", re.I), (_TIME, True)),
+    (re.compile(r"\b(?:biggest|largest|highest|most expensive)\b", re.I), (_SIZE, True)),
+    (re.compile(r"\b(?:smallest|lowest|cheapest|least expensive)\b", re.I), (_SIZE, False)),
+]
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ][\d:.]+Z?)?")
 _PARTS = re.compile(r"\s+[-\u2013\u2014:|]\s+|,\s+")
 
 
@@ -143,12 +152,54 @@ def answers_in(request: str, call: ToolCall, result: Any) -> tuple[list[Found], 
     topic = asked(request, ToolCall(call.name, {}))
     fields = stems(request), implied_fields(request)
     in_rows: list[Found] = []
-    for row in closest(topic, result):
+    rows = closest(topic, result)
+    if (most := superlative(request)) is not None and whole(result):
+        # "the oldest", "the biggest payment": the row at that end, told by what it is called.
+        rows = extreme(rows or _rows(result), *most)
+        fields = fields[0], fields[1] | _NAMES
+    for row in rows:
         if (found := _values(call.name, row, fields)) is None:
             return None
         in_rows += found
     in_item = _values(call.name, result, fields)
     return None if in_item is None else (in_rows, in_item)
+
+
+def superlative(request: str) -> tuple[set[str], bool] | None:
+    """The fields a superlative of ``request`` ranks by, and whether it asks for the most (the
+    newest, the biggest) or the least; None where it has none. "last" and "first" are left out:
+    "his last paycheck" is the last of one kind of row, not the newest row."""
+    for pattern, ranked in _SUPERLATIVES:
+        if pattern.search(request):
+            return ranked
+    return None
+
+
+def whole(result: Any) -> bool:
+    """Whether ``result`` shows every row it found: no ``truncated`` flag, no ``total`` above
+    the rows shown (the oldest of ten shown is not the oldest in the catalog)."""
+    if not isinstance(result, dict) or result.get("truncated") is True:
+        return False
+    shown = len(_rows(result))
+    return not any(k == "total" and isinstance(v, int) and v > shown for k, v in result.items())
+
+
+def extreme(rows: list[dict], ranked: set[str], most: bool) -> list[dict]:
+    """The rows with the highest (``most``) or lowest value of the first field of ``ranked`` they
+    all hold (a number, or an ISO date); ``rows`` where none is."""
+    for key in sorted({k for r in rows for k in r if stems(k) & ranked}):
+        marks = [r.get(key) for r in rows]
+        if rows and all(isinstance(m, (int, float)) and not isinstance(m, bool) for m in marks) or (
+                rows and all(isinstance(m, str) and _ISO_DATE.fullmatch(m) for m in marks)):
+            end = max(marks) if most else min(marks)
+            return [r for r, m in zip(rows, marks) if m == end]
+    return rows
+
+
+def _rows(result: Any) -> list[dict]:
+    """The rows of ``result``'s lists."""
+    return [r for v in (result.values() if isinstance(result, dict) else ()) if isinstance(v, list)
+            for r in v if isinstance(r, dict)]
 
 
 def implied_fields(request: str) -> set[str]:

@@ -165,6 +165,10 @@ class FilesEnvironment(ToolEnvironment):
         other = {("read_file", "IS_A_DIRECTORY"): "list_directory", ("list_directory", "NOT_A_DIRECTORY"): "read_file"}
         if (instead := other.get((name, error_code(result)))) is not None:
             return instead, {"path": path}
+        if (name, error_code(result)) == ("list_directory", "NOT_FOUND"):
+            # A folder that is not there: the one the user's words name, or its deepest folder that is.
+            folder = self.folder_of(path, said, listing=True)
+            return ("list_directory", {"path": folder}) if folder else None
         if (name, error_code(result)) != ("read_file", "NOT_FOUND"):
             return None
         # A file that is there under a shorter path: "/system/projects/website/style.css" was made
@@ -183,16 +187,16 @@ class FilesEnvironment(ToolEnvironment):
         tails = ("/" + "/".join(parts[i:]) for i in range(1, len(parts)))
         return next((t for t in tails if t in self._files), None)
 
-    def folder_of(self, path: str, said: Sequence[str]) -> str | None:
+    def folder_of(self, path: str, said: Sequence[str], listing: bool = False) -> str | None:
         """Where a file looked for at ``path``, which is not there, may be: a folder of its path
         that the user's words name (a folder written in them, or one holding a file written in
         them), else the one folder they name ("in /notes", "in my notes folder"), else the deepest
         folder of ``path`` that exists; None where that is the root, which says nothing of where
-        to look."""
+        to look. A folder ``listing`` that is not there is looked for the same way, from itself."""
         written = {p for text in said for raw in _PATH.findall(text) if (p := _safe(raw.rstrip(".")))}
         named = {p if p in self._dirs else posixpath.dirname(p) for p in written} & self._dirs - {"/"}
         named |= self.folders_called({w.lower() for text in said for w in _FOLDER_WORD.findall(text)})
-        folders, folder = [], posixpath.dirname(_safe(path) or "/")
+        folders, folder = [], (_safe(path) or "/") if listing else posixpath.dirname(_safe(path) or "/")
         while True:  # the folders of the path that exist, the deepest first
             if folder in self._dirs:
                 folders.append(folder)
