@@ -220,3 +220,15 @@ def test_a_superlative_asks_for_the_row_at_that_end_of_a_whole_list():
     catalog = _reads("library", [("list_books", {})])
     assert catalog[0][1]["total"] > len(catalog[0][1]["books"])
     assert missed("What is the newest book in your catalog?", catalog, "Dune.") == []
+
+
+def test_the_file_a_question_names_in_a_listing_is_read_before_it_answers_again():
+    """Asked what timeout is set in the system config file, the actor listed /system and answered
+    the listing: config.ini, the one file the question names, is read in its place."""
+    listing = "<think></think>\n/system contains: config.ini, readme.txt."
+    timeout = "<think></think>\nThe timeout is 30."
+    traj, _, _ = _run("what timeout is set in the system config file?",
+                      [call_text("list_directory", {"path": "/system"}), listing, timeout], env_name="files")
+    made = [(s.call.name, s.call.arguments["path"]) for s in call_steps(traj.turns)]
+    assert made == [("list_directory", "/system"), ("read_file", "/system/config.ini")]
+    assert traj.turns[1].withdrawn and traj.turns[2].instead and traj.final_answer == "The timeout is 30."

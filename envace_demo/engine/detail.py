@@ -44,6 +44,8 @@ def missing_read(runner: Any, conversation: Conversation) -> ToolCall | None:
         return None  # a call failed on the way: ``told.py`` decides what the answer must say
     named = asked(question, ToolCall("", {})) - set().union(*(_keys(r) for _, r in results))
     made = {c.key() for c, _ in results}
+    if named and (call := _listed_file(runner, question, results[-1], made)) is not None:
+        return call
     rows = _about(question, results[-1][1])
     if not named or len(rows) != 1:
         return None
@@ -56,6 +58,24 @@ def missing_read(runner: Any, conversation: Conversation) -> ToolCall | None:
             call = ToolCall(tool.name, {k: rows[0][k] for k in required})
             if call.key() not in made:
                 return call
+    return None
+
+
+def _listed_file(runner: Any, question: str, last: tuple[ToolCall, Any], made: set) -> ToolCall | None:
+    """The read of the one entry of the last result, a listing, that the question's words name
+    (``Environment.read_options``): asked what timeout is set "in the system config file", the
+    small actor listed /system and answered the listing; ``config.ini`` is read."""
+    environment = runner.committer.environment
+    if environment is None:
+        return None
+    words = stems(question)
+    for tool in runner.tools:
+        if runner.writes(tool.name) is not False:
+            continue
+        options = environment.read_options(tool.original_name, last[0].name, last[1])
+        chosen = [o for o in options if any(words & stems(str(v).rstrip("/").rsplit("/", 1)[-1]) for v in o.values())]
+        if len(chosen) == 1 and (call := ToolCall(tool.name, chosen[0])).key() not in made:
+            return call
     return None
 
 
