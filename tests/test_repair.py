@@ -270,6 +270,9 @@ ASKS = {"error": {"code": "ALREADY_EXISTS", "message": "/notes/todo.txt already 
     ("Replace everything in /notes/todo.txt with: - water the plants", True),
     ("Overwrite /notes/todo.txt with: - water the plants", True),
     ("Start /notes/todo.txt with '- water the plants'. If there's already a file by that name, leave it alone.", False),
+    # A wish not to overwrite names overwriting, and asks for none of it.
+    ("Make /notes/todo.txt saying - water the plants. If it's already there, don't overwrite it; call it todo-2.txt",
+     False),
 ])
 def test_the_variant_a_foreseen_failure_asks_for_is_made_only_where_the_request_asks_for_it_too(prompt, replaced):
     write = call_text("write_file", TODO)

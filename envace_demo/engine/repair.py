@@ -36,6 +36,7 @@ from envace_demo.engine.instead import Refusal, made_call, refused_read
 from envace_demo.engine.unmade import Unmade, unmade
 from envace_demo.events import TurnUpdated
 from envace_demo.models.base import Constraint, Generation
+from envace_demo.negation import wished
 from envace_demo.prompts import Conversation, actor_prompt
 from envace_demo.record import Action, CallStep, ToolCall, Turn, is_error, rehearsal_failed
 from envace_demo.scheduler import Request
@@ -192,7 +193,7 @@ class Repairs:
         the argument's name or of what the message says it does). The user who wrote "If
         there's already a file by that name, leave it alone" said neither: nothing is replaced."""
         held, tool = pending.step.call, find_tool(self.runner.tools, pending.step.call.name)
-        said = stems(" ".join(pending.conversation.requests()))
+        said = stems(wished(" ".join(pending.conversation.requests())))  # "don't overwrite it" asks for none
         for name, value, does in asked(pending.step.rehearsed):
             offered = tool is not None and name in tool.parameters.get("properties", {})
             if name in held.arguments or not offered or not stems(f"{name.replace('_', ' ')} {does}") & said:

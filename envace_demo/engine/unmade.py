@@ -24,6 +24,7 @@ from envace_demo.engine.imagined import asks_a_question
 from envace_demo.engine.instead import Instead
 from envace_demo.engine.offer import offered, tool_words, words
 from envace_demo.models.base import Constraint, Generation
+from envace_demo.negation import wished
 from envace_demo.prompts import Conversation, actor_prompt
 from envace_demo.record import is_error
 from envace_demo.scheduler import Request
@@ -42,7 +43,7 @@ def unmade(runner: Any, conversation: Conversation) -> list[Tool]:
     if (_CONDITION.search(request) or asks_a_question(request)
             or any(s.held or s.real is None or is_error(s.real) for s in steps)):
         return []
-    said, called = words(request), {s.call.name for s in steps}
+    said, called = words(wished(request)), {s.call.name for s in steps}
     return [t for t in runner.tools if runner.writes(t.name) is True and t.name not in called
             and naming(t, runner.tools, runner.writes) & said]
 
