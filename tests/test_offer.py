@@ -105,3 +105,38 @@ def test_optional_free_texts_are_names_or_quotes_of_the_users():
         "Ben Okafor", "Ben", "Okafor", "Maya"]
     assert names_and_quotes("Maya here, card P-1042. I'm after Agatha Christie's books") == [
         "Agatha Christie", "Agatha", "Christie"]
+
+
+def test_a_writes_amount_is_a_number_said_or_shown():
+    """Asked for a transaction id "for a dispute form", the small actor transferred 1000 USD, a
+    number nobody wrote: a write's required amount is one the user said or a result shown holds."""
+    from envace_demo.engine.offer import said_amounts
+
+    env = create("bank")
+    committer = Committer(env, None, threading.Event(), None, True, 10.0, None, None)
+    transfer, balance = find_tool(env.tools(), "transfer"), find_tool(env.tools(), "get_account")
+    assert said_amounts(transfer, set(), committer) is None  # nothing said: it waits for a read
+    held = said_amounts(transfer, {"40", "15.5", "ACC-1005"}, committer)
+    assert held.parameters["properties"]["amount"]["enum"] == [15.5, 40.0]
+    assert held.parameters["properties"]["from_account_id"] == transfer.parameters["properties"]["from_account_id"]
+    assert said_amounts(balance, set(), committer) is balance  # a read is never held
+
+
+def test_an_episode_offers_the_write_only_with_an_amount_said_or_read():
+    """"withdraw every last cent": no amount said, so no withdrawal is on offer until the balance is read."""
+    from helpers.scripted import ConstrainedBackend
+    from conftest import call_text
+    from envace_demo.engine import EpisodeConfig, run_episode
+    from envace_demo.tasks import Task
+
+    env = create("bank")
+    backend = ConstrainedBackend(actor=[call_text("get_account", {"account_id": "ACC-1005"}),
+                                        call_text("withdraw", {"account_id": "ACC-1005", "amount": 15.5}),
+                                        "<think></think>\nDone."])
+    run_episode(backend, Task("t", "Withdraw every last cent from ACC-1005 as cash.", env.tools()),
+                EpisodeConfig(mode="none"), env)
+    first, second = backend.constraints[0], backend.constraints[1]
+    assert "withdraw" not in {t.name for t in first.tools}
+    (withdraw,) = [t for t in second.tools if t.name == "withdraw"]
+    assert 15.5 in withdraw.parameters["properties"]["amount"]["enum"]
+    assert env.state()["accounts"]["ACC-1005"]["balance"] == 0.0

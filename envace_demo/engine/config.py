@@ -158,8 +158,8 @@ class EpisodeConfig:
         default=True,
         metadata={"help": "an identifier argument (id, *_id) with a declared pattern is, in the actor's grammar, one "
                   "of the values of that shape in the user's messages or the tool results so far; a tool whose "
-                  "required identifier has none is not on offer until a call finds one (envace_demo.identifiers). "
-                  "Only decoding changes; False lets the actor pass any value the pattern allows"},
+                  "required identifier has none is not on offer until a call finds one (envace_demo.identifiers); "
+                  "so is a write's required number (an amount: offer.said_amounts). Only decoding changes"},
     )
     imagined_reads: str = field(
         default="fetch",

@@ -1,6 +1,7 @@
 """What the actor's grammar offers at a turn: the tools whose identifiers the conversation can
 fill, their quoted arguments held to the user's words, their optional choices and numbers to
-those the user said, and in a request that asks a question, no write it does not name."""
+those the user said, a write's amounts to numbers said or shown, and in a request that asks a
+question, no write it does not name."""
 
 from __future__ import annotations
 
@@ -31,6 +32,11 @@ def offered(tools: list[Tool], prompt: Any, last: bool, config: EpisodeConfig,
     kept = quote(tools, prompt.messages, committer.quoting) if committer is not None and config.quoted_args else tools
     kept = [said_options(t, user_text(prompt.messages)) for t in kept] if config.quoted_args else kept
     kept = ground(kept, prompt.messages) if config.grounded_ids else tuple(kept)
+    if committer is not None and config.grounded_ids:
+        numbers = values("\n".join(m["content"] for m in prompt.messages
+                                   if m.get("role") in ("user", "tool") and isinstance(m.get("content"), str)))
+        amounted = tuple(a for t in kept if (a := said_amounts(t, numbers, committer)) is not None)
+        kept = amounted or kept
     request = latest_request(prompt.messages)
     if committer is None or not config.questions_keep or not asks_a_question(request):
         return kept
@@ -68,6 +74,27 @@ def latest_request(messages: list[dict]) -> str:
     """The last user message (the request this turn answers)."""
     said = [m.get("content") for m in messages if m.get("role") == "user"]
     return said[-1] if said and isinstance(said[-1], str) else ""
+
+
+def said_amounts(tool: Tool, numbers: set[str], committer: Committer) -> Tool | None:
+    """A write ``tool`` whose required numbers (an amount) take only those the user said or a
+    result shown holds (``numbers``: a balance, a limit); None where a required number has none,
+    so the write waits for a read. Asked for a transaction id "for a dispute form", the small
+    actor transferred 1000 USD, a number no one had written; told to withdraw "every last cent",
+    it withdrew 1000. A read is never held to anything."""
+    properties = tool.parameters.get("properties")
+    if committer.writes(tool) is not True or not isinstance(properties, dict):
+        return tool
+    held = dict(properties)
+    for name in tool.parameters.get("required") or ():
+        schema = properties.get(name)
+        if not isinstance(schema, dict) or schema.get("type") not in ("integer", "number") or "enum" in schema:
+            continue
+        fits = [float(n) for n in sorted(numbers) if _number(n) and _fits(float(n), schema) and float(n) > 0]
+        if not fits:
+            return None
+        held[name] = {**schema, "enum": [int(n) if schema["type"] == "integer" else n for n in fits]}
+    return tool if held == properties else replace(tool, parameters={**tool.parameters, "properties": held})
 
 
 def said_options(tool: Tool, said: str) -> Tool:
