@@ -7,7 +7,7 @@ import pytest
 from conftest import call_text, result_text
 from helpers.scripted import ScriptedBackend, sure
 from envace_demo.engine import EpisodeConfig, run_episode
-from envace_demo.engine.repair import CANDIDATE_TEMPERATURE, is_prerequisite, is_variant, named_part, stems
+from envace_demo.engine.repair import CANDIDATE_TEMPERATURE, is_prerequisite, is_variant, named_part, stems, written
 from envace_demo.envs.registry import create
 from envace_demo.models.base import Generation, Sampling
 from envace_demo.record import ToolCall, call_steps, is_error
@@ -234,6 +234,25 @@ def test_folders_the_foreseen_failures_name_are_made_in_order_asking_the_actor_n
     assert "named by the foreseen failure" in traj.turns[1].repaired
     assert traj.turns[3].repaired == 'the held write_file, after create_directory "/notes/travel", create_directory "/notes/travel/japan"'
     assert traj.totals()["repaired_calls"] == 3 and traj.final_answer == "Saved."
+
+
+def test_no_folder_is_made_for_a_path_the_user_never_wrote():
+    """Asked to move the stylesheet "into the /archive folder", the actor made up a path under
+    /archive; the folders its foreseen failure named were not the user's, so none is made."""
+    made_up = "/archive/projects/website/style.css"
+    write = call_text("write_file", {"path": made_up, "content": "x"})
+    traj, env, _ = _run(
+        "files", "Could you put a copy of my stylesheet into the /archive folder?",
+        actor=["<think></think>\nNo call.", write, "<think></think>\nI could not do that."],
+        rehearser=[_missing("/archive/projects/website"), _missing("/archive/projects"),
+                   _ok({"path": "/archive/projects", "created": True}),
+                   _ok({"path": "/archive/projects/website", "created": True}),
+                   _ok({"path": made_up, "size": 1, "created": True})],
+        candidates=[write] * 4,
+    )
+    assert not any(s.call.name == "create_directory" for s in call_steps(traj.turns))
+    assert "/archive/projects" not in env.state()["directories"]
+    assert written("/notes/travel", [f"Save {TRAVEL} with: passport"]) and not written("/archive/projects", ["in /archive"])
 
 
 def test_a_plan_whose_step_fails_for_real_gives_the_turn_back_to_the_actor():

@@ -214,6 +214,9 @@ class Repairs:
         committer = self.runner.committer
         makers = [(t.name, one) for t in self.runner.tools if committer.additive(t) and (one := one_string(t))]
         held = pending.step.call
+        part = named_part(held, pending.step.rehearsed)
+        if part is None or not written(part, pending.conversation.requests()):
+            return []  # a folder of a path the user never wrote ("/archive/projects/website") is not made
         chain = (yield from self._make_first(held, pending.step.rehearsed, makers, before, pending.real_results,
                                              MAX_NAMED)) if makers else None
         if not chain:
@@ -324,6 +327,13 @@ def named_part(call: ToolCall, foreseen: Any) -> str | None:
                 found.append(part)
                 break
     return max(found, key=len) if found else None
+
+
+def written(part: str, requests: list[str]) -> bool:
+    """Whether ``part`` leads a value the user wrote: "/notes/travel" of
+    "/notes/travel/japan/packing.txt" in "save a packing list at /notes/travel/japan/packing.txt"."""
+    return any(word == part or (word.startswith(part) and not word[len(part)].isalnum())
+               for text in requests for word in (w.strip("\"'`.,;:!?()[]{}<>") for w in text.split()))
 
 
 # Words that say nothing of what an argument does.
