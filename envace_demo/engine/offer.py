@@ -30,7 +30,8 @@ def offered(tools: list[Tool], prompt: Any, last: bool, config: EpisodeConfig,
         return ()
     # Quoted first: an identifier's declared pattern (ground replaces it) keeps ids out of the user's words.
     kept = quote(tools, prompt.messages, committer.quoting) if committer is not None and config.quoted_args else tools
-    kept = [said_options(t, user_text(prompt.messages)) for t in kept] if config.quoted_args else kept
+    if committer is not None and config.quoted_args:  # against an environment: a benchmark's schema keeps its own
+        kept = [said_options(t, user_text(prompt.messages)) for t in kept]
     kept = ground(kept, prompt.messages) if config.grounded_ids else tuple(kept)
     if committer is not None and config.grounded_ids:
         numbers = values("\n".join(m["content"] for m in prompt.messages
