@@ -1,4 +1,5 @@
-"""Arguments that quote the user: a catalog search's words are the user's own.
+"""Arguments that quote the user: a catalog search's words are the user's own, and an
+optional free text is a name or a quote of theirs (``names_and_quotes``).
 
 Asked for a hold on "A Brief History of Time", the small actor searched the catalog for
 "In P-1042"; asked for books by Kazuo Ishiguro, for "The library has no book on Kazuo
@@ -98,3 +99,39 @@ def _fits(schema: dict, value: str) -> bool:
 def _free_string(tool: Tool, name: str) -> bool:
     schema = (tool.parameters.get("properties") or {}).get(name)
     return isinstance(schema, dict) and schema.get("type") == "string" and "enum" not in schema and "const" not in schema
+
+
+_QUOTED = re.compile(r"""['"\u2018\u201c]([^'"\u2019\u201d]{2,60})['"\u2019\u201d](?!\w)""")
+_NAME_RUN = re.compile(r"(?<![\w'\u2019])[A-Z][\w.'\u2019-]*(?:\s+(?:[A-Z][\w.'\u2019-]*|(?:de|van|von|le|la|du)\b))*")
+# Capitalized for opening a sentence or a greeting, not for naming anyone.
+_NOT_NAMES = frozenset("what what's which who whom whose when where why how is are was were do does did can could "
+                       "would will should please put place hold reserve find get show tell give check hi hey hello "
+                       "thanks i i'd i'm i've my the a an any anything some and or but if".split())
+
+
+def names_and_quotes(said: str) -> list[str]:
+    """The texts the user quoted ('IRS refund') and the runs of capitalized words that name
+    someone or something ("Kazuo Ishiguro", "Ishiguro"): not a word capitalized only for
+    opening a sentence ("Transfer $450 ...", "What's ..."), nor an identifier ("ACC-1001")."""
+    out = [m.group(1).strip() for m in _QUOTED.finditer(said)]
+    runs: list[list[str]] = []
+    for m in _NAME_RUN.finditer(said):
+        opens = m.start() == 0 or said[:m.start()].rstrip().endswith((".", "!", "?", "\n", ":"))
+        runs.append([])
+        for w in m.group(0).replace("\u2019", "'").split():
+            if opens:
+                opens = False  # a sentence's first word is capitalized for opening it ("Pay Ben Okafor")
+            else:
+                runs[-1].append(w)
+            if len(w) > 2 and w.endswith((".", "!", "?")):  # a sentence ends here ("K." is an initial)
+                runs.append([])
+                opens = True
+    for run in runs:
+        run = [_POSSESSIVE.sub("", w.rstrip(",;:!?")) for w in run if not re.search(r"\d", w)]  # no id, no year
+        if run:
+            run[-1] = run[-1].rstrip(".")
+        while run and run[0].lower() in _NOT_NAMES:
+            run = run[1:]
+        if run:
+            out += [" ".join(run), *(w for w in run if len(run) > 1 and len(w) > 2)]
+    return list(dict.fromkeys(t for t in out if t))
