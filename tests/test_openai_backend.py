@@ -244,7 +244,8 @@ def test_cli_runs_and_evaluates_over_mcp_with_the_openai_backend(chat_server, ca
     record = json.loads(capsys.readouterr().out)
     (step,) = record_calls(record)
     assert step["call"]["name"] == "get_account" and step["real"]["balance"] == 310.25  # executed over MCP
-    assert step["rehearsed"] == {"ok": True} and record["final_state"]["accounts"]["ACC-1003"]["balance"] == 310.25
+    # The server declares get_account read-only (readOnlyHint): a read is fetched, never rehearsed.
+    assert step["rehearsed"] is None and record["final_state"]["accounts"]["ACC-1003"]["balance"] == 310.25
 
     # The bank's task file, each task against a fresh server; the state check reads the server's state.
     assert main(["eval", "--tasks", str(ROOT / "examples" / "bank" / "tasks.jsonl"), "--limit", "2",
