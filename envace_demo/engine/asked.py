@@ -29,7 +29,8 @@ from typing import Any, Generator, Iterable
 
 from envace_demo.engine.answers import add_to_answer
 from envace_demo.engine.aside import asked, stems
-from envace_demo.engine.detail import MAX_LISTED, Detail, closest, listed_reads, missing_read, what_is_asked
+from envace_demo.engine.detail import (MAX_LISTED, Detail, closest, listed_reads, missing_read, rows_of,
+                                       what_is_asked)
 from envace_demo.engine.imagined import Writes
 from envace_demo.events import Event, TurnUpdated
 from envace_demo.grounding import number_text, values
@@ -131,10 +132,7 @@ def names_read(results: Iterable[tuple[ToolCall, Any]]) -> dict[str, str]:
     """Identifier -> the title or name the real record holding it gave (a book read by id)."""
     names: dict[str, str] = {}
     for _, result in results:
-        rows = [result] if isinstance(result, dict) else []
-        rows += [r for v in (result.values() if isinstance(result, dict) else ()) if isinstance(v, list)
-                 for r in v if isinstance(r, dict)]
-        for row in rows:
+        for row in ([result] if isinstance(result, dict) else []) + rows_of(result):
             name = next((row[k] for k in ("title", "name") if isinstance(row.get(k), str)), None)
             for key, value in row.items():
                 if name and names_identifier(key) and isinstance(value, str):
@@ -155,7 +153,7 @@ def answers_in(request: str, call: ToolCall, result: Any) -> tuple[list[Found], 
     rows = closest(topic, result)
     if (most := superlative(request)) is not None and whole(result):
         # "the oldest", "the biggest payment": the row at that end, told by what it is called.
-        rows = extreme(rows or _rows(result), *most)
+        rows = extreme(rows or rows_of(result), *most)
         fields = fields[0], fields[1] | _NAMES
     for row in rows:
         if (found := _values(call.name, row, fields)) is None:
@@ -180,7 +178,7 @@ def whole(result: Any) -> bool:
     the rows shown (the oldest of ten shown is not the oldest in the catalog)."""
     if not isinstance(result, dict) or result.get("truncated") is True:
         return False
-    shown = len(_rows(result))
+    shown = len(rows_of(result))
     return not any(k == "total" and isinstance(v, int) and v > shown for k, v in result.items())
 
 
@@ -189,17 +187,11 @@ def extreme(rows: list[dict], ranked: set[str], most: bool) -> list[dict]:
     all hold (a number, or an ISO date); ``rows`` where none is."""
     for key in sorted({k for r in rows for k in r if stems(k) & ranked}):
         marks = [r.get(key) for r in rows]
-        if rows and all(isinstance(m, (int, float)) and not isinstance(m, bool) for m in marks) or (
-                rows and all(isinstance(m, str) and _ISO_DATE.fullmatch(m) for m in marks)):
+        numbers = all(isinstance(m, (int, float)) and not isinstance(m, bool) for m in marks)
+        if rows and (numbers or all(isinstance(m, str) and _ISO_DATE.fullmatch(m) for m in marks)):
             end = max(marks) if most else min(marks)
             return [r for r, m in zip(rows, marks) if m == end]
     return rows
-
-
-def _rows(result: Any) -> list[dict]:
-    """The rows of ``result``'s lists."""
-    return [r for v in (result.values() if isinstance(result, dict) else ()) if isinstance(v, list)
-            for r in v if isinstance(r, dict)]
 
 
 def implied_fields(request: str) -> set[str]:

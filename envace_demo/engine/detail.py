@@ -165,11 +165,16 @@ def _about(request: str, result: Any) -> list[dict]:
 def closest(topic: set[str], result: dict) -> list[dict]:
     """The rows of ``result``'s lists that hold the most words of ``topic`` (at least one): asked
     about the rent payment, the rent row ("Rent", "payment"), not every payment."""
-    rows = [r for v in result.values() if isinstance(v, list) and v and all(isinstance(r, dict) for r in v)
-            for r in v]
+    rows = rows_of(result)
     scored = [(len(topic & _words(r)), r) for r in rows]
     best = max((n for n, _ in scored), default=0)
     return [r for n, r in scored if n == best] if best else []
+
+
+def rows_of(result: Any) -> list[dict]:
+    """The rows of ``result``'s tables (its lists of records)."""
+    return [r for v in (result.values() if isinstance(result, dict) else ())
+            if isinstance(v, list) and v and all(isinstance(r, dict) for r in v) for r in v]
 
 
 def _words(row: dict) -> set[str]:
