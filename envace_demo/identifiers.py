@@ -57,6 +57,15 @@ def words(messages: Iterable[dict]) -> list[str]:
     return out
 
 
+def shaped(word: str, pattern: re.Pattern) -> str | None:
+    """``word`` as an identifier of ``pattern``'s shape: as written, or in capitals where only
+    they fit ("card p-1042" is ``P-1042``: the actor, held to ids as written, found none); None."""
+    if pattern.search(word):
+        return word
+    upper = word.upper()
+    return upper if upper != word and pattern.fullmatch(upper) else None
+
+
 def ground(tools: Iterable[Tool], messages: Iterable[dict]) -> tuple[Tool, ...]:
     """``tools`` with each identifier held to the values found in ``messages`` (the latest
     :data:`MAX_VALUES`); a tool whose required identifier has none is left out. Where that
@@ -73,7 +82,7 @@ def ground(tools: Iterable[Tool], messages: Iterable[dict]) -> tuple[Tool, ...]:
         required = set(parameters.get("required") or ())
         offered = True
         for name, pattern in patterns.items():
-            values = list(dict.fromkeys(w for w in reversed(found) if pattern.search(w)))[:MAX_VALUES]
+            values = list(dict.fromkeys(v for w in reversed(found) if (v := shaped(w, pattern))))[:MAX_VALUES]
             if values:
                 schema = parameters["properties"][name]
                 schema.pop("pattern", None)

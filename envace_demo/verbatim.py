@@ -69,8 +69,46 @@ def as_dictated(action: Action, requests: Iterable[str], tools: list[Tool],
                 arguments[name] = span
                 restored.append(f"{call.name}.{name}: {json.dumps(value)} is most of what the user dictated, "
                                 f"{json.dumps(span)}")
+        for name, value in named(call, properties, tool, said) if may_write else ():
+            arguments[name] = value
+            restored.append(f"{call.name}.{name}: not passed, and the user dictated it, {json.dumps(value)}")
         calls.append(ToolCall(call.name, arguments) if arguments != call.arguments else call)
     return replace(action, calls=calls, restored=restored) if restored else action
+
+
+def named(call: ToolCall, properties: dict, tool: Tool | None, requests: list[str]) -> list[tuple[str, str]]:
+    """The optional free-text arguments ``call`` leaves out that the last request dictates by
+    name, one value each: "put "Birthday gift" as the description", "with memo Rent". The
+    small actor deposited the amount and left the description out."""
+    required = set((tool.parameters.get("required") or ()) if tool is not None else ())
+    out = []
+    for name, prop in properties.items():
+        if (name in call.arguments or name in required or not isinstance(prop, dict)
+                or prop.get("type") != "string" or any(k in prop for k in _FIXED)):
+            continue
+        given = dictated_as(name, requests[-1]) if requests else []
+        if len(set(given)) == 1:  # two memos for two transfers: which is whose is not for the engine to say
+            out.append((name, given[0]))
+    return out
+
+
+_SPAN = r"(?:[\"“]([^\"”]+)[\"”]|'([^']+)'(?=[\s.,;:!?]|$))"
+_CAPITALISED = r"((?-i:[A-Z])[\w'&-]*(?:\s+[\w'&-]+){0,5}?)(?=\s*(?:[,.;!?]|$)|\s+(?:then|and|please|instead)\b)"
+
+
+def dictated_as(name: str, request: str) -> list[str]:
+    """The values ``request`` dictates for an argument called ``name``: a quoted span or a
+    capitalised run right after the name ("memo Car payment", "description: "Gift""), or a
+    quoted span given "as the description"."""
+    said = re.escape(name.replace("_", " "))
+    lead = rf"\b{said}s?\s*(?:of|:|=|as|is|to|reading|saying|that says|should be|to be)?\s*"
+    out = []
+    after_colon = _CAPITALISED.replace("(?-i:[A-Z])", "", 1)
+    for m in re.finditer(lead + rf"(?:{_SPAN}|{_CAPITALISED})|\b{said}:\s*{after_colon}", request, re.IGNORECASE):
+        out.append(next(g for g in m.groups() if g))
+    for m in re.finditer(rf"{_SPAN}\s+(?:as|for)\s+(?:the|a|its|my)?\s*{said}\b", request, re.IGNORECASE):
+        out.append(next(g for g in m.groups() if g))
+    return [v.strip() for v in out if v.strip()]
 
 
 def dictated(value: Any, requests: list[str]) -> str | None:

@@ -307,6 +307,11 @@ def test_the_variant_a_foreseen_failure_asks_for_is_made_only_where_the_request_
         assert backend.candidate_seeds == [] and steps[1].call.arguments == {**TODO, "overwrite": True}
         assert env.state()["files"]["/notes/todo.txt"] == "- water the plants"
         assert "asks for it, and so does the request" in traj.turns[1].repaired
+    elif "todo-2.txt" in prompt:  # the file stays; the name the request gives for it is taken instead
+        assert env.state()["files"]["/notes/todo.txt"] == before
+        assert steps[1].call.arguments == {**TODO, "path": "/notes/todo-2.txt"}
+        assert env.state()["files"]["/notes/todo-2.txt"] == TODO["content"]
+        assert "the request gives it for when the first fails" in traj.turns[1].repaired
     else:  # the asked-for variant was never rehearsed: the file stays
         assert len(steps) == 1 and env.state()["files"]["/notes/todo.txt"] == before
         assert len(backend.candidate_seeds) == 4 and len(backend.rehearser) == 1

@@ -42,7 +42,7 @@ ASK_AGAIN = 2  # answers taken back for leaving out what was asked, per user tur
 
 # An asking word and the words of the fields that answer it.
 _ASKS_FOR = {
-    "who": {"name", "owner", "author"},
+    "who": {"name", "owner", "author", "description"},  # a payment's payee is in what describes it
     "whose": {"name", "owner"},
     "when": {"date", "year"},
     "where": {"shelf", "location"},
@@ -103,9 +103,18 @@ def missed(request: str, results: Iterable[tuple[ToolCall, Any]], answer: str) -
 
 
 def untold(request: str, results: Iterable[tuple[ToolCall, Any]], answer: str) -> list[Found]:
-    """``missed``, with where each value came from."""
+    """``missed``, with where each value came from. A question in parts ("How much was it and
+    which ATM?") is answered only where each part is: an amount told alone leaves the ATM."""
     found = wanted(request, results)
-    return [] if any(tells(answer, f.value, request) for f in found) else found
+    groups = [g for fields in asked_parts(request) if (g := [f for f in found if stems(f.key) & fields])]
+    groups = groups if len(groups) > 1 else [found]
+    return [f for g in groups if not any(tells(answer, x.value, request) for x in g) for f in g]
+
+
+def asked_parts(request: str) -> list[set[str]]:
+    """The fields each asking word of ``request`` asks for, one set a word, in order."""
+    parts = [fields for word, fields in _ASKS_FOR.items() if re.search(rf"\b{word}\b", request, re.IGNORECASE)]
+    return parts + [_HOW_FOR[m.group(1).lower()] for m in _HOW.finditer(request)]
 
 
 def wanted(request: str, results: Iterable[tuple[ToolCall, Any]]) -> list[Found]:

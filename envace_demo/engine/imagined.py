@@ -97,12 +97,38 @@ _ASKING_CLAUSE = re.compile(r"(?:[,;:]|\s[-\u2013\u2014])\s*(?:(?:and|but|so|the
                             r"(?:what|which|who|whom|whose|where|when|why|how)\b[^.!?]*\?", re.IGNORECASE)
 
 
+# And so does a sentence that asks for information as a statement: "I need the transaction ID of
+# the electric bill payment for a dispute form", "tell me ...", "I'd like to know ...". "I need my
+# account frozen" is an instruction: a need counts only where what is needed is a thing read.
+_TELL = re.compile(r"(?:^|[.!?]\s+)(?:(?:hey|hi|hello|ok|okay|so|please|pls)[,!]?\s+)*(?:(?:can|could|would) you\s+)?"
+                   r"(?:please\s+)?(?:tell me|let me know|show me|find out|look up|remind me"
+                   r"|i(?:'d| would)? (?:need|want|like) to (?:know|find out|see)|i(?:'m| am) (?:wondering|curious)"
+                   r"|i (?:need|want|would like|'d like) (?:the|my)\s+(?:[\w-]+\s+){0,3}?(?:id|number|name|balance|date"
+                   r"|amount|title|author|owner|status|reason|size|year|shelf|total|limit|details|history)\b(?!\s+(?:to be|be)\b))",
+                   re.IGNORECASE)
+
+# "I need the balance moved to savings": what is needed done is an instruction.
+_DONE = re.compile(r"\b(?:moved|transferred|sent|paid|deposited|withdrawn|frozen|placed|saved|written|deleted"
+                   r"|renamed|created|copied|made|put|changed|updated|removed|reserved|held)\b", re.IGNORECASE)
+
+_ORDER = re.compile(r"(?:(?:hey|hi|hello|ok|okay|so|please|pls)[,!]?\s+)*(?:deposit|withdraw|transfer|move|send|pay"
+                    r"|freeze|save|write|create|make|delete|remove|rename|put|place|reserve|hold|copy|add|set|change"
+                    r"|update|take)\b", re.IGNORECASE)
+
+
 def asks_a_question(request: str) -> bool:
     """Whether a sentence of ``request`` opens as a question, or ends in a question put after a
-    clause: it asks for information. Asked "i took some cash out of an atm on ACC-1001, which
-    atm was it?", the small actor withdrew 1000 USD: read as an instruction, it was offered the write."""
+    clause, or asks for information as a statement (``_TELL``). Asked "i took some cash out of
+    an atm on ACC-1001, which atm was it?", the small actor withdrew 1000 USD: read as an
+    instruction, it was offered the write; told "I need the transaction ID of the electric bill
+    payment", it transferred 1000 USD."""
     text = request.strip()
-    return bool(_QUESTION.search(text) or _ASKING_CLAUSE.search(text))
+    if _QUESTION.search(text) or _ASKING_CLAUSE.search(text):
+        return True
+    # "Deposit $20. Tell me the new balance." asks after an instruction: the request is that instruction.
+    sentences = re.split(r"(?<=[.!?])\s+", text)
+    return not any(_ORDER.match(s) for s in sentences) and any(_TELL.search(s) and not _DONE.search(s)
+                                                               for s in sentences)
 
 
 def asked_for(action, request: str, writes: Writes) -> bool:

@@ -33,7 +33,7 @@ from typing import Any, Generator, Iterable
 from envace_demo.engine.instead import Instead
 from envace_demo.engine.offer import offered
 from envace_demo.events import Event, TurnUpdated
-from envace_demo.identifiers import identifier_patterns, names_identifier
+from envace_demo.identifiers import identifier_patterns, names_identifier, shaped
 from envace_demo.models.base import Constraint, Generation
 from envace_demo.prompts import Conversation, actor_prompt
 from envace_demo.record import CallStep, ToolCall, Turn, is_error
@@ -63,8 +63,9 @@ def request_items(request: str, tools: Iterable[Tool], names: bool = True) -> li
     found: list[str] = []
     for word in re.split(r"[\s,;()\[\]]+", request):
         word = word.strip(".:!?\"'`")
-        if word and any(p.fullmatch(word) for p in patterns):
-            found.append(word)
+        shapes = [v for p in patterns if word and (v := shaped(word, p)) and p.fullmatch(v)]
+        if shapes:
+            found.append(shapes[0])
     found += [m.group(0).rstrip(".") for m in _PATH.finditer(request)]
     found += [m.group(0) for m in _FILE.finditer(request) if not _inside_path(request, m.start())]
     found += [next(g for g in m.groups() if g) for m in _QUOTED.finditer(request)]

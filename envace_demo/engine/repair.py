@@ -31,6 +31,7 @@ from envace_demo.engine.commit import asked, contradicts_call
 from envace_demo.engine.aside import Aside, missed_read
 from envace_demo.engine.again import Again, empty_search
 from envace_demo.engine.detail import Detail
+from envace_demo.engine.fallback import fallback_calls
 from envace_demo.engine.items import Planned
 from envace_demo.engine.instead import Refusal, made_call, refused_read
 from envace_demo.engine.unmade import Unmade, unmade
@@ -158,6 +159,8 @@ class Repairs:
         before = replace(pending.conversation, turns=pending.conversation.turns[:-1])
         if plan := (yield from self._asked_for(pending, before)):
             return plan
+        if plan := (yield from self._fallback(pending, before)):
+            return plan
         if plan := (yield from self._named(pending, before)):
             return plan
         tried = {held.key()}
@@ -203,6 +206,17 @@ class Repairs:
             if (yield from self._succeeds(variant, gen, before, pending.real_results, True)) is not None:
                 return [(gen, f"the held {held.name} with {_added(held, variant)}: its foreseen failure asks for it, "
                               "and so does the request")]
+        return []
+
+    def _fallback(self, pending: Pending, before: Conversation) -> Generator[Request, Generation, list[tuple[Generation, str]]]:
+        """The held write with the path the request gives for when the first one fails
+        (``engine/fallback.py``), where it is foreseen to go through."""
+        held = pending.step.call
+        for call in fallback_calls(held, pending.conversation.requests()):
+            gen = made_call(call)
+            if (yield from self._succeeds(call, gen, before, pending.real_results, True)) is not None:
+                return [(gen, f"the held {held.name} with {_changed(held, call)}: the request gives it "
+                              "for when the first fails")]
         return []
 
     def _named(self, pending: Pending, before: Conversation) -> Generator[Request, Generation, list[tuple[Generation, str]]]:
@@ -358,6 +372,10 @@ def _imagined_turn(call: ToolCall, gen: Generation, step: CallStep | None) -> Tu
         shown = CallStep(call, rehearsed=step.rehearsed, held=True)
         turn.calls = [shown]
     return turn
+
+
+def _changed(held: ToolCall, other: ToolCall) -> str:
+    return ", ".join(f"{k}={json.dumps(v)}" for k, v in other.arguments.items() if held.arguments.get(k) != v)
 
 
 def _added(held: ToolCall, other: ToolCall) -> str:
