@@ -59,7 +59,7 @@ def test_when_neither_read_speaks_to_it_the_actors_read_stays():
 
 
 def test_an_instruction_and_the_switch_leave_the_read_alone():
-    traj, _ = _run("Look up ACC-1001 for the rent payment.", [READ_ACCOUNT, RENT])
+    traj, _ = _run("Pull up ACC-1001 for the rent payment.", [READ_ACCOUNT, RENT])
     assert len(call_steps(traj.turns)) == 1  # not a question
     traj, _ = _run("How much did the rent payment on ACC-1001 come to?", [READ_ACCOUNT, RENT], read_instead=False)
     assert len(call_steps(traj.turns)) == 1

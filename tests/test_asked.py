@@ -7,7 +7,7 @@ import pytest
 from conftest import call_text
 from helpers.scripted import constrained_episode
 from envace_demo.engine.asked import ASK_AGAIN, missed, untold, what_was_found
-from envace_demo.engine.detail import asking_part
+from envace_demo.engine.detail import asking_part, csv_rows
 from envace_demo.envs.registry import create
 from envace_demo.record import ToolCall, call_steps
 
@@ -57,6 +57,31 @@ def test_in_rows_only_those_holding_a_word_of_the_question_count():
     rent = "How much did the rent payment on ACC-1001 come to?"
     assert "900.0" in missed(rent, history, "The groceries came to 84.37 USD.")
     assert missed(rent, history, "The rent was 900.00 USD.") == []
+
+
+def test_a_question_in_parts_is_answered_only_where_each_part_is():
+    history = _reads("bank", [("list_transactions", {"account_id": "ACC-1001"})])
+    both = "I took cash out at an ATM recently on my checking (ACC-1001). How much was it and which ATM?"
+    assert missed(both, history, "The last transactions: 2100.00 USD, 60.00 USD.") == ["ATM withdrawal - 5th Ave"]
+    amount = missed(both, history, "It was the ATM on 5th Ave.")
+    assert "60.0" in amount and "ATM withdrawal - 5th Ave" not in amount
+    assert missed(both, history, "You took out 60.00 USD at the ATM on 5th Ave.") == []
+
+
+def test_who_a_payment_went_to_is_its_description():
+    history = _reads("bank", [("list_transactions", {"account_id": "ACC-1001"})])
+    who = "hey, who did my rent payment go to? it came out of ACC-1001 a few days ago"
+    assert missed(who, history, "The last one was Grocery - Fresh Market, 84.37 USD.") == ["Rent - Harbor Property Mgmt"]
+    assert missed(who, history, "It went to Harbor Property Mgmt.") == []
+
+
+def test_the_rows_of_a_csv_file_answer_what_they_hold():
+    budget = _reads("files", [("list_directory", {"path": "/projects"}),
+                              ("read_file", {"path": "/projects/budget.csv"})])
+    feb = "How much did we spend in February? It's in the budget spreadsheet in /projects."
+    assert missed(feb, budget, "/projects contains: budget.csv, website.") == ["980"]
+    assert missed(feb, budget, "February came to 980.") == []
+    assert csv_rows("a,b\n1,x\n2") == [] and csv_rows("just text, with a comma") == []
 
 
 def test_nothing_is_asked_for_where_the_question_names_no_field():

@@ -121,3 +121,13 @@ def test_an_episode_offers_the_hold_once_a_search_found_the_id(scripted, grounde
     assert traj.success is True
     first = {"search_catalog", "list_books", "get_patron"} if grounded else {t.name for t in LIBRARY}
     assert seen[0] == first and "place_hold" in seen[1]
+
+
+def test_an_identifier_written_in_other_case_is_offered_in_the_declared_shape():
+    """ "place a hold on BK-031 for card p-1042": held to ids as written, the actor found no
+    patron id and placed nothing."""
+    messages = [{"role": "user", "content": "place a hold on bk-031 for card p-1042 thx"}]
+    hold = _tool(ground(LIBRARY, messages), "place_hold")
+    assert hold.parameters["properties"]["patron_id"]["enum"] == ["P-1042"]
+    assert hold.parameters["properties"]["book_id"]["enum"] == ["BK-031"]
+    assert "place_hold" not in {t.name for t in ground(LIBRARY, [{"role": "user", "content": "hold q-1 for me"}])}

@@ -45,6 +45,12 @@ def test_the_words_of_a_tool():
     ("Could you place a hold on Dune for P-1077?", False),  # an instruction, worded politely
     ("Move $50 to ACC-1002, which is my savings.", False),  # a relative clause, no question mark
     ("Withdraw 20 USD from ACC-1005, then tell me the new balance.", False),
+    # Information asked for as a statement; a need for something done is an instruction.
+    ("I need the transaction ID of the electric bill payment on ACC-1003 for a dispute form.", True),
+    ("hey, tell me my balance on ACC-1001", True),
+    ("I need my account ACC-1001 frozen now", False),
+    ("I need the balance of ACC-1002 moved to ACC-1001", False),
+    ("Deposit $20 into ACC-1001. Tell me the new balance.", False),
 ])
 def test_a_question_put_after_a_clause_asks(said, asks):
     from envace_demo.engine.imagined import asks_a_question

@@ -8,7 +8,7 @@ from envace_demo.engine import EpisodeConfig, run_episode
 from envace_demo.envs.registry import create
 from envace_demo.record import Action, ToolCall, call_steps
 from envace_demo.tasks import Task
-from envace_demo.verbatim import as_dictated, dictated, parse_dictated, whole
+from envace_demo.verbatim import as_dictated, dictated, dictated_as, parse_dictated, whole
 
 FILES = create("files").tools()
 LIBRARY = create("library").tools()
@@ -118,3 +118,22 @@ def test_a_tool_of_unknown_effect_keeps_its_calls():
     write = _action("write_file", {"path": "/projects/website/index.html", "content": "Back soon"})
     assert as_dictated(write, [request], FILES).calls[0].arguments["content"] == "Back soon"
     assert as_dictated(write, [request], FILES, lambda name: None).calls[0].arguments["content"] == "Back soon"
+
+
+def test_an_optional_text_the_user_dictates_by_name_is_passed():
+    """Told to put "Birthday gift" as the description, the actor deposited without one."""
+    bank = create("bank").tools()
+    writes = {"deposit": True, "transfer": True}.get
+    request = 'Please deposit $75.40 into ACC-1005 and put "Birthday gift" as the description.'
+    made = as_dictated(_action("deposit", {"account_id": "ACC-1005", "amount": 75.4}), [request], bank, writes)
+    assert made.calls[0].arguments["description"] == "Birthday gift" and "the user dictated it" in made.restored[0]
+    memo = as_dictated(_action("transfer", {"from_account_id": "ACC-1002", "to_account_id": "ACC-1001", "amount": 5}),
+                       ["Send $5 from ACC-1002 to ACC-1001 with memo Pizza night please"], bank, writes)
+    assert memo.calls[0].arguments["memo"] == "Pizza night"
+    # Two memos for two transfers, or none named: nothing is added.
+    two = "Two transfers: $600 with memo Rent, then a separate $600 with memo Car payment."
+    assert dictated_as("memo", two) == ["Rent", "Car payment"]
+    assert "memo" not in as_dictated(_action("transfer", {"from_account_id": "ACC-1002", "to_account_id": "ACC-1001",
+                                                          "amount": 600}), [two], bank, writes).calls[0].arguments
+    assert dictated_as("memo", "add a memo and a description") == []
+    assert as_dictated(_action("deposit", {"account_id": "ACC-1005", "amount": 75.4}), [request], bank).restored == []

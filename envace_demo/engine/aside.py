@@ -41,8 +41,15 @@ _ASKING = frozenset(
 )
 
 
+_MONTHS = {m[:3]: m for m in ("january february march april may june july august september october november "
+                              "december").split()}
+
+
 def stem(word: str) -> str:
-    """One form for a word and its inflections ("holding", "holds", "hold")."""
+    """One form for a word and its inflections ("holding", "holds", "hold"); a month's name
+    and its short form are one ("February", "feb")."""
+    if word[:3] in _MONTHS and _MONTHS[word[:3]].startswith(word):
+        return word[:3]
     for suffix in ("ing", "ed", "es", "s"):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             return word[: -len(suffix)]

@@ -284,7 +284,7 @@ def ask_again(runner: Any, turn: Turn, conversation: Conversation, state: Any, w
         turn.withdrawn = f"the question asks for what {call.name} returns, and no read so far returned it"
         yield TurnUpdated(where, rindex, turn, None, "acted")
         return True
-    if not state.asked_again and (calls := listed_reads(runner, conversation)):
+    if calls := listed_reads(runner, conversation):  # at any ask: the titles are what the answer must tell
         state.asked_again += 1
         runner.repairs.refusal = Detail(calls)  # each identifier read, then it answers again
         turn.withdrawn = (f"the question asks for {calls[0].name.replace('_', ' ')} records a read listed "

@@ -13,6 +13,7 @@ held) is the row. Never a write; once per user turn (``asked.ask_again``)."""
 
 from __future__ import annotations
 
+import csv
 import re
 from dataclasses import dataclass
 from typing import Any, Generator
@@ -172,9 +173,36 @@ def closest(topic: set[str], result: dict) -> list[dict]:
 
 
 def rows_of(result: Any) -> list[dict]:
-    """The rows of ``result``'s tables (its lists of records)."""
-    return [r for v in (result.values() if isinstance(result, dict) else ())
-            if isinstance(v, list) and v and all(isinstance(r, dict) for r in v) for r in v]
+    """The rows of ``result``'s tables (its lists of records, and the CSV a text holds)."""
+    values = list(result.values()) if isinstance(result, dict) else []
+    return [r for v in values if isinstance(v, list) and v and all(isinstance(r, dict) for r in v) for r in v] + \
+        [r for v in values if isinstance(v, str) for r in csv_rows(v)]
+
+
+def csv_rows(text: str) -> list[dict]:
+    """The rows of ``text`` where it is a CSV table (a header, and each line as many fields),
+    numbers as numbers: a file read answers "how much in February" from its ``feb`` row."""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    if len(lines) < 2 or "," not in lines[0] or len({line.count(",") for line in lines}) != 1:
+        return []
+    table = list(csv.reader(lines))
+    header = [h.strip() for h in table[0]]
+    if len(set(header)) != len(header) or not all(_NAME_ONLY.fullmatch(h) for h in header):
+        return []
+    return [{h: _number(v.strip()) for h, v in zip(header, row)} for row in table[1:]]
+
+
+_NAME_ONLY = re.compile(r"[A-Za-z][\w ]{0,30}")
+
+
+def _number(text: str) -> Any:
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            return text
 
 
 def _words(row: dict) -> set[str]:

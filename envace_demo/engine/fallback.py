@@ -13,12 +13,20 @@ from __future__ import annotations
 import posixpath
 import re
 
+from typing import Any
+
+from envace_demo.fidelity import is_number, leaves
+from envace_demo.grounding import number_text, values
 from envace_demo.record import ToolCall
 
 # A sentence that sets a condition or an alternative.
 _CONDITION = re.compile(r"\b(?:if|unless|otherwise|else|in case|instead)\b", re.IGNORECASE)
 # A path ("/notes/todo-2.txt") or a file name with an extension ("todo-2.txt").
 _PATH = re.compile(r"(?<![\w/.-])(?:/[\w.-]+)+/?|(?<![\w/.-])[\w-]+\.[A-Za-z0-9]{1,5}\b")
+# What is left: the amount a condition falls back to.
+_REST = re.compile(r"\b(?:whatever(?:'s| is)? (?:left|there|in there|available)|what(?:'s| is) (?:left|there)|the rest"
+                   r"|all (?:of )?(?:it|that's left|there is)|everything(?: there is)?|the remain(?:ing|der)"
+                   r"|as much as (?:there is|i can|possible))\b", re.IGNORECASE)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
@@ -48,3 +56,23 @@ def fallback_calls(held: ToolCall, requests: list[str]) -> list[ToolCall]:
             if path not in given:
                 out.append(ToolCall(held.name, {**held.arguments, name: path}))
     return list({c.key(): c for c in out}.values())
+
+
+def rest_calls(held: ToolCall, requests: list[str], foreseen: Any, context: list[dict]) -> list[ToolCall]:
+    """``held`` with its amount given what is left, where the last request's conditional
+    sentence falls back to it (``_REST``): the one number of the real context reads (the
+    balance) that the foreseen failure's message names too, above 0 and below the amount."""
+    sentences = _SENTENCE.split(requests[-1]) if requests else []
+    if not any(_CONDITION.search(s) and _REST.search(s) for s in sentences):
+        return []
+    error = foreseen.get("error") if isinstance(foreseen, dict) else None
+    named = values(error.get("message", "")) if isinstance(error, dict) and isinstance(error.get("message"), str) else set()
+    real = [float(leaf) for c in context for _, leaf in leaves(c.get("result")) if is_number(leaf)]
+    out = []
+    for name, amount in held.arguments.items():
+        if not is_number(amount) or isinstance(amount, bool) or amount <= 0:
+            continue
+        fits = {x for x in real if 0 < x < amount and number_text(x) in named}
+        if len(fits) == 1:
+            out.append(ToolCall(held.name, {**held.arguments, name: fits.pop()}))
+    return out

@@ -31,7 +31,7 @@ from envace_demo.engine.commit import asked, contradicts_call
 from envace_demo.engine.aside import Aside, missed_read
 from envace_demo.engine.again import Again, empty_search
 from envace_demo.engine.detail import Detail
-from envace_demo.engine.fallback import fallback_calls
+from envace_demo.engine.fallback import fallback_calls, rest_calls
 from envace_demo.engine.items import Planned
 from envace_demo.engine.instead import Refusal, made_call, refused_read
 from envace_demo.engine.unmade import Unmade, unmade
@@ -212,7 +212,9 @@ class Repairs:
         """The held write with the path the request gives for when the first one fails
         (``engine/fallback.py``), where it is foreseen to go through."""
         held = pending.step.call
-        for call in fallback_calls(held, pending.conversation.requests()):
+        requests = pending.conversation.requests()
+        for call in [*fallback_calls(held, requests),
+                     *rest_calls(held, requests, pending.step.rehearsed, pending.step.context)]:
             gen = made_call(call)
             if (yield from self._succeeds(call, gen, before, pending.real_results, True)) is not None:
                 return [(gen, f"the held {held.name} with {_changed(held, call)}: the request gives it "

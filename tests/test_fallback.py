@@ -1,0 +1,44 @@
+"""The other value a request gives for when its first one fails (``engine/fallback.py``): the
+pure parts here; an episode where the held write takes the fallback path is in test_repair."""
+
+from __future__ import annotations
+
+from envace_demo.engine.fallback import fallback_calls, fallbacks, rest_calls
+from envace_demo.envs.registry import create
+from envace_demo.record import ToolCall
+
+READONLY = ('Please save a file /system/maintenance.txt containing exactly "proxy change requested". '
+            "If that location isn't writable, save it as /notes/maintenance.txt instead.")
+TAKEN = ("Make a new file /notes/todo.txt that says exactly: water the plants\n"
+         "If a file with that name is already there, don't overwrite it; call the new one /notes/todo-2.txt instead.")
+
+
+def test_the_paths_a_conditional_sentence_gives():
+    assert fallbacks(READONLY) == ["/notes/maintenance.txt"]
+    assert fallbacks(TAKEN) == ["/notes/todo-2.txt"]  # "instead" after the value it gives
+    assert fallbacks("Write /notes/a.txt saying hi. If it exists, name it b.txt instead") == ["b.txt"]
+    assert fallbacks("Save it to /notes/a.txt instead of /notes/b.txt") == ["/notes/a.txt"]  # not what it replaces
+    assert fallbacks("Save it to /notes/a.txt and /notes/b.txt") == []  # no condition: both are the request's
+
+
+def test_the_held_write_with_the_fallback_path():
+    held = ToolCall("write_file", {"path": "/system/maintenance.txt", "content": "proxy change requested"})
+    assert fallback_calls(held, [READONLY]) == [ToolCall("write_file", {**held.arguments,
+                                                                         "path": "/notes/maintenance.txt"})]
+    bare = fallback_calls(ToolCall("write_file", {"path": "/notes/a.txt", "content": "hi"}),
+                          ["Write /notes/a.txt saying hi. If it exists, name it b.txt instead"])
+    assert bare == [ToolCall("write_file", {"path": "/notes/b.txt", "content": "hi"})]  # in the held path's folder
+    assert fallback_calls(ToolCall("write_file", {"path": "/notes/maintenance.txt", "content": "x"}), [READONLY]) == []
+
+
+def test_what_is_left_is_the_real_balance_the_foreseen_failure_names():
+    request = "take $50 cash out of ACC-1005. if there isn't that much in there just take out whatever's left"
+    held = ToolCall("withdraw", {"account_id": "ACC-1005", "amount": 50.0})
+    context = [{"call": {}, "result": create("bank").execute("get_account", {"account_id": "ACC-1005"})}]
+    foreseen = {"error": {"code": "INSUFFICIENT_FUNDS", "message": "account ACC-1005 has 15.50 USD, cannot withdraw 50.00"}}
+    assert rest_calls(held, [request], foreseen, context) == [ToolCall("withdraw", {"account_id": "ACC-1005",
+                                                                                    "amount": 15.5})]
+    assert rest_calls(held, ["take $50 cash out of ACC-1005"], foreseen, context) == []  # no fallback asked
+    # A number the foreseen failure names that no real read holds is the rehearsal's alone.
+    invented = {"error": {"code": "INSUFFICIENT_FUNDS", "message": "account ACC-1005 has 12.00 USD"}}
+    assert rest_calls(held, [request], invented, context) == []
