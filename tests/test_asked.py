@@ -68,6 +68,13 @@ def test_a_question_in_parts_is_answered_only_where_each_part_is():
     assert missed(both, history, "You took out 60.00 USD at the ATM on 5th Ave.") == []
 
 
+def test_whether_it_can_be_used_asks_for_its_status():
+    account = _reads("bank", [("get_account", {"account_id": "ACC-1004"})])
+    question = "Who owns account ACC-1004, and can money be moved out of it right now?"
+    assert missed(question, account, "Account ACC-1004 (Chen Wei, checking) has no current balance.") == ["frozen"]
+    assert missed(question, account, "Chen Wei owns it, and it is frozen.") == []
+
+
 def test_who_a_payment_went_to_is_its_description():
     history = _reads("bank", [("list_transactions", {"account_id": "ACC-1001"})])
     who = "hey, who did my rent payment go to? it came out of ACC-1001 a few days ago"

@@ -134,3 +134,29 @@ def test_an_identifier_is_drawn_for_only_after_the_word_its_sibling_had():
     traj, backend, _ = constrained_episode("Send $50 from ACC-1002 to ACC-1003. ACC-1004 stays as it is.",
                                            [TO_1003, SENT], env_name="bank")
     assert [c[0] for c in _calls(traj)] == ["transfer"] and len(backend.constraints) == 2
+
+
+DUNE_AND_EMMA = "Card P-1100: please hold Dune and Emma for me."
+HOLD_DUNE = call_text("place_hold", {"book_id": "BK-005", "patron_id": "P-1100"})
+HOLD_EMMA_1100 = call_text("place_hold", {"book_id": "BK-013", "patron_id": "P-1100"})
+
+
+def test_a_failure_that_is_its_items_alone_leaves_the_other_items_to_do():
+    """P-1100 holds Dune already: that failure names the book and the card, Dune's alone, so
+    Emma is still held; the answer that leaves Dune's failure out has it added."""
+    emma_only = "<think></think>\nEmma is on hold for you."
+    traj, _, env = constrained_episode(DUNE_AND_EMMA, [
+        call_text("search_catalog", {"query": "Dune"}), HOLD_DUNE, "<think></think>\nDune is already on hold.",
+        SEARCH_EMMA, emma_only, HOLD_EMMA_1100, emma_only, emma_only])
+    assert env.state()["patrons"]["P-1100"]["holds"] == ["BK-005", "BK-013"]
+    assert traj.final_answer.startswith("Emma is on hold for you.") and "ALREADY_ON_HOLD" in traj.final_answer
+
+
+def test_a_failure_of_what_the_items_share_ends_them():
+    """P-1077 has the most holds allowed: the failure names the card alone, and nothing more is tried."""
+    limit = "<think></think>\nYou have too many holds."
+    traj, backend, env = constrained_episode("Card P-1077: please hold Dune and Emma for me.", [
+        call_text("search_catalog", {"query": "Dune"}), call_text("place_hold", {"book_id": "BK-005", "patron_id": "P-1077"}),
+        limit, limit])
+    assert [c[0] for c in _calls(traj)] == ["search_catalog", "place_hold"]
+    assert env.state()["patrons"]["P-1077"]["holds"] == create("library").state()["patrons"]["P-1077"]["holds"]

@@ -146,3 +146,16 @@ def test_an_episode_offers_the_write_only_with_an_amount_said_or_read():
     (withdraw,) = [t for t in second.tools if t.name == "withdraw"]
     assert 15.5 in withdraw.parameters["properties"]["amount"]["enum"]
     assert env.state()["accounts"]["ACC-1005"]["balance"] == 0.0
+
+
+def test_a_yes_no_filter_of_a_read_is_offered_only_where_the_user_names_it():
+    """Asked for the oldest book in the catalog, the actor read only the books on the shelf."""
+    from envace_demo.engine.offer import said_options
+
+    books = find_tool(create("library").tools(), "list_books")
+    assert "available_only" not in said_options(books, "What's the oldest book in your catalog?", True).parameters[
+        "properties"]
+    assert "available_only" in said_options(books, "Which books are available now?", True).parameters["properties"]
+    # A write's flag is the request's to ask for (``engine/repair.py`` asks for overwrite), not the grammar's.
+    write = find_tool(create("files").tools(), "write_file")
+    assert "overwrite" in said_options(write, "Save hi to /notes/a.txt").parameters["properties"]

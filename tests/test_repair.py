@@ -322,3 +322,40 @@ def test_stems():
     assert stems("overwrite") & stems("Overwriting the file")
     assert not stems("overwrite to replace it") & stems("Start a file. If there's already one, leave it alone.")
     assert stems("pass true false with") == set()
+
+
+def test_a_made_up_path_is_written_where_the_request_names():
+    """The actor made up /system/notes/errands.txt for "my notes folder": foreseen read-only, the
+    write is made in /notes, which the user named, once its rehearsal there goes through."""
+    made_up = {"path": "/system/notes/errands.txt", "content": "pick up dry cleaning"}
+    denied = {"error": {"code": "PERMISSION_DENIED", "message": "/system/notes/errands.txt is on a read-only path"}}
+    traj, env, _ = _run(
+        "files", "Save a new note called errands.txt in my notes folder that says: pick up dry cleaning",
+        actor=["<think></think>\nNo call.", call_text("write_file", made_up), "<think></think>\nSaved."],
+        rehearser=[_ok(denied), _ok({"path": "/notes/errands.txt", "size": 20, "created": True})],
+        candidates=[],
+    )
+    held, written = call_steps(traj.turns)
+    assert held.held and held.real is None
+    assert written.call.arguments == {**made_up, "path": "/notes/errands.txt"} and "error" not in written.real
+    assert env.state()["files"]["/notes/errands.txt"] == "pick up dry cleaning"
+    assert "what the request names, which is there" in traj.turns[1].repaired
+
+
+@pytest.mark.parametrize("arguments, request_text, meant", [
+    ({"source": "/projects/budget-2025.csv", "destination": "/projects/budget-2025.csv"},
+     "rename budget.csv in my projects folder to budget-2025.csv (same folder)",
+     {"source": "/projects/budget.csv", "destination": "/projects/budget-2025.csv"}),
+    ({"source": "/archive/projects/website/x.html", "destination": "/archive/projects/website/projects.md"},
+     "Could you move the stylesheet from my website project into the /archive folder? Keep the same file name.",
+     {"source": "/projects/website/style.css", "destination": "/archive/style.css"}),
+    ({"source": "/projects/meeting-notes/310688", "destination": "/archive/908206"},
+     "Please move the March 10 meeting notes into the archive folder.",
+     {"source": "/notes/meeting-2025-03-10.md", "destination": "/archive/meeting-2025-03-10.md"}),
+    # What the user wrote stands; a request that names nothing there gives nothing.
+    ({"source": "/projects/budget.csv", "destination": "/archive/budget.csv"}, "move /projects/budget.csv to /archive",
+     None),
+    ({"source": "/notes/a.txt", "destination": "/archive/a.txt"}, "move my recipe into the archive", None),
+])
+def test_what_a_made_up_path_stands_for(arguments, request_text, meant):
+    assert create("files").write_instead("move_file", arguments, [request_text]) == meant

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Generator, Iterable
 
 from envace_demo.engine.answers import add_to_answer
-from envace_demo.engine.aside import asked, stems
+from envace_demo.engine.aside import asked, stem, stems
 from envace_demo.engine.detail import (MAX_LISTED, Detail, closest, listed_reads, missing_read, rows_of,
                                        what_is_asked)
 from envace_demo.engine.imagined import Writes
@@ -49,6 +49,9 @@ _ASKS_FOR = {
     "why": {"reason"},
     "which": {"title", "name", "description"},  # which one: what it is called or described as
     "bytes?": {"size"},  # a unit asks for the field measured in it
+    # "can money be moved out of it right now?": whether it may be used is its status.
+    r"(?:can|could|whether)\b[^?.]{0,30}\b(?:move|moved|use|used|withdrawn?|transfer(?:red)?|spend|borrow(?:ed)?)":
+        {"status", "available"},
 }
 _HOW = re.compile(r"\bhow (much|many|large|big|old)\b", re.IGNORECASE)
 _HOW_FOR = {"much": {"amount", "balance", "total"}, "many": {"count", "total", "copies"},
@@ -114,7 +117,8 @@ def untold(request: str, results: Iterable[tuple[ToolCall, Any]], answer: str) -
 def asked_parts(request: str) -> list[set[str]]:
     """The fields each asking word of ``request`` asks for, one set a word, in order."""
     parts = [fields for word, fields in _ASKS_FOR.items() if re.search(rf"\b{word}\b", request, re.IGNORECASE)]
-    return parts + [_HOW_FOR[m.group(1).lower()] for m in _HOW.finditer(request)]
+    parts += [_HOW_FOR[m.group(1).lower()] for m in _HOW.finditer(request)]
+    return [{stem(w) for w in p} for p in parts]
 
 
 def wanted(request: str, results: Iterable[tuple[ToolCall, Any]]) -> list[Found]:
@@ -211,7 +215,7 @@ def implied_fields(request: str) -> set[str]:
             out |= fields
     for m in _HOW.finditer(request):
         out |= _HOW_FOR[m.group(1).lower()]
-    return out
+    return {stem(w) for w in out}  # as a key's words are read ("status": "statu")
 
 
 def tells(answer: str, value: Any, request: str) -> bool:

@@ -28,7 +28,7 @@ from envace_demo.record import ToolCall, is_error
 from envace_demo.scheduler import Request
 
 MAX_LISTED = 5  # the most identifiers of one listed field read or told for the actor
-_TELL = re.compile(r"\b(?:tell|let|show)\s+(?:me|us)\b(?:\s+know\b)?|\bsay\b", re.IGNORECASE)
+_TELL = re.compile(r"\b(?:tell|let|show|remind)\s+(?:me|us)\b(?:\s+know\b)?|\bsay\b", re.IGNORECASE)
 _SENTENCE = re.compile(r"(?<=[.?!;])\s+")
 
 

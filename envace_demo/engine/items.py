@@ -32,6 +32,7 @@ from typing import Any, Generator, Iterable
 
 from envace_demo.engine.instead import Instead
 from envace_demo.engine.offer import offered
+from envace_demo.engine.told import acts_on
 from envace_demo.events import Event, TurnUpdated
 from envace_demo.identifiers import identifier_patterns, names_identifier, shaped
 from envace_demo.models.base import Constraint, Generation
@@ -113,8 +114,8 @@ def untouched(runner: Any, conversation: Conversation) -> list[str]:
     it (a file read to be copied). Capitalised names count only where a read searches by
     the user's words: nothing else could pass them."""
     steps = _steps(conversation)
-    writes = [s for s in steps if runner.writes(s.call.name) is True and s.real is not None and not s.held]
-    if not writes or is_error(writes[-1].real):
+    writes = [s for s in steps if runner.writes(s.call.name) is True and (s.real is not None or s.held)]
+    if not writes or ((writes[-1].held or is_error(writes[-1].real)) and not _its_own(writes[-1])):
         return []
     used = {str(v) for s in writes for k, v in s.call.arguments.items() if names_identifier(k)}
     led = [s for s in steps if s not in writes and used & set(_identifier_values(s.real))]
@@ -125,6 +126,18 @@ def untouched(runner: Any, conversation: Conversation) -> list[str]:
     seen = _folded(" ".join(_text(s) for s in steps))
     return [i for i in items if i.lower() not in touched and not (_is_path(i) and i.lower() in passed)
             and not (_is_name(i) and i not in runner.repairs.items_sought and _words(i) & _words(seen))]
+
+
+def _its_own(step: CallStep) -> bool:
+    """Whether a write's failure (real, or foreseen for a held one) is its item's alone: its
+    message names everything the call acts on ("patron P-1100 already has a hold on BK-005"),
+    so the request's other items may still go through; "patron P-1077 already has 3 holds" or
+    "account ACC-1004 is frozen" names only what they share, and ends them."""
+    failure = step.rehearsed if step.held else step.real
+    error = failure.get("error") if isinstance(failure, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    acted = [str(v) for v in acts_on(step.call).values()]
+    return isinstance(message, str) and bool(acted) and all(v in message for v in acted)
 
 
 def _is_name(item: str) -> bool:
@@ -165,14 +178,14 @@ def touches(call: ToolCall, items: list[str], steps: list[CallStep], runner: Any
     through. None otherwise."""
     if any(s.call.name == call.name and s.call.arguments == call.arguments for s in steps):
         return None
-    where = _where(call)
+    where = acts_on(call)
     if runner.writes(call.name) is True and where and any(
             s.call.name == call.name and not s.held and s.real is not None and not is_error(s.real)
-            and _where(s.call) == where for s in steps):
+            and acts_on(s.call) == where for s in steps):
         return None
     # A write touches an item through what it acts on, never through free text (a memo "Ben").
-    acts_on = where if runner.writes(call.name) is True else call.arguments
-    passed = [str(v).lower() for v in acts_on.values() if isinstance(v, (str, int, float))]
+    acted = where if runner.writes(call.name) is True else call.arguments
+    passed = [str(v).lower() for v in acted.values() if isinstance(v, (str, int, float))]
     for item in items:
         low = item.lower()
         if any(low in v or (len(v) >= 4 and v in low) for v in passed):
@@ -181,11 +194,6 @@ def touches(call: ToolCall, items: list[str], steps: list[CallStep], runner: Any
         if any(str(v) in found for k, v in call.arguments.items() if names_identifier(k)):
             return item
     return None
-
-
-def _where(call: ToolCall) -> dict[str, Any]:
-    """What a call acts on: its identifiers and paths."""
-    return {k: v for k, v in call.arguments.items() if names_identifier(k) or (isinstance(v, str) and v.startswith("/"))}
 
 
 def _ids_about(item: str, steps: list[CallStep], runner: Any) -> set[str]:

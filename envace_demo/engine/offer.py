@@ -31,7 +31,7 @@ def offered(tools: list[Tool], prompt: Any, last: bool, config: EpisodeConfig,
     # Quoted first: an identifier's declared pattern (ground replaces it) keeps ids out of the user's words.
     kept = quote(tools, prompt.messages, committer.quoting) if committer is not None and config.quoted_args else tools
     if committer is not None and config.quoted_args:  # against an environment: a benchmark's schema keeps its own
-        kept = [said_options(t, user_text(prompt.messages)) for t in kept]
+        kept = [said_options(t, user_text(prompt.messages), committer.writes(t) is False) for t in kept]
     kept = ground(kept, prompt.messages) if config.grounded_ids else tuple(kept)
     if committer is not None and config.grounded_ids:
         numbers = values("\n".join(m["content"] for m in prompt.messages
@@ -97,11 +97,13 @@ def said_amounts(tool: Tool, numbers: set[str], committer: Committer) -> Tool | 
     return tool if held == properties else replace(tool, parameters={**tool.parameters, "properties": held})
 
 
-def said_options(tool: Tool, said: str) -> Tool:
+def said_options(tool: Tool, said: str, reads: bool = False) -> Tool:
     """``tool`` whose optional arguments take only what the user's words ``said`` give, and are
     left out where they give nothing: a choice (an ``enum``) they name ("science-fiction" needs
     both words), a number they hold, a free text that is a name or a quote of theirs ("Kazuo
-    Ishiguro", 'IRS refund'). Asked for the oldest book in the science section, the small actor
+    Ishiguro", 'IRS refund'), and, in a read (``reads``), a yes/no filter whose name they say
+    ("available" for ``available_only``: asked for the oldest book, the actor read only the
+    books on the shelf). Asked for the oldest book in the science section, the small actor
     browsed ``genre: "fiction"`` up to ``year_to: 1898``, which no one said, then ``author: "Jane
     Eyre"``: every one of 30 such filters in the stored runs came with a wrong answer. A filter
     left out only widens what is read. A required argument stays the model's."""
@@ -125,11 +127,17 @@ def said_options(tool: Tool, said: str) -> Tool:
             texts = names_and_quotes(said) if texts is None else texts
             if fitting := [t for t in texts if len(t) <= schema.get("maxLength", len(t))]:
                 kept[name] = {**schema, "enum": fitting}
+        elif reads and schema.get("type") == "boolean":
+            if words(name.replace("_", " ")) - _FLAG_WORDS & named:
+                kept[name] = schema
         else:
             kept[name] = schema
     if kept == properties:
         return tool
     return replace(tool, parameters={**tool.parameters, "properties": kept})
+
+
+_FLAG_WORDS = {"only", "include", "has", "with", "show"}
 
 
 def said_numbers(numbers: set[str], schema: dict, positive: bool = False) -> list[float | int]:

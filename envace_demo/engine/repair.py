@@ -161,6 +161,8 @@ class Repairs:
             return plan
         if plan := (yield from self._fallback(pending, before)):
             return plan
+        if plan := (yield from self._meant(pending, before)):
+            return plan
         if plan := (yield from self._named(pending, before)):
             return plan
         tried = {held.key()}
@@ -220,6 +222,23 @@ class Repairs:
                 return [(gen, f"the held {held.name} with {_changed(held, call)}: the request gives it "
                               "for when the first fails")]
         return []
+
+    def _meant(self, pending: Pending, before: Conversation) -> Generator[Request, Generation, list[tuple[Generation, str]]]:
+        """The held write on what the user's words name, where it named what is not there: the
+        environment says which file a made-up path stands for, and which folder the user named
+        (``Environment.write_instead``); rehearsed, and made where it is foreseen to go through."""
+        environment, held = self.runner.committer.environment, pending.step.call
+        tool = find_tool(self.runner.tools, held.name)
+        if environment is None or tool is None:
+            return []
+        arguments = environment.write_instead(tool.original_name, held.arguments, pending.conversation.requests())
+        if not arguments or arguments == held.arguments:
+            return []
+        call = ToolCall(held.name, arguments)
+        gen = made_call(call)
+        if (yield from self._succeeds(call, gen, before, pending.real_results, True)) is None:
+            return []
+        return [(gen, f"the held {held.name} with {_changed(held, call)}: what the request names, which is there")]
 
     def _named(self, pending: Pending, before: Conversation) -> Generator[Request, Generation, list[tuple[Generation, str]]]:
         """The plan the foreseen failure points to, asking the actor nothing: it names a leading

@@ -12,6 +12,7 @@ from envace_demo.engine.answers import add_to_answer, ungrounded
 from envace_demo.engine.imagined import asks_a_question
 from envace_demo.engine.verdict import RunState
 from envace_demo.events import Event, TurnUpdated
+from envace_demo.identifiers import names_identifier
 from envace_demo.prompts import Conversation
 from envace_demo.record import CallStep, ToolCall, Turn, error_code, is_error, rehearsal_failed
 from envace_demo.schemas import Tool, find_tool
@@ -41,6 +42,10 @@ def tell_failure(
     told = report(call, failure, ran)
     if not ran and ungrounded(runner.task, config.known_results, turns, told, runner.rehearsals):
         told = report(call, failure, ran, with_message=False)  # the foreseen message's values are not real
+    if last_failure(conversation) is None and earlier_failure(conversation, runner.writes) is not None:
+        # Writes went through after it: what they did stays told.
+        add_to_answer(turn, told)
+        return False
     turn.reported, turn.action.content = turn.action.content, told
     return False
 
@@ -56,7 +61,7 @@ def untold(
     asks for no write: one that failed on its way need not be told; after a failed read, an
     answer from what an earlier read found stands."""
     asked_to_write = not asks_a_question(conversation.user)
-    failed = last_failure(conversation)
+    failed = last_failure(conversation) or (earlier_failure(conversation, writes) if asked_to_write else None)
     if failed is not None:
         step, failure = failed
         call, ran = step.call, not step.held
@@ -110,6 +115,26 @@ def last_failure(conversation: Conversation) -> tuple[CallStep, Any] | None:
             _, message = conversation.results(turn)[-1]
             return (turn.calls[-1], message) if is_error(message) else None
     return None
+
+
+def earlier_failure(conversation: Conversation, writes: Writes) -> tuple[CallStep, Any] | None:
+    """The last write of this user turn that failed (for real, or held on a foreseen failure)
+    where a write went through after it: asked for holds on Dune and Earthsea, Dune was held
+    already and Earthsea's hold was placed; the answer must still tell Dune's."""
+    steps = [s for t in conversation.turns if t.read() for s in t.calls if writes(s.call.name) is not False]
+    for i in range(len(steps) - 1, -1, -1):
+        failure = steps[i].rehearsed if steps[i].held else steps[i].real
+        if (steps[i].held or steps[i].real is not None) and is_error(failure):
+            went = [s for s in steps[i + 1:] if s.real is not None and not s.held and not is_error(s.real)]
+            # The same write on the same things, made again and through (in a new folder, for less), made up for it.
+            again = any(s.call.name == steps[i].call.name and acts_on(s.call) == acts_on(steps[i].call) for s in went)
+            return (steps[i], failure) if went and not again else None
+    return None
+
+
+def acts_on(call: ToolCall) -> dict[str, Any]:
+    """What a call acts on: its identifiers and paths."""
+    return {k: v for k, v in call.arguments.items() if names_identifier(k) or (isinstance(v, str) and v.startswith("/"))}
 
 
 def made_a_write(conversation: Conversation, writes: Writes) -> bool:

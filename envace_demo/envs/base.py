@@ -66,6 +66,13 @@ class Environment(ABC):
         (``EpisodeConfig.read_instead``). None by default."""
         return None
 
+    def write_instead(self, name: str, arguments: dict[str, Any], said: Sequence[str] = ()) -> dict[str, Any] | None:
+        """The arguments a write of ``name`` held on a foreseen failure was after, where it names
+        what is not there and the user's words (``said``) name what is: the file a made-up path
+        stands for, the folder the user named. The engine rehearses the write with them and
+        makes it only where it is foreseen to go through (``engine/repair.py``). None by default."""
+        return None
+
     def read_options(self, name: str, instead: str, result: Any) -> list[dict[str, Any]]:
         """The arguments a read of ``name`` may take, as ``result`` (of the read ``instead``, made
         for a refused read of ``name``) lists them: the files of a folder read as a file. None

@@ -81,6 +81,34 @@ def _size(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
+_FILE_NAME = re.compile(r"(?<![\w/.-])[\w-]+\.[A-Za-z0-9]{1,5}\b")
+# What a file's kind is called, and the extensions it goes by.
+_KINDS = {"stylesheet": (".css",), "spreadsheet": (".csv",), "csv": (".csv",), "page": (".html",),
+          "html": (".html",), "config": (".ini", ".cfg", ".conf"), "configuration": (".ini", ".cfg", ".conf"),
+          "settings": (".ini", ".cfg", ".conf"), "markdown": (".md",), "list": (".txt",), "readme": (".txt", ".md")}
+_MONTHS = "jan feb mar apr may jun jul aug sep oct nov dec".split()
+_DAY = re.compile(r"\b(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+(\d{1,2})(?:st|nd|rd|th)?\b", re.I)
+_SLASH_DAY = re.compile(r"\b(\d{1,2})/(\d{1,2})\b")
+
+
+def _file_names(text: str) -> set[str]:
+    """The file names ``text`` writes, bare or as a path's last part, lowercased."""
+    return {m.group(0).lower() for m in _FILE_NAME.finditer(text)} | {
+        posixpath.basename(p).lower() for p in _PATH.findall(text) if "." in posixpath.basename(p)}
+
+
+def _likeness(path: str, text: str) -> int:
+    """How much of ``text`` the file at ``path`` answers to: words of its name the text says
+    (four letters or more), its kind by name, and its date (month and day)."""
+    name = posixpath.basename(path).lower()
+    words = set(re.findall(r"[a-z]{4,}", text.lower()))
+    score = sum(1 for part in re.findall(r"[a-z]{4,}", name) if part in words or part + "s" in words)
+    score += sum(1 for w, exts in _KINDS.items() if w in words and name.endswith(exts))
+    days = [f"{_MONTHS.index(m.group(1).lower()[:3]) + 1:02d}-{int(m.group(2)):02d}" for m in _DAY.finditer(text)]
+    days += [f"{int(a):02d}-{int(b):02d}" for a, b in _SLASH_DAY.findall(text)]
+    return score + 2 * sum(1 for d in days if d in name)
+
+
 def _read_only(path: str) -> bool:
     return any(path == root or path.startswith(root + "/") for root in READ_ONLY)
 
@@ -210,6 +238,74 @@ class FilesEnvironment(ToolEnvironment):
         """The folders whose own name is one of ``words``, or its plural or singular ("note")."""
         forms = words | {w + "s" for w in words} | {w.removesuffix("s") for w in words}
         return {d for d in self._dirs if d != "/" and posixpath.basename(d).lower() in forms}
+
+    def write_instead(self, name: str, arguments: dict[str, Any], said: Sequence[str] = ()) -> dict[str, Any] | None:
+        # A path the actor made up, where the user's words name a file that is there (by its
+        # name, its kind, its date) or the folder it goes to: "move the stylesheet into /archive".
+        keys = {"move_file": ("source", "destination"), "write_file": ("path",), "delete_file": ("path",)}.get(name)
+        if keys is None or not all(isinstance(arguments.get(k), str) for k in keys):
+            return None
+        new = dict(arguments)
+        source = None
+        if name in ("move_file", "delete_file"):
+            key = keys[0]
+            source = _safe(arguments[key]) if _safe(arguments[key]) in self._files else self.file_meant(arguments[key], said)
+            if source is None:
+                return None
+            new[key] = source
+        if name in ("move_file", "write_file"):
+            key = keys[-1]
+            if (target := self.target_meant(arguments[key], said, source)) is None:
+                return None
+            new[key] = target
+        return new if new != arguments else None
+
+    def file_meant(self, path: str, said: Sequence[str]) -> str | None:
+        """The file that is there which a path not there stands for: its tail (``file_within``);
+        the one file the user's words give by path or by name; else the one file whose name
+        holds the most of their words, its kind ("stylesheet": .css) and date ("March 10":
+        03-10) counted. None where none, or no single one."""
+        if (there := self.file_within(path)) is not None:
+            return there
+        text = " ".join(said)
+        written = [p for raw in _PATH.findall(text) if (p := _safe(raw.rstrip("."))) in self._files]
+        named = [f for f in self._files if posixpath.basename(f).lower() in _file_names(text)]
+        for found in (written, named):
+            if len(set(found)) == 1:
+                return found[0]
+        scores = {f: _likeness(f, text) for f in self._files}
+        best = max(scores.values(), default=0)
+        chosen = [f for f, n in scores.items() if n == best]
+        return chosen[0] if best > 0 and len(chosen) == 1 else None
+
+    def target_meant(self, path: str, said: Sequence[str], source: str | None = None) -> str | None:
+        """Where a write to ``path`` goes: as given where the user wrote it, else in the folder
+        the user's words name (or the path's own, where it is one of them; the source's, where
+        they name only that), under the name they give it (else the source's, or the path's)."""
+        given = _safe(path)
+        text = " ".join(said)
+        written = {p for raw in _PATH.findall(text) if (p := _safe(raw.rstrip(".")))}
+        if given is not None and given in written:
+            return given
+        folders = {p for p in written if p in self._dirs} | {posixpath.dirname(p) for p in written
+                                                             if posixpath.dirname(p) in self._dirs and p not in self._dirs}
+        folders |= self.folders_called({w.lower() for w in _FOLDER_WORD.findall(text)})
+        folders = {f for f in folders if f != "/" and not _read_only(f)}
+        here = posixpath.dirname(given) if given else None
+        others = folders - {posixpath.dirname(source)} if source else folders
+        if here in folders and (here != (posixpath.dirname(source) if source else None) or not others):
+            folder = here
+        elif len(others) == 1:
+            folder = next(iter(others))
+        elif source and folders == {posixpath.dirname(source)}:
+            folder = posixpath.dirname(source)
+        else:
+            return None
+        names = [n for n in _file_names(text) if not source or n != posixpath.basename(source).lower()]
+        own = posixpath.basename(given) if given else ""
+        name = own if own.lower() in names else names[0] if len(names) == 1 else (
+            posixpath.basename(source) if source else own)
+        return _safe(posixpath.join(folder, name)) if name else None
 
     def read_options(self, name: str, instead: str, result: Any) -> list[dict[str, Any]]:
         if name != "read_file" or instead != "list_directory" or not isinstance(result, dict):
