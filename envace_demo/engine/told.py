@@ -55,7 +55,8 @@ def untold(
     sure: float | None,
 ) -> tuple[ToolCall, Any, bool] | None:
     """The failure ``answer`` leaves out, as (call, failure, whether it ran), or None. The last
-    call the actor read failed (for real, or held on a foreseen failure); or, with no write
+    call the actor read failed (for real, or held on a foreseen failure), or in a request to
+    write, an earlier write did and others went through after it (``earlier_failure``); or, with no write
     made, the memory it was shown foresaw a write the request asked for failing (with ``sure``,
     at least that probability) and the run took another path without saying why. A question
     asks for no write: one that failed on its way need not be told; after a failed read, an

@@ -109,6 +109,50 @@ def _likeness(path: str, text: str) -> int:
     return score + 2 * sum(1 for d in days if d in name)
 
 
+def _file_meant(files: dict[str, str], text: str) -> str | None:
+    """The file of ``files`` that the user's words ``text`` give: the one they write by path
+    or by name; else the one whose name holds the most of their words, its kind
+    ("stylesheet": .css) and date ("March 10": 03-10) counted. None where none, or no single one."""
+    written = [p for raw in _PATH.findall(text) if (p := _safe(raw.rstrip("."))) in files]
+    named = [f for f in files if posixpath.basename(f).lower() in _file_names(text)]
+    for found in (written, named):
+        if len(set(found)) == 1:
+            return found[0]
+    scores = {f: _likeness(f, text) for f in files}
+    best = max(scores.values(), default=0)
+    chosen = [f for f, n in scores.items() if n == best]
+    return chosen[0] if best > 0 and len(chosen) == 1 else None
+
+
+def _target_meant(path: str, text: str, dirs: set[str], called: set[str], source: str | None) -> str | None:
+    """Where a write to ``path`` goes: as given where the user's words ``text`` write it, else
+    in the folder they name (written, or ``called`` by name: "my notes folder"; the path's own,
+    where it is one of them; the source's, where they name only that), under the name they give
+    it (else the source's, or the path's)."""
+    given = _safe(path)
+    written = {p for raw in _PATH.findall(text) if (p := _safe(raw.rstrip(".")))}
+    if given is not None and given in written:
+        return given
+    folders = {p for p in written if p in dirs} | {posixpath.dirname(p) for p in written
+                                                   if posixpath.dirname(p) in dirs and p not in dirs}
+    folders = {f for f in folders | called if f != "/" and not _read_only(f)}
+    here = posixpath.dirname(given) if given else None
+    others = folders - {posixpath.dirname(source)} if source else folders
+    if here in folders and (here != (posixpath.dirname(source) if source else None) or not others):
+        folder = here
+    elif len(others) == 1:
+        folder = next(iter(others))
+    elif source and folders == {posixpath.dirname(source)}:
+        folder = posixpath.dirname(source)
+    else:
+        return None
+    names = [n for n in _file_names(text) if not source or n != posixpath.basename(source).lower()]
+    own = posixpath.basename(given) if given else ""
+    name = own if own.lower() in names else names[0] if len(names) == 1 else (
+        posixpath.basename(source) if source else own)
+    return _safe(posixpath.join(folder, name)) if name else None
+
+
 def _read_only(path: str) -> bool:
     return any(path == root or path.startswith(root + "/") for root in READ_ONLY)
 
@@ -261,51 +305,14 @@ class FilesEnvironment(ToolEnvironment):
         return new if new != arguments else None
 
     def file_meant(self, path: str, said: Sequence[str]) -> str | None:
-        """The file that is there which a path not there stands for: its tail (``file_within``);
-        the one file the user's words give by path or by name; else the one file whose name
-        holds the most of their words, its kind ("stylesheet": .css) and date ("March 10":
-        03-10) counted. None where none, or no single one."""
-        if (there := self.file_within(path)) is not None:
-            return there
-        text = " ".join(said)
-        written = [p for raw in _PATH.findall(text) if (p := _safe(raw.rstrip("."))) in self._files]
-        named = [f for f in self._files if posixpath.basename(f).lower() in _file_names(text)]
-        for found in (written, named):
-            if len(set(found)) == 1:
-                return found[0]
-        scores = {f: _likeness(f, text) for f in self._files}
-        best = max(scores.values(), default=0)
-        chosen = [f for f, n in scores.items() if n == best]
-        return chosen[0] if best > 0 and len(chosen) == 1 else None
+        """The file that is there which a path not there stands for (``_file_meant``)."""
+        return self.file_within(path) or _file_meant(self._files, " ".join(said))
 
     def target_meant(self, path: str, said: Sequence[str], source: str | None = None) -> str | None:
-        """Where a write to ``path`` goes: as given where the user wrote it, else in the folder
-        the user's words name (or the path's own, where it is one of them; the source's, where
-        they name only that), under the name they give it (else the source's, or the path's)."""
-        given = _safe(path)
+        """Where a write to ``path`` goes (``_target_meant``)."""
         text = " ".join(said)
-        written = {p for raw in _PATH.findall(text) if (p := _safe(raw.rstrip(".")))}
-        if given is not None and given in written:
-            return given
-        folders = {p for p in written if p in self._dirs} | {posixpath.dirname(p) for p in written
-                                                             if posixpath.dirname(p) in self._dirs and p not in self._dirs}
-        folders |= self.folders_called({w.lower() for w in _FOLDER_WORD.findall(text)})
-        folders = {f for f in folders if f != "/" and not _read_only(f)}
-        here = posixpath.dirname(given) if given else None
-        others = folders - {posixpath.dirname(source)} if source else folders
-        if here in folders and (here != (posixpath.dirname(source) if source else None) or not others):
-            folder = here
-        elif len(others) == 1:
-            folder = next(iter(others))
-        elif source and folders == {posixpath.dirname(source)}:
-            folder = posixpath.dirname(source)
-        else:
-            return None
-        names = [n for n in _file_names(text) if not source or n != posixpath.basename(source).lower()]
-        own = posixpath.basename(given) if given else ""
-        name = own if own.lower() in names else names[0] if len(names) == 1 else (
-            posixpath.basename(source) if source else own)
-        return _safe(posixpath.join(folder, name)) if name else None
+        called = self.folders_called({w.lower() for w in _FOLDER_WORD.findall(text)})
+        return _target_meant(path, text, self._dirs, called, source)
 
     def read_options(self, name: str, instead: str, result: Any) -> list[dict[str, Any]]:
         if name != "read_file" or instead != "list_directory" or not isinstance(result, dict):
