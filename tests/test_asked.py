@@ -75,6 +75,14 @@ def test_whether_it_can_be_used_asks_for_its_status():
     assert missed(question, account, "Chen Wei owns it, and it is frozen.") == []
 
 
+def test_an_identifier_counts_where_the_question_asks_for_one():
+    history = _reads("bank", [("list_transactions", {"account_id": "ACC-1003"})])
+    need = "I need the transaction ID of the electric bill payment on ACC-1003 for a dispute form."
+    assert missed(need, history, "Electric bill - Metro Power, 139.75 USD.") == ["TX-5006"]
+    assert missed(need, history, "It is TX-5006.") == []
+    assert "TX-5006" not in missed("How much was the electric bill on ACC-1003?", history, "It was paid.")
+
+
 def test_who_a_payment_went_to_is_its_description():
     history = _reads("bank", [("list_transactions", {"account_id": "ACC-1001"})])
     who = "hey, who did my rent payment go to? it came out of ACC-1001 a few days ago"

@@ -65,6 +65,8 @@ _SUPERLATIVES = [
     (re.compile(r"\b(?:biggest|largest|highest|most expensive)\b", re.I), (_SIZE, True)),
     (re.compile(r"\b(?:smallest|lowest|cheapest|least expensive)\b", re.I), (_SIZE, False)),
 ]
+# A question that asks for an identifier by name; its mark among the question's words.
+_ID_ASKED, _ID = re.compile(r"\b(?:id|ids|identifier|reference number)\b", re.IGNORECASE), "\0id"
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ][\d:.]+Z?)?")
 _PARTS = re.compile(r"\s+[-\u2013\u2014:|]\s+|,\s+")
 
@@ -161,7 +163,7 @@ def answers_in(request: str, call: ToolCall, result: Any) -> tuple[list[Found], 
         return [], []
     # The rows of a search are about the words searched for too: the call's arguments count.
     topic = asked(request, ToolCall(call.name, {}))
-    fields = stems(request), implied_fields(request)
+    fields = stems(request) | ({_ID} if _ID_ASKED.search(request) else set()), implied_fields(request)
     in_rows: list[Found] = []
     rows = closest(topic, result)
     if (most := superlative(request)) is not None and whole(result):
@@ -239,7 +241,8 @@ def tells(answer: str, value: Any, request: str) -> bool:
 
 def _values(tool: str, item: dict, fields: tuple[set[str], set[str]]) -> list[Found] | None:
     """The values of ``item``'s fields named by a word of the request or by what its asking
-    words ask for (``fields``: those two, stemmed; no identifier); None where one of those that
+    words ask for (``fields``: those two, stemmed; an identifier only where the question asks
+    for one, ``_ID``); None where one of those that
     count (``wanted``) is a yes/no, a zero or nothing: told in words ("none available"), an
     answer is not for the engine to judge."""
     own_words, implied = fields
@@ -247,7 +250,11 @@ def _values(tool: str, item: dict, fields: tuple[set[str], set[str]]) -> list[Fo
     out: list[Found] = []
     for key, value in item.items():
         words = stems(key)
-        if names_identifier(key) or not words & (own_words | implied):
+        if names_identifier(key):  # only where the question asks for it: "the transaction ID of ..."
+            if _ID in own_words and (words & own_words or key.lower() == "id"):
+                out.append(Found(tool, row, key, value, True))
+            continue
+        if not words & (own_words | implied):
             continue
         out.append(Found(tool, row, key, value, bool(words & own_words)))
     out = [f for f in out if f.own] or out
