@@ -160,3 +160,20 @@ def test_a_failure_of_what_the_items_share_ends_them():
         limit, limit])
     assert [c[0] for c in _calls(traj)] == ["search_catalog", "place_hold"]
     assert env.state()["patrons"]["P-1077"]["holds"] == create("library").state()["patrons"]["P-1077"]["holds"]
+
+
+def test_labels_dictated_one_a_write_are_items_of_their_own():
+    """Two transfers on the same accounts, told apart by their memos: after the first, the
+    second is drawn with its memo held to the other label, and its limit failure is told."""
+    two = "Two transfers from ACC-1002 to ACC-1001 please: $600 with memo Rent, then a separate $600 with memo Car payment."
+    first = call_text("transfer", {"from_account_id": "ACC-1002", "to_account_id": "ACC-1001", "amount": 600,
+                                   "memo": "Rent"})
+    second = call_text("transfer", {"from_account_id": "ACC-1002", "to_account_id": "ACC-1001", "amount": 600,
+                                    "memo": "Car payment"})
+    sent = "<think></think>\nSent 600.00 USD."
+    traj, backend, env = constrained_episode(two, [first, sent, second, sent, sent], env_name="bank")
+    assert [c[1].get("memo") for c in _calls(traj)] == ["Rent", "Car payment"]
+    drawn = next(c for c in backend.constraints if c is not None and c.require_call)
+    assert drawn.tools[0].parameters["properties"]["memo"]["enum"] == ["Car payment"]
+    assert env.state()["accounts"]["ACC-1002"]["transferred_today"] == 600.0  # the second is over the day's limit
+    assert "limit" in traj.final_answer.lower()

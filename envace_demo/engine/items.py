@@ -40,7 +40,7 @@ from envace_demo.prompts import Conversation, actor_prompt
 from envace_demo.record import CallStep, ToolCall, Turn, is_error
 from envace_demo.scheduler import Request
 from envace_demo.schemas import Tool
-from envace_demo.verbatim import parse_dictated
+from envace_demo.verbatim import dictated_as, parse_dictated
 
 MAX_MORE = 4  # calls asked for, per user turn
 DRAWS = 3  # the actor's draws per call asked for, each with one argument held to an item
@@ -124,8 +124,28 @@ def untouched(runner: Any, conversation: Conversation) -> list[str]:
     items = request_items(conversation.user, runner.tools, names=any(_searches(runner, t) for t in runner.tools))
     # A name any call of this turn passed or returned is done, but for one the engine looked up itself.
     seen = _folded(" ".join(_text(s) for s in steps))
-    return [i for i in items if i.lower() not in touched and not (_is_path(i) and i.lower() in passed)
+    left = [i for i in items if i.lower() not in touched and not (_is_path(i) and i.lower() in passed)
             and not (_is_name(i) and i not in runner.repairs.items_sought and _words(i) & _words(seen))]
+    done = {(s.call.name, k, v) for s in writes for k, v in s.call.arguments.items()}
+    return list(dict.fromkeys([*left, *(v for v, (t, k) in labels(runner, conversation.user).items()
+                                        if (t, k, v) not in done)]))
+
+
+def labels(runner: Any, request: str) -> dict[str, tuple[str, str]]:
+    """The labels ``request`` dictates for writes one by one: where it gives an optional text
+    of a write two values or more by name ("$600 with memo Rent, then a separate $600 with memo
+    Car payment"), each is a write of its own; label -> (tool, argument)."""
+    out: dict[str, tuple[str, str]] = {}
+    for tool in runner.tools:
+        if runner.writes(tool.name) is not True:
+            continue
+        required = set(tool.parameters.get("required") or ())
+        for name, schema in (tool.parameters.get("properties") or {}).items():
+            if name in required or not isinstance(schema, dict) or schema.get("type") != "string" or "enum" in schema:
+                continue
+            if len(given := list(dict.fromkeys(dictated_as(name, request)))) > 1:
+                out.update({v: (tool.name, name) for v in given})
+    return out
 
 
 def _its_own(step: CallStep) -> bool:
@@ -171,13 +191,19 @@ def _text(step: CallStep) -> str:
     return json.dumps(step.call.arguments, ensure_ascii=False) + " " + json.dumps(step.real, ensure_ascii=False, default=str)
 
 
-def touches(call: ToolCall, items: list[str], steps: list[CallStep], runner: Any) -> str | None:
+def touches(call: ToolCall, items: list[str], steps: list[CallStep], runner: Any, request: str = "") -> str | None:
     """The item ``call`` touches, where it may be taken: it passes the item (a write, as an
     identifier or a path), or an identifier a read about the item returned; never a call made
     already, nor a write of the same tool on the same identifiers and paths as one that went
-    through. None otherwise."""
+    through, unless it passes a label ``request`` dictates for a write of its own (``labels``).
+    None otherwise."""
     if any(s.call.name == call.name and s.call.arguments == call.arguments for s in steps):
         return None
+    # A label dictated for a write of its own: the same accounts again, under the other memo.
+    given = labels(runner, request) if request else {}
+    if runner.writes(call.name) is True and (label := next((v for k, v in call.arguments.items() if v in items
+                                                            and given.get(v) == (call.name, k)), None)):
+        return label
     where = acts_on(call)
     if runner.writes(call.name) is True and where and any(
             s.call.name == call.name and not s.held and s.real is not None and not is_error(s.real)
@@ -253,7 +279,8 @@ def more_items(runner: Any, turn: Turn, conversation: Conversation, where: str,
         action = parse_dictated(gen.text, runner.tool_names, runner.tools, conversation.requests(),
                                 runner.config.dictated_case, require=True, cut=gen.finish_reason == "length",
                                 writes=runner.writes)
-        if action.error or len(action.calls) != 1 or touches(action.calls[0], [item], steps, runner) is None:
+        if (action.error or len(action.calls) != 1
+                or touches(action.calls[0], [item], steps, runner, conversation.user) is None):
             continue
         repairs.refusal = Planned(gen, f"a call for {item}, which the request names and no write had touched")
         repairs.items_sought.add(item)
@@ -284,6 +311,8 @@ def narrowings(tools: Iterable[Tool], items: list[str], steps: list[CallStep], r
                 # The item in place of a value needs the request's word for it: the same preposition.
                 if fits and (fits != [item] or _before(request, item) == _before(request, str(last.get(name))) != ""):
                     found.append((0 if fits != [item] else 1, _held(tool, name, fits), item))
+        if (label := labels(runner, request).get(item)) is not None:
+            found += [(0, _held(t, label[1], [item]), item) for t in used if t.name == label[0]]
         for tool in tools:
             if not _is_path(item) and _searches(runner, tool):
                 for name in runner.committer.quoting(tool):
