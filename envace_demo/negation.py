@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import re
 
-_NEGATED = re.compile(r"\b(?:do\s*n[o']t|dont|never|must\s*n[o']t|should\s*n[o']t|without|no need to|not)\b"
+_NEGATED = re.compile(r"\b(?:do\s*n[o']t|dont|never|must\s*n[o']t|should\s*n[o']t|without|no need to|not|nothing"
+                      r"|nobody|no one|neither)\b"
                       r"[^.,;:!?\n]*", re.IGNORECASE)
 
 
 def wished(text: str) -> str:
-    """``text`` with each negated clause left out ("don't overwrite it", "never delete ...")."""
+    """``text`` with each negated clause left out ("don't overwrite it", "never delete ...",
+    "nothing was lost or stolen")."""
     return _NEGATED.sub(" ", text)

@@ -16,12 +16,14 @@ or a quoted span), is given the whole span (``whole``). The action keeps what wa
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from dataclasses import replace
 from typing import Any, Callable, Iterable
 
 from envace_demo.calls import parse_action
+from envace_demo.identifiers import identifier_patterns, shaped
 from envace_demo.record import Action, ToolCall
 from envace_demo.schemas import Tool, find_tool
 
@@ -69,6 +71,11 @@ def as_dictated(action: Action, requests: Iterable[str], tools: list[Tool],
                 arguments[name] = span
                 restored.append(f"{call.name}.{name}: {json.dumps(value)} is most of what the user dictated, "
                                 f"{json.dumps(span)}")
+        for name, value in bound(call, tool, said[-1]).items() if may_write and tool is not None else ():
+            if arguments.get(name) != value:
+                restored.append(f"{call.name}.{name}: {json.dumps(arguments.get(name))}, and the user wrote "
+                                f"{json.dumps(value)} after its word")
+                arguments[name] = value
         for name, value in named(call, properties, tool, said) if may_write else ():
             arguments[name] = value
             restored.append(f"{call.name}.{name}: not passed, and the user dictated it, {json.dumps(value)}")
@@ -86,10 +93,54 @@ def named(call: ToolCall, properties: dict, tool: Tool | None, requests: list[st
         if (name in call.arguments or name in required or not isinstance(prop, dict)
                 or prop.get("type") != "string" or any(k in prop for k in _FIXED)):
             continue
-        given = dictated_as(name, requests[-1]) if requests else []
+        given = [v for called in _called(name, prop) for v in dictated_as(called, requests[-1])] if requests else []
         if len(set(given)) == 1:  # two memos for two transfers: which is whose is not for the engine to say
             out.append((name, given[0]))
     return out
+
+
+# The words before an identifier that say which argument it is: "from my savings ACC-1002".
+_PREPOSITION_WORDS = {"from": ("from",), "to": ("to", "into")}
+_ALL_PREPOSITIONS = {w for words in _PREPOSITION_WORDS.values() for w in words}
+
+
+def bound(call: ToolCall, tool: Tool, request: str) -> dict[str, str]:
+    """The identifiers ``request`` gives an argument named for a preposition (``from_account_id``,
+    ``to_account_id``) by writing one of that shape within four words after it ("transfer $200
+    into it from ACC-1001"; "from my savings ACC-1002 to my checking ACC-1001"), where it gives
+    exactly one; an argument it leaves holding the value given to another takes the other's
+    (swapped). Told to move money from savings to checking, the small actor passed savings as both."""
+    patterns = identifier_patterns(tool)
+    out: dict[str, str] = {}
+    for name, pattern in patterns.items():
+        lead = name.split("_", 1)[0].lower()
+        if lead not in _PREPOSITION_WORDS:
+            continue
+        words = _PREPOSITION_WORDS[lead]
+        found = set()
+        for sentence in re.split(r"(?<=[.!?;])\s+", request):
+            tokens = [t.strip(".,:!?\"'()") for t in sentence.split()]
+            for i, token in enumerate(tokens):
+                if token.lower() not in words:
+                    continue
+                after = list(itertools.takewhile(lambda t: t.lower() not in _ALL_PREPOSITIONS, tokens[i + 1:i + 5]))
+                shapes = [v for t in after if (v := shaped(t, pattern)) and pattern.fullmatch(v)]
+                found |= set(shapes[:1])
+        if len(found) == 1:
+            out[name] = found.pop()
+    others = {k: v for k, v in call.arguments.items() if k in patterns and k not in out}
+    for name, value in list(out.items()):
+        for other, was in others.items():
+            if was == value and call.arguments.get(name) not in out.values():
+                out[other] = call.arguments.get(name)  # it held the value now given to ``name``
+    return {k: v for k, v in out.items() if isinstance(v, str) and v != call.arguments.get(k)}
+
+
+def _called(name: str, prop: dict) -> list[str]:
+    """What an argument is called: its name, and the noun its description opens with
+    ("Optional note shown in the transaction history": a ``description`` is a "note")."""
+    head = re.match(r"(?:(?:optional|the|a|an|short|free)\s+)*([a-z]{3,})\b", str(prop.get("description", "")).lower())
+    return list(dict.fromkeys([name, *([head.group(1)] if head else [])]))
 
 
 _SPAN = r"(?:[\"“]([^\"”]+)[\"”]|'([^']+)'(?=[\s.,;:!?]|$))"
@@ -101,7 +152,7 @@ def dictated_as(name: str, request: str) -> list[str]:
     capitalised run right after the name ("memo Car payment", "description: "Gift""), or a
     quoted span given "as the description"."""
     said = re.escape(name.replace("_", " "))
-    lead = rf"\b{said}s?\s*(?:of|:|=|as|is|to|reading|saying|that says|should be|to be)?\s*"
+    lead = rf"\b{said}s?\s*(?:(?:it|them)\s+)?(?:of|:|=|as|is|to|reading|saying|that says|should be|to be)?\s*"
     out = []
     after_colon = _CAPITALISED.replace("(?-i:[A-Z])", "", 1)
     for m in re.finditer(lead + rf"(?:{_SPAN}|{_CAPITALISED})|\b{said}:\s*{after_colon}", request, re.IGNORECASE):

@@ -183,3 +183,16 @@ def test_a_write_foreseen_to_fail_and_never_made_is_told(scripted):
     question = Task("dune", "Where is Dune shelved? Card P-1100.", env.tools())
     traj = run_episode(backend, question, EpisodeConfig(mode="parallel", n=1), create("library"))
     assert traj.final_answer == "Dune by Frank Herbert is on shelf SF HER."
+
+
+def test_a_write_that_failed_before_reads_that_went_through_is_still_told():
+    """Asked to reserve Dune, which P-1100 holds already, the actor then searched the catalog
+    and answered that no copy is in: the hold's failure is added to what it said."""
+    from helpers.scripted import constrained_episode
+
+    hold = call_text("place_hold", {"book_id": "BK-005", "patron_id": "P-1100"})
+    none_in = "<think></think>\nThere is no copy of Dune available now."
+    traj, _, env = constrained_episode("Card P-1100 here, please reserve Dune (BK-005).", [
+        hold, call_text("search_catalog", {"query": "Dune"}), none_in, none_in])
+    assert env.state()["patrons"]["P-1100"]["holds"] == ["BK-005"]
+    assert traj.final_answer.startswith("There is no copy of Dune") and "ALREADY_ON_HOLD" in traj.final_answer

@@ -76,3 +76,11 @@ def test_the_words_asked_and_the_same_entity():
     assert same_entity(find_tool(tools, "deposit"), call) is None  # it requires an amount too
     library = create("library").tools()
     assert same_entity(find_tool(library, "get_patron"), ToolCall("get_book", {"book_id": "BK-001"})) is None
+
+
+def test_a_question_put_after_a_clause_is_that_question():
+    from envace_demo.engine.aside import question
+
+    said = "looking at ben okafor's checking, ACC-1003 - how much was his last payroll deposit and which employer paid it?"
+    assert question(said) == "how much was his last payroll deposit and which employer paid it?"
+    assert question("How much did I pay in rent? My checking account is ACC-1001.") == "How much did I pay in rent?"

@@ -241,6 +241,17 @@ def test_the_identifiers_a_question_asks_about_are_read_before_it_answers_again(
     assert traj.final_answer == titles.split("\n", 1)[1] and len(backend.prompts) == 3  # no model for the reads
 
 
+def test_the_listed_ids_are_read_past_the_last_step():
+    """The actor spent its one step on the patron: the engine's reads of the titles are its own
+    steps, made past the last, before the actor answers again."""
+    holds = "Which books does library card P-1077 currently have on hold? Titles, please."
+    ids = "<think></think>\nP-1077 may hold 3 books."
+    titles = "<think></think>\nNineteen Eighty-Four, To Kill a Mockingbird and The Name of the Rose."
+    traj, _, _ = _run(holds, [call_text("get_patron", {"patron_id": "P-1077"}), ids, titles], max_steps=1)
+    assert [s.call.name for s in call_steps(traj.turns)] == ["get_patron"] + ["get_book"] * 3
+    assert traj.final_answer == titles.split("\n", 1)[1]
+
+
 def test_an_id_alone_does_not_tell_a_listed_item_a_read_named():
     reads = _reads("library", [("get_patron", {"patron_id": "P-1100"}), ("get_book", {"book_id": "BK-005"})])
     holding = "What is Priya Nair holding at the moment? Her card is P-1100."

@@ -10,3 +10,7 @@ def test_a_negated_clause_is_left_out_to_the_clause_end():
     assert "replacing" not in wished("Save it without replacing anything, please.")
     assert wished("Replace everything in /notes/todo.txt") == "Replace everything in /notes/todo.txt"
     assert "freeze" in wished("Do not wait: freeze ACC-1001 now.")  # the clause ends at the colon
+
+
+def test_nothing_negates_its_clause():
+    assert "stolen" not in wished("Nothing was lost or stolen, I just want it frozen.")

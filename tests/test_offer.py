@@ -159,3 +159,13 @@ def test_a_yes_no_filter_of_a_read_is_offered_only_where_the_user_names_it():
     # A write's flag is the request's to ask for (``engine/repair.py`` asks for overwrite), not the grammar's.
     write = find_tool(create("files").tools(), "write_file")
     assert "overwrite" in said_options(write, "Save hi to /notes/a.txt").parameters["properties"]
+
+
+def test_a_required_choice_is_held_to_what_the_user_says_and_not_to_what_they_deny():
+    from envace_demo.engine.offer import said_choices
+
+    reasons = ["lost_card", "stolen_card", "suspected_fraud", "customer_request"]
+    assert said_choices(reasons, "My debit card for ACC-1001 was stolen this morning. Freeze it.") == ["stolen_card"]
+    travel = "Freeze my savings ACC-1002? Nothing was lost or stolen, I just want nothing moving while I travel."
+    assert said_choices(reasons, travel) == ["suspected_fraud", "customer_request"]
+    assert said_choices(reasons, "Freeze ACC-1004 please.") is None  # as declared: the actor's to choose

@@ -332,7 +332,8 @@ def test_a_made_up_path_is_written_where_the_request_names():
     traj, env, _ = _run(
         "files", "Save a new note called errands.txt in my notes folder that says: pick up dry cleaning",
         actor=["<think></think>\nNo call.", call_text("write_file", made_up), "<think></think>\nSaved."],
-        rehearser=[_ok(denied), _ok({"path": "/notes/errands.txt", "size": 20, "created": True})],
+        # A success more likely than not is enough for what the request itself names.
+        rehearser=[_ok(denied), _ok({"path": "/notes/errands.txt", "size": 20, "created": True}, 0.85)],
         candidates=[],
     )
     held, written = call_steps(traj.turns)

@@ -137,3 +137,28 @@ def test_an_optional_text_the_user_dictates_by_name_is_passed():
                                                           "amount": 600}), [two], bank, writes).calls[0].arguments
     assert dictated_as("memo", "add a memo and a description") == []
     assert as_dictated(_action("deposit", {"account_id": "ACC-1005", "amount": 75.4}), [request], bank).restored == []
+
+
+@pytest.mark.parametrize("request_text, passed, expected", [
+    ("Transfer $1200 from my savings ACC-1002 to my checking ACC-1001, please.",
+     {"from_account_id": "ACC-1002", "to_account_id": "ACC-1002"}, {"from_account_id": "ACC-1002", "to_account_id": "ACC-1001"}),
+    # "into it" names no account; "from ACC-1001" does, and the two are swapped.
+    ("If it's below $500, transfer $200 into it from ACC-1001.",
+     {"from_account_id": "ACC-1003", "to_account_id": "ACC-1001"}, {"from_account_id": "ACC-1001", "to_account_id": "ACC-1003"}),
+    # Two accounts after "to": neither is bound.
+    ("From ACC-1002, send $50 to ACC-1001 and another $50 to Ben's ACC-1003.",
+     {"from_account_id": "ACC-1002", "to_account_id": "ACC-1003"}, {"from_account_id": "ACC-1002", "to_account_id": "ACC-1003"}),
+])
+def test_an_identifier_the_user_wrote_after_its_preposition_goes_to_that_argument(request_text, passed, expected):
+    bank = create("bank").tools()
+    made = as_dictated(_action("transfer", {**passed, "amount": 5}), [request_text], bank, {"transfer": True}.get)
+    assert {k: v for k, v in made.calls[0].arguments.items() if k.endswith("_id")} == expected
+    assert bool(made.restored) == (passed != expected)
+
+
+def test_an_argument_is_dictated_by_the_noun_its_description_opens_with():
+    """The deposit's ``description`` is an "Optional note shown in the transaction history"."""
+    request = 'Please deposit $75.40 into account ACC-1005 and put the note "Birthday gift from Grandma" on it.'
+    made = as_dictated(_action("deposit", {"account_id": "ACC-1005", "amount": 75.4}), [request],
+                       create("bank").tools(), {"deposit": True}.get)
+    assert made.calls[0].arguments["description"] == "Birthday gift from Grandma"

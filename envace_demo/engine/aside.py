@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Generator
 
-from envace_demo.engine.imagined import asks_a_question
+from envace_demo.engine.imagined import asking_clause, asks_a_question
 from envace_demo.engine.instead import Instead, made_call
 from envace_demo.events import TurnUpdated
 from envace_demo.identifiers import names_identifier
@@ -70,8 +70,11 @@ def asked(request: str, call: ToolCall) -> set[str]:
 def question(request: str) -> str:
     """The sentences of ``request`` that ask: "How much did I pay in rent? My checking account
     is ACC-1001." asks about rent; the account and its kind only say where to look, and any
-    account's read speaks of them. The whole request where no sentence asks."""
-    asking = [s for s in _SENTENCE.split(request.strip()) if s.rstrip().endswith("?") or asks_a_question(s)]
+    account's read speaks of them; a question put after a clause is that question ("looking
+    at ben okafor's checking - how much was his last payroll deposit?": the owner's name in the
+    account's read says nothing of the payroll). The whole request where no sentence asks."""
+    asking = [asking_clause(s) for s in _SENTENCE.split(request.strip())
+              if s.rstrip().endswith("?") or asks_a_question(s)]
     return " ".join(asking) or request
 
 

@@ -66,7 +66,7 @@ _SUPERLATIVES = [
     (re.compile(r"\b(?:smallest|lowest|cheapest|least expensive)\b", re.I), (_SIZE, False)),
 ]
 # A question that asks for an identifier by name; its mark among the question's words.
-_ID_ASKED, _ID = re.compile(r"\b(?:id|ids|identifier|reference number)\b", re.IGNORECASE), "\0id"
+_ID_ASKED, _ID = re.compile(r"\b(?:id|ids|identifier|reference)\b", re.IGNORECASE), "\0id"
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ][\d:.]+Z?)?")
 _PARTS = re.compile(r"\s+[-\u2013\u2014:|]\s+|,\s+")
 

@@ -94,7 +94,7 @@ _QUESTION = re.compile(r"(?:^|[.!?]\s+)(?:what|which|who|whom|whose|where|when|w
 # So does a question put after a clause, up to its question mark: "..., which atm was it?",
 # "According to my budget, how much did I spend?", "... ACC-1001 - what's the total?".
 _ASKING_CLAUSE = re.compile(r"(?:[,;:]|\s[-\u2013\u2014])\s*(?:(?:and|but|so|then)\s+)?"
-                            r"(?:what|which|who|whom|whose|where|when|why|how)\b[^.!?]*\?", re.IGNORECASE)
+                            r"((?:what|which|who|whom|whose|where|when|why|how)\b[^.!?]*\?)", re.IGNORECASE)
 
 
 # And so does a sentence that asks for information as a statement: "I need the transaction ID of
@@ -104,16 +104,24 @@ _TELL = re.compile(r"(?:^|[.!?]\s+)(?:(?:hey|hi|hello|ok|okay|so|please|pls)[,!]
                    r"(?:please\s+)?(?:tell me|let me know|show me|find out|look up|remind me"
                    r"|i(?:'d| would)? (?:need|want|like) to (?:know|find out|see)|i(?:'m| am) (?:wondering|curious)"
                    r"|i (?:need|want|would like|'d like) (?:the|my)\s+(?:[\w-]+\s+){0,3}?(?:id|number|name|balance|date"
-                   r"|amount|title|author|owner|status|reason|size|year|shelf|total|limit|details|history)\b(?!\s+(?:to be|be)\b))",
+                   r"|amount|title|author|owner|status|reason|size|year|shelf|total|limit|details|history|reference|code|month"
+                   r"|day|contents?|summary|list|titles|count|address)\b(?!\s+(?:to be|be)\b))",
                    re.IGNORECASE)
 
-# "I need the balance moved to savings": what is needed done is an instruction.
-_DONE = re.compile(r"\b(?:moved|transferred|sent|paid|deposited|withdrawn|frozen|placed|saved|written|deleted"
-                   r"|renamed|created|copied|made|put|changed|updated|removed|reserved|held)\b", re.IGNORECASE)
+# "I need the balance moved to savings": what is needed done (after what is needed) is an instruction.
+_DONE = re.compile(r"\b(?:\w{3,}ed|sent|paid|withdrawn|frozen|written|made|put|held)\b", re.IGNORECASE)
 
 _ORDER = re.compile(r"(?:(?:hey|hi|hello|ok|okay|so|please|pls)[,!]?\s+)*(?:deposit|withdraw|transfer|move|send|pay"
                     r"|freeze|save|write|create|make|delete|remove|rename|put|place|reserve|hold|copy|add|set|change"
                     r"|update|take)\b", re.IGNORECASE)
+
+
+def asking_clause(sentence: str) -> str:
+    """The question a sentence puts after a clause ("looking at ACC-1003 - how much was his last
+    payroll deposit?": "how much was ..."), else the sentence."""
+    if _QUESTION.match(sentence.strip()) or (m := _ASKING_CLAUSE.search(sentence)) is None:
+        return sentence
+    return m.group(1)
 
 
 def asks_a_question(request: str) -> bool:
@@ -127,8 +135,8 @@ def asks_a_question(request: str) -> bool:
         return True
     # "Deposit $20. Tell me the new balance." asks after an instruction: the request is that instruction.
     sentences = re.split(r"(?<=[.!?])\s+", text)
-    return not any(_ORDER.match(s) for s in sentences) and any(_TELL.search(s) and not _DONE.search(s)
-                                                               for s in sentences)
+    return not any(_ORDER.match(s) for s in sentences) and any(
+        (m := _TELL.search(s)) and not _DONE.search(s, m.end()) for s in sentences)
 
 
 def asked_for(action, request: str, writes: Writes) -> bool:

@@ -14,6 +14,7 @@ from envace_demo.engine.config import EpisodeConfig
 from envace_demo.engine.imagined import asks_a_question
 from envace_demo.grounding import values
 from envace_demo.identifiers import ground, names_identifier
+from envace_demo.negation import wished
 from envace_demo.quoted import names_and_quotes, quote
 from envace_demo.schemas import Tool
 
@@ -114,7 +115,9 @@ def said_options(tool: Tool, said: str, reads: bool = False) -> Tool:
     named, numbers, texts = words(said), values(said), None
     kept: dict[str, Any] = {}
     for name, schema in properties.items():
-        if name in required or not isinstance(schema, dict) or "const" in schema:
+        if name in required and isinstance(schema, dict) and (choices := said_choices(schema.get("enum"), said)):
+            kept[name] = {**schema, "enum": choices}
+        elif name in required or not isinstance(schema, dict) or "const" in schema:
             kept[name] = schema
         elif isinstance(schema.get("enum"), list) and all(isinstance(v, str) for v in schema["enum"]):
             if choices := [v for v in schema["enum"] if (w := words(v.replace("-", " ").replace("_", " "))) and w <= named]:
@@ -135,6 +138,21 @@ def said_options(tool: Tool, said: str, reads: bool = False) -> Tool:
     if kept == properties:
         return tool
     return replace(tool, parameters={**tool.parameters, "properties": kept})
+
+
+def said_choices(enum: Any, said: str) -> list[str] | None:
+    """A required choice held to what the user's words say: the values all of whose words they
+    say outside a negated clause ("my card was stolen": ``stolen_card``), else every value but
+    those a negated clause names ("Nothing was lost or stolen": neither ``lost_card`` nor
+    ``stolen_card``; the small actor froze the account for a lost card). None: as declared."""
+    if not isinstance(enum, list) or not enum or not all(isinstance(v, str) for v in enum):
+        return None
+    wanted = words(wished(said))
+    unwanted = words(said) - wanted
+    spelt = {v: words(v.replace("-", " ").replace("_", " ")) for v in enum}
+    named = [v for v in enum if spelt[v] and spelt[v] <= wanted]
+    left = named or [v for v in enum if not spelt[v] & unwanted]
+    return left if left and left != enum else None
 
 
 _FLAG_WORDS = {"only", "include", "has", "with", "show"}

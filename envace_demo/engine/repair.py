@@ -47,6 +47,10 @@ from envace_demo.verbatim import parse_dictated
 
 # The candidates are drawn hotter than the actor acts: the point is calls it would rarely make.
 CANDIDATE_TEMPERATURE = 1.0
+# How sure a rehearsal must be that a write on what the request itself gives (its fallback, what it
+# names) goes through: more likely than not. The values are the user's, not the actor's draw; the
+# rehearser foresaw renaming the todo list to the name the user gave at 0.85.
+LIKELY = 0.5
 # The most calls a foreseen failure's named parts may chain before the held call (a folder, its parent...).
 MAX_NAMED = 3
 
@@ -129,8 +133,10 @@ class Repairs:
 
     def acts(self, last: bool) -> bool:
         """Whether a plan may give the committed actor's next action: past the last step, only
-        a call drawn for an item the request named (``engine/items.py``), the engine's step."""
-        return not last or isinstance(self.refusal, Planned)
+        the engine's own steps: a call drawn for an item the request named (``engine/items.py``),
+        and the reads of what the question asks (``engine/detail.py``: asked which books a card
+        holds, the actor had spent its steps and the titles were never read)."""
+        return not last or isinstance(self.refusal, (Planned, Detail))
 
     def next_action(self) -> Generator[Request | TurnUpdated, Generation, tuple[Generation, str] | None]:
         """The committed actor's next action and what it is, where a plan gives it, else None."""
@@ -218,7 +224,7 @@ class Repairs:
         for call in [*fallback_calls(held, requests),
                      *rest_calls(held, requests, pending.step.rehearsed, pending.step.context)]:
             gen = made_call(call)
-            if (yield from self._succeeds(call, gen, before, pending.real_results, True)) is not None:
+            if (yield from self._succeeds(call, gen, before, pending.real_results, True, LIKELY)) is not None:
                 return [(gen, f"the held {held.name} with {_changed(held, call)}: the request gives it "
                               "for when the first fails")]
         return []
@@ -236,7 +242,7 @@ class Repairs:
             return []
         call = ToolCall(held.name, arguments)
         gen = made_call(call)
-        if (yield from self._succeeds(call, gen, before, pending.real_results, True)) is None:
+        if (yield from self._succeeds(call, gen, before, pending.real_results, True, LIKELY)) is None:
             return []
         return [(gen, f"the held {held.name} with {_changed(held, call)}: what the request names, which is there")]
 
@@ -298,10 +304,12 @@ class Repairs:
 
     def _succeeds(
         self, call: ToolCall, gen: Generation, conversation: Conversation, known: list, real_world: bool,
+        floor: float | None | bool = True,
     ) -> Generator[Request, Generation, CallStep | None]:
-        """The call's rehearsal, where it foresees a success as surely as a hold asks."""
+        """The call's rehearsal, where it foresees a success as surely as a hold asks (or ``floor``)."""
         step = yield from self._foresee(call, gen, conversation, known, real_world)
-        return step if step is not None and foreseen_through(step, self.runner.config.hold_certainty) else None
+        floor = self.runner.config.hold_certainty if floor is True else floor
+        return step if step is not None and foreseen_through(step, floor) else None
 
     def _foresee(
         self, call: ToolCall, gen: Generation, conversation: Conversation, known: list, real_world: bool,

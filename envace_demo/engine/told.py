@@ -120,16 +120,19 @@ def last_failure(conversation: Conversation) -> tuple[CallStep, Any] | None:
 
 def earlier_failure(conversation: Conversation, writes: Writes) -> tuple[CallStep, Any] | None:
     """The last write of this user turn that failed (for real, or held on a foreseen failure)
-    where a write went through after it: asked for holds on Dune and Earthsea, Dune was held
-    already and Earthsea's hold was placed; the answer must still tell Dune's."""
-    steps = [s for t in conversation.turns if t.read() for s in t.calls if writes(s.call.name) is not False]
+    where calls went through after it: asked for holds on Dune and Earthsea, Dune was held
+    already and Earthsea's hold was placed; asked to reserve Dune, already held, the actor
+    searched the catalog and answered "no copy is available". The answer must still tell it."""
+    steps = [s for t in conversation.turns if t.read() for s in t.calls]
     for i in range(len(steps) - 1, -1, -1):
-        failure = steps[i].rehearsed if steps[i].held else steps[i].real
-        if (steps[i].held or steps[i].real is not None) and is_error(failure):
-            went = [s for s in steps[i + 1:] if s.real is not None and not s.held and not is_error(s.real)]
-            # The same write on the same things, made again and through (in a new folder, for less), made up for it.
-            again = any(s.call.name == steps[i].call.name and acts_on(s.call) == acts_on(steps[i].call) for s in went)
-            return (steps[i], failure) if went and not again else None
+        step = steps[i]
+        failure = step.rehearsed if step.held else step.real
+        if writes(step.call.name) is False or not (step.held or step.real is not None) or not is_error(failure):
+            continue
+        went = [s for s in steps[i + 1:] if s.real is not None and not s.held and not is_error(s.real)]
+        # The same write on the same things, made again and through (in a new folder, for less), made up for it.
+        again = any(s.call.name == step.call.name and acts_on(s.call) == acts_on(step.call) for s in went)
+        return (step, failure) if went and not again else None
     return None
 
 
