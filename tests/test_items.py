@@ -177,3 +177,19 @@ def test_labels_dictated_one_a_write_are_items_of_their_own():
     assert drawn.tools[0].parameters["properties"]["memo"]["enum"] == ["Car payment"]
     assert env.state()["accounts"]["ACC-1002"]["transferred_today"] == 600.0  # the second is over the day's limit
     assert "limit" in traj.final_answer.lower()
+
+
+@pytest.mark.parametrize("message, own", [
+    ("patron P-1100 already has a hold on BK-005", True),  # everything the call acts on
+    ("patron P-1100 already has a hold on Dune", True),  # a foreseen wording: the item by name
+    ("patron P-1100 already has 3 holds, the most allowed", False),  # only what every item shares
+    ("the catalog is closed", False),
+])
+def test_whose_failure_a_write_failure_is(message, own):
+    from envace_demo.engine.items import _its_own
+    from envace_demo.record import CallStep, ToolCall
+
+    step = CallStep(ToolCall("place_hold", {"book_id": "BK-005", "patron_id": "P-1100"}), held=True,
+                    rehearsed={"error": {"code": "X", "message": message}})
+    items = request_items("Card P-1100: please hold Dune and Emma for me.", create("library").tools())
+    assert _its_own(step, items) is own

@@ -115,7 +115,8 @@ def untouched(runner: Any, conversation: Conversation) -> list[str]:
     the user's words: nothing else could pass them."""
     steps = _steps(conversation)
     writes = [s for s in steps if runner.writes(s.call.name) is True and (s.real is not None or s.held)]
-    if not writes or ((writes[-1].held or is_error(writes[-1].real)) and not _its_own(writes[-1])):
+    if not writes or ((writes[-1].held or is_error(writes[-1].real))
+                      and not _its_own(writes[-1], request_items(conversation.user, runner.tools))):
         return []
     used = {str(v) for s in writes for k, v in s.call.arguments.items() if names_identifier(k)}
     led = [s for s in steps if s not in writes and used & set(_identifier_values(s.real))]
@@ -148,16 +149,22 @@ def labels(runner: Any, request: str) -> dict[str, tuple[str, str]]:
     return out
 
 
-def _its_own(step: CallStep) -> bool:
-    """Whether a write's failure (real, or foreseen for a held one) is its item's alone: its
-    message names everything the call acts on ("patron P-1100 already has a hold on BK-005"),
-    so the request's other items may still go through; "patron P-1077 already has 3 holds" or
-    "account ACC-1004 is frozen" names only what they share, and ends them."""
+def _its_own(step: CallStep, items: list[str]) -> bool:
+    """Whether a write's failure (real, or foreseen for a held one) is its item's alone, so the
+    request's other ``items`` may still go through: its message names everything the call acts
+    on, or something the user did not write among what it acts on, or an item of theirs that
+    is not ("patron P-1100 already has a hold on BK-005", "... on Dune"). "patron P-1077
+    already has 3 holds" or "account ACC-1004 is frozen" names only what the user wrote for
+    every item, and ends them."""
     failure = step.rehearsed if step.held else step.real
     error = failure.get("error") if isinstance(failure, dict) else None
     message = error.get("message") if isinstance(error, dict) else None
     acted = [str(v) for v in acts_on(step.call).values()]
-    return isinstance(message, str) and bool(acted) and all(v in message for v in acted)
+    if not isinstance(message, str) or not acted:
+        return False
+    written = [v for v in acted if v in items]
+    return (all(v in message for v in acted) or any(v in message for v in acted if v not in written)
+            or any(i.lower() in message.lower() for i in items if i not in written))
 
 
 def _is_name(item: str) -> bool:
