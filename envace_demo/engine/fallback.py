@@ -15,14 +15,13 @@ import re
 
 from typing import Any
 
+from envace_demo.engine.items import FILE_WRITTEN, PATH_WRITTEN, inside_path
 from envace_demo.fidelity import is_number, leaves
 from envace_demo.grounding import number_text, values
 from envace_demo.record import ToolCall
 
 # A sentence that sets a condition or an alternative.
 _CONDITION = re.compile(r"\b(?:if|unless|otherwise|else|in case|instead)\b", re.IGNORECASE)
-# A path ("/notes/todo-2.txt") or a file name with an extension ("todo-2.txt").
-_PATH = re.compile(r"(?<![\w/.-])(?:/[\w.-]+)+/?|(?<![\w/.-])[\w-]+\.[A-Za-z0-9]{1,5}\b")
 # What is left: the amount a condition falls back to.
 _REST = re.compile(r"\b(?:whatever(?:'s| is)? (?:left|there|in there|available)|what(?:'s| is) (?:left|there)|the rest"
                    r"|all (?:of )?(?:it|that's left|there is)|everything(?: there is)?|the remain(?:ing|der)"
@@ -38,8 +37,12 @@ def fallbacks(request: str) -> list[str]:
             continue
         # "... call it /notes/todo-2.txt instead": "instead" follows the value it gives.
         start = 0 if re.search(r"\binstead\b", sentence, re.IGNORECASE) else m.end()
-        out += [p.group(0).rstrip(".") for p in _PATH.finditer(sentence, start)
-                if not re.search(r"\binstead of\s+$", sentence[:p.start()], re.IGNORECASE)]
+        # A path ("/notes/todo-2.txt") or a file name with an extension ("todo-2.txt"), as items reads them.
+        found = [(m.start(), m.group(0).rstrip(".")) for m in PATH_WRITTEN.finditer(sentence, start)]
+        found += [(m.start(), m.group(0)) for m in FILE_WRITTEN.finditer(sentence, start)
+                  if not inside_path(sentence, m.start())]
+        out += [value for at, value in sorted(found)
+                if not re.search(r"\binstead of\s+$", sentence[:at], re.IGNORECASE)]
     return list(dict.fromkeys(out))
 
 

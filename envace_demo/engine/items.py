@@ -45,8 +45,8 @@ from envace_demo.verbatim import dictated_as, parse_dictated
 MAX_MORE = 4  # calls asked for, per user turn
 DRAWS = 3  # the actor's draws per call asked for, each with one argument held to an item
 
-_PATH = re.compile(r"(?<![\w/])/[\w.\-]+(?:/[\w.\-]+)*")
-_FILE = re.compile(r"(?<![\w/.\-])[\w\-]+\.[A-Za-z][A-Za-z0-9]{0,4}\b")
+PATH_WRITTEN = re.compile(r"(?<![\w/])/[\w.\-]+(?:/[\w.\-]+)*")
+FILE_WRITTEN = re.compile(r"(?<![\w/.\-])[\w\-]+\.[A-Za-z][A-Za-z0-9]{0,4}\b")
 _QUOTED = re.compile(r"(?:^|(?<=[\s:(]))(?:'([^'\n]{2,80}?)'|\"([^\"\n]{2,80}?)\"|\u201c([^\u201d\n]{2,80}?)\u201d)"
                      r"(?=[\s.,;:!?)]|$)")
 # A capitalised name: capitalised words, joined by the small words a title keeps inside it.
@@ -67,8 +67,8 @@ def request_items(request: str, tools: Iterable[Tool], names: bool = True) -> li
         shapes = [v for p in patterns if word and (v := shaped(word, p)) and p.fullmatch(v)]
         if shapes:
             found.append(shapes[0])
-    found += [m.group(0).rstrip(".") for m in _PATH.finditer(request)]
-    found += [m.group(0) for m in _FILE.finditer(request) if not _inside_path(request, m.start())]
+    found += [m.group(0).rstrip(".") for m in PATH_WRITTEN.finditer(request)]
+    found += [m.group(0) for m in FILE_WRITTEN.finditer(request) if not inside_path(request, m.start())]
     found += [next(g for g in m.groups() if g) for m in _QUOTED.finditer(request)]
     ids = [w for w in found if any(p.fullmatch(w) for p in patterns)]
     for m in _NAME.finditer(request) if names else ():
@@ -102,7 +102,7 @@ def _owner(text: str, name: str, ids: list[str]) -> bool:
                for i in ids)
 
 
-def _inside_path(text: str, at: int) -> bool:
+def inside_path(text: str, at: int) -> bool:
     return at > 0 and text[at - 1] == "/"
 
 
@@ -187,7 +187,7 @@ def _searches(runner: Any, tool: Tool) -> bool:
 
 
 def _is_path(item: str) -> bool:
-    return item.startswith("/") or bool(_FILE.fullmatch(item))
+    return item.startswith("/") or bool(FILE_WRITTEN.fullmatch(item))
 
 
 def _steps(conversation: Conversation) -> list[CallStep]:

@@ -219,15 +219,9 @@ class Repairs:
     def _fallback(self, pending: Pending, before: Conversation) -> Generator[Request, Generation, list[tuple[Generation, str]]]:
         """The held write with the path the request gives for when the first one fails
         (``engine/fallback.py``), where it is foreseen to go through."""
-        held = pending.step.call
-        requests = pending.conversation.requests()
-        for call in [*fallback_calls(held, requests),
-                     *rest_calls(held, requests, pending.step.rehearsed, pending.step.context)]:
-            gen = made_call(call)
-            if (yield from self._succeeds(call, gen, before, pending.real_results, True, LIKELY)) is not None:
-                return [(gen, f"the held {held.name} with {_changed(held, call)}: the request gives it "
-                              "for when the first fails")]
-        return []
+        held, requests = pending.step.call, pending.conversation.requests()
+        calls = [*fallback_calls(held, requests), *rest_calls(held, requests, pending.step.rehearsed, pending.step.context)]
+        return (yield from self._first_likely(pending, before, calls, "the request gives it for when the first fails"))
 
     def _meant(self, pending: Pending, before: Conversation) -> Generator[Request, Generation, list[tuple[Generation, str]]]:
         """The held write on what the user's words name, where it named what is not there: the
@@ -238,13 +232,19 @@ class Repairs:
         if environment is None or tool is None:
             return []
         arguments = environment.write_instead(tool.original_name, held.arguments, pending.conversation.requests())
-        if not arguments or arguments == held.arguments:
-            return []
-        call = ToolCall(held.name, arguments)
-        gen = made_call(call)
-        if (yield from self._succeeds(call, gen, before, pending.real_results, True, LIKELY)) is None:
-            return []
-        return [(gen, f"the held {held.name} with {_changed(held, call)}: what the request names, which is there")]
+        calls = [ToolCall(held.name, arguments)] if arguments and arguments != held.arguments else []
+        return (yield from self._first_likely(pending, before, calls, "what the request names, which is there"))
+
+    def _first_likely(
+        self, pending: Pending, before: Conversation, calls: list[ToolCall], why: str,
+    ) -> Generator[Request, Generation, list[tuple[Generation, str]]]:
+        """The plan of the first of ``calls`` (values the request gives) likely to go through (``LIKELY``)."""
+        held = pending.step.call
+        for call in calls:
+            gen = made_call(call)
+            if (yield from self._succeeds(call, gen, before, pending.real_results, True, LIKELY)) is not None:
+                return [(gen, f"the held {held.name} with {_changed(held, call)}: {why}")]
+        return []
 
     def _named(self, pending: Pending, before: Conversation) -> Generator[Request, Generation, list[tuple[Generation, str]]]:
         """The plan the foreseen failure points to, asking the actor nothing: it names a leading

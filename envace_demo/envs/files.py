@@ -293,7 +293,8 @@ class FilesEnvironment(ToolEnvironment):
         source = None
         if name in ("move_file", "delete_file"):
             key = keys[0]
-            source = _safe(arguments[key]) if _safe(arguments[key]) in self._files else self.file_meant(arguments[key], said)
+            given = _safe(arguments[key])
+            source = given if given in self._files else self.file_meant(arguments[key], said)
             if source is None:
                 return None
             new[key] = source
