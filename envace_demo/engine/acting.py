@@ -10,6 +10,8 @@ from envace_demo.context import shots
 from envace_demo.engine.answers import ungrounded
 from envace_demo.engine.asked import ask_again
 from envace_demo.engine.commit import Committer
+from envace_demo.engine.condition import gated
+from envace_demo.engine.condition import real_results as condition_results
 from envace_demo.engine.config import EpisodeConfig
 from envace_demo.engine.instead import Instead
 from envace_demo.engine.items import more_items
@@ -128,7 +130,7 @@ class TrajectoryRunner:
                 turn.error = "a call past the last step (max_steps): not made"
                 yield TurnUpdated(where, rindex, turn, None, "acted")
                 break
-            if (ends := repeated(self, turn, conversation, where, execute, state)) is not None:
+            if (ends := skipped(self, turn, conversation, where, execute, state)) is not None:
                 yield TurnUpdated(where, rindex, turn, None, "acted")
                 if ends:
                     return Outcome(None, REPEATED_READ)
@@ -304,19 +306,38 @@ class TrajectoryRunner:
         return self.committer.writes(find_tool(self.tools, name))
 
 
-def repeated(runner: TrajectoryRunner, turn: Turn, conversation: Conversation, where: str, execute: bool,
-             state: RunState) -> bool | None:
-    """Whether a turn that only repeats reads ends its run: an imagined run ends there
-    (True); a committed actor's turn of reads it already made since the last write is not
-    made, it would only answer the same, and the actor answers next (False: the turn leaves
-    the history; ``EpisodeConfig.repeated_reads_answer``); None: the turn is made."""
+def skipped(runner: TrajectoryRunner, turn: Turn, conversation: Conversation, where: str, execute: bool,
+            state: RunState) -> bool | None:
+    """Whether a turn that is not made ends its run. A turn that only repeats reads: an imagined
+    run ends there (True); a committed actor's turn of reads it already made since the last write
+    is not made, it would only answer the same, and the actor answers next (False: the turn leaves
+    the history; ``EpisodeConfig.repeated_reads_answer``). So is a committed write the request's
+    condition rules out (False, ``unmet``). None: the turn is made."""
     calls, config = turn.action.calls, runner.config
     if where == "rehearsal":
         return True if repeats_reads(conversation.turns, calls, runner.writes, config, runner.policy) else None
+    if execute and unmet(runner, turn, conversation, state):
+        return False
     if not (execute and config.repeated_reads_answer and rereads(conversation.turns, calls, runner.writes)):
         return None
     turn.superseded, state.answer_next = "it repeats a read made since the last write: the same result", True
     return False
+
+
+def unmet(runner: TrajectoryRunner, turn: Turn, conversation: Conversation, state: RunState) -> bool:
+    """Whether a committed turn asks for a write the request wants only where its condition goes
+    the other way (``engine/condition.py``): the turn is not made, and the actor answers next."""
+    if not runner.config.weigh_conditions:
+        return False
+    results = condition_results(conversation.turns)
+    branch = next((b for call in turn.action.calls
+                   if (b := gated(conversation.user, call, runner.tools, runner.writes, results)) is not None), None)
+    if branch is None:
+        return False
+    turn.superseded = (f"the request asks for it only where {branch.condition!r} is {str(branch.holds).lower()}; "
+                       "the real reads say otherwise")
+    state.answer_next = True
+    return True
 
 
 def action_error(action: Action, gen: Generation, sampling: Sampling) -> str:

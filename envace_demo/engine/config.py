@@ -191,6 +191,8 @@ class EpisodeConfig:
                                         "since the last write is not made again: the actor answers next"})
     named_writes: bool = field(default=True, metadata={"help": "an answer where the request names a write by name "
                                "(hold, freeze) that no call made is taken back once; that call is asked for next"})
+    weigh_conditions: bool = field(default=True, metadata={"help": "a conditional request's writes follow the branch "
+                                   "its real reads take: made where it holds, not where not (engine/condition.py)"})
     search_again: bool = field(default=True, metadata={"help": "a committed search that found nothing is made again "
                                "with other runs of the user's words (engine/again.py)"})
     finish_named_items: bool = field(default=True, metadata={"help": "an answer after a write, where the request names "
@@ -224,13 +226,9 @@ class EpisodeConfig:
                   "through (the call with one more argument, such as overwrite, or an additive call first, such as "
                   "the missing folder) is committed (engine/repair.py): the actor had reported the failure. 0: none"},
     )
-    redact: Callable[[str], str] | None = field(
-        default=None,
-        repr=False,
-        compare=False,
-        metadata={"help": "turns an exception's text into what the record may show (public mode hides server "
-                  "paths and secrets); None shows it as is"},
-    )
+    redact: Callable[[str], str] | None = field(default=None, repr=False, compare=False, metadata={
+        "help": "turns an exception's text into what the record may show (public mode hides server paths and "
+                "secrets); None shows it as is"})
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

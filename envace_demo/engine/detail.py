@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Generator
 
 from envace_demo.engine.aside import asked, stems
+from envace_demo.engine.condition import told
 from envace_demo.engine.imagined import asks_a_question
 from envace_demo.engine.instead import Instead, made_call
 from envace_demo.identifiers import identifier_patterns, names_identifier
@@ -125,10 +126,13 @@ def what_is_asked(conversation: Conversation, writes: Any) -> tuple[str, list[tu
     if any(s.real is None or is_error(s.real) for s in wrote):
         return None  # ``told.py`` decides what the answer must say
     request = conversation.user
-    question = asking_part(request) if wrote else request if asks_a_question(request) or "?" in request else None
+    results = [(s.call, s.real) for s in steps if s.real is not None and not is_error(s.real)]
+    # "If it has a copy on the shelf, just tell me its shelf mark; if not, ...": the branch the reads took asks.
+    question = (asking_part(request) if wrote else request if asks_a_question(request) or "?" in request
+                else told(request, results))
     if not question:
         return None
-    return question, [(s.call, s.real) for s in steps if s.real is not None and not is_error(s.real)]
+    return question, results
 
 
 def asking_part(request: str) -> str | None:

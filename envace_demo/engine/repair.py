@@ -134,9 +134,9 @@ class Repairs:
     def acts(self, last: bool) -> bool:
         """Whether a plan may give the committed actor's next action: past the last step, only
         the engine's own steps: a call drawn for an item the request named (``engine/items.py``),
-        and the reads of what the question asks (``engine/detail.py``: asked which books a card
-        holds, the actor had spent its steps and the titles were never read)."""
-        return not last or isinstance(self.refusal, (Planned, Detail))
+        the reads of what the question asks (``engine/detail.py``: asked which books a card
+        holds, the actor had spent its steps and the titles were never read), a named write."""
+        return not last or isinstance(self.refusal, (Planned, Detail, Unmade))
 
     def next_action(self) -> Generator[Request | TurnUpdated, Generation, tuple[Generation, str] | None]:
         """The committed actor's next action and what it is, where a plan gives it, else None."""

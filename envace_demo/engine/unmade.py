@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Generator
 
+from envace_demo.engine.condition import demanded, real_results
 from envace_demo.engine.imagined import asks_a_question
 from envace_demo.engine.instead import Instead
 from envace_demo.engine.offer import offered, tool_words, words
@@ -39,11 +40,19 @@ def unmade(runner: Any, conversation: Conversation) -> list[Tool]:
     request sets no condition and asks no question; [] otherwise."""
     request = conversation.user
     steps = [step for turn in conversation.turns for step in turn.calls]
-    # A question names a write as a thing, not a wish: "What daily transfer limit is set?"
-    if (_CONDITION.search(request) or asks_a_question(request)
-            or any(s.held or s.real is None or is_error(s.real) for s in steps)):
+    if any(s.held or s.real is None or is_error(s.real) for s in steps):
         return []
-    said, called = words(wished(request)), {s.call.name for s in steps}
+    called = {s.call.name for s in steps}
+    if _CONDITION.search(request):
+        # Asked under a condition: the writes of the branches the real reads took (condition.py).
+        if not runner.config.weigh_conditions:
+            return []
+        taken = demanded(request, runner.tools, runner.writes, real_results(conversation.turns))
+        return [t for t in taken if t.name not in called]
+    # A question names a write as a thing, not a wish: "What daily transfer limit is set?"
+    if asks_a_question(request):
+        return []
+    said = words(wished(request))
     return [t for t in runner.tools if runner.writes(t.name) is True and t.name not in called
             and naming(t, runner.tools, runner.writes) & said]
 
