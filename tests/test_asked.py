@@ -6,7 +6,7 @@ import pytest
 
 from conftest import call_text
 from helpers.scripted import constrained_episode
-from envace_demo.engine.asked import ASK_AGAIN, missed, untold, what_was_found
+from envace_demo.engine.asked import ASK_AGAIN, missed, superlative, untold, what_was_found
 from envace_demo.engine.detail import asking_part, csv_rows
 from envace_demo.envs.registry import create
 from envace_demo.record import ToolCall, call_steps
@@ -271,6 +271,12 @@ def test_a_superlative_asks_for_the_row_at_that_end_of_a_whole_list():
     catalog = _reads("library", [("list_books", {})])
     assert catalog[0][1]["total"] > len(catalog[0][1]["books"])
     assert missed("What is the newest book in your catalog?", catalog, "Dune.") == []
+    # "the least" ranks as "the smallest" does; "at least" ranks nothing.
+    budget = _reads("files", [("read_file", {"path": "/projects/budget.csv"})])
+    least = "In my budget spreadsheet, which month did I spend the least in, and how much was it?"
+    assert missed(least, budget, "Total spending was 3285.") == ["feb"]
+    assert missed(least, budget, "February: 980.") == []
+    assert superlative("Send $20 if it holds at least $50.") is None
 
 
 def test_the_file_a_question_names_in_a_listing_is_read_before_it_answers_again():

@@ -6,7 +6,7 @@ import pytest
 
 from conftest import call_text
 from helpers.scripted import constrained_episode
-from envace_demo.engine.condition import branches, demanded, gated, taken, told, weigh
+from envace_demo.engine.condition import branches, demanded, gated, taken, told, unsettled, weigh
 from envace_demo.envs.registry import create
 from envace_demo.record import ToolCall, call_steps
 
@@ -84,7 +84,7 @@ def test_the_reads_pick_the_branch_and_the_write_it_names():
     hold = ToolCall("place_hold", {"book_id": "BK-015", "patron_id": "P-1100"})
     branch = gated(WUTHERING, hold, env.tools(), env.writes, results)
     assert branch is not None and not branch.holds  # a copy is in: the hold's branch is not taken
-    assert told(WUTHERING, results) == "just tell me its shelf mark"
+    assert told(WUTHERING, results) == "tell me its shelf mark"
     assert demanded(WUTHERING, env.tools(), env.writes, results) == []
     # Anna Karenina has no copy in: its hold is the branch taken.
     anna = WUTHERING.replace("Wuthering Heights", "Anna Karenina")
@@ -137,3 +137,42 @@ def test_a_write_the_taken_branch_names_is_asked_for_past_the_last_step():
     assert env.state()["patrons"]["P-1042"]["holds"] == ["BK-022"]
     assert "place_hold" in traj.turns[2].withdrawn and traj.final_answer == held.split("\n", 1)[1]
     assert [t.name for t in backend.constraints[3].tools] == ["place_hold"]
+
+
+def test_the_other_branch_in_its_many_wordings():
+    ishiguro = ("Card P-1042. I'm after Never Let Me Go. If it's on the shelf, just give me the shelf mark. "
+                "If it's not, put a hold on it.")
+    assert [(b.holds, b.action) for b in branches(ishiguro)] == [
+        (True, "just give me the shelf mark"), (False, "put a hold on it")]
+    (isnt,) = branches("Is ACC-1004 frozen? If it isn't, deposit $5 into it.")
+    assert (isnt.condition, isnt.holds, isnt.action) == ("Is ACC-1004 frozen", False, "deposit $5 into it")
+    grab = branches("I want to read Dune - if a copy is on the shelf I'll just come grab it, otherwise please hold it.")
+    assert grab[-1].action == "please hold it" and not grab[-1].holds
+    (bare,) = branches("if i've got at least $20 in there take out 20 in cash for me")[:1]
+    assert "at least $20" in bare.condition
+
+
+def test_a_list_at_its_limit_and_a_taken_branch_that_only_tells():
+    env, results = _reads("library", ("search_catalog", {"query": "dracula"}), ("get_patron", {"patron_id": "P-1077"}))
+    tom = "tom, card P-1077. put a hold on dracula for me. if i've maxed out my holds, remind me which books I hold"
+    ((branch, ok),) = taken(tom, results)  # Tom holds 3 of 3: "maxed out" is not "out" of copies
+    assert ok and told(tom, results) == "remind me which books I hold"
+    hold = ToolCall("place_hold", {"book_id": "BK-028", "patron_id": "P-1077"})
+    assert gated(tom, hold, env.tools(), env.writes, results) is None  # the hold is asked outside the branch
+    dana = "dana, ACC-1005. if i've got at least $20 in there take out 20 in cash, otherwise don't touch anything"
+    env, results = _reads("bank", ("get_account", {"account_id": "ACC-1005"}))  # 15.50
+    cash = ToolCall("withdraw", {"account_id": "ACC-1005", "amount": 20.0})
+    assert gated(dana, cash, env.tools(), env.writes, results) is not None  # nothing to be done but tell
+    assert gated(dana, cash, env.tools(), env.writes, []) is None and unsettled(dana, cash, env.tools(), env.writes, [])
+
+
+def test_a_condition_no_read_settled_gets_the_writes_reads_first():
+    dana = "dana here, ACC-1005. if i've got at least $20 in there take out 20 in cash, otherwise just tell me the balance"
+    cash = call_text("withdraw", {"account_id": "ACC-1005", "amount": 20.0})
+    told_ = "<think></think>\nACC-1005 holds 15.50 USD, so I took nothing out."
+    traj, backend, env = constrained_episode(dana, [cash, cash, told_], env_name="bank")
+    assert env.state()["accounts"]["ACC-1005"]["balance"] == 15.5
+    made = [s.call.name for s in call_steps(traj.turns) if s.real is not None]
+    assert made == ["get_account"]  # the environment's read for the withdrawal, then no withdrawal
+    assert "no read had settled" in traj.turns[0].superseded and traj.turns[2].superseded
+    assert traj.final_answer.endswith("took nothing out.")

@@ -51,6 +51,9 @@ def test_the_words_of_a_tool():
     ("I need my account ACC-1001 frozen now", False),
     ("I need the balance of ACC-1002 moved to ACC-1001", False),
     ("Deposit $20 into ACC-1001. Tell me the new balance.", False),
+    # A question word after its preposition.
+    ("My todo list says something about my passport. By when am I supposed to renew it?", True),
+    ("In the notes folder, write a file called a.txt saying hi.", False),
 ])
 def test_a_question_put_after_a_clause_asks(said, asks):
     from envace_demo.engine.imagined import asks_a_question

@@ -10,9 +10,10 @@ from envace_demo.context import shots
 from envace_demo.engine.answers import ungrounded
 from envace_demo.engine.asked import ask_again
 from envace_demo.engine.commit import Committer
-from envace_demo.engine.condition import gated
+from envace_demo.engine.condition import condition_reads, gated, unsettled
 from envace_demo.engine.condition import real_results as condition_results
 from envace_demo.engine.config import EpisodeConfig
+from envace_demo.engine.detail import Detail
 from envace_demo.engine.instead import Instead
 from envace_demo.engine.items import more_items
 from envace_demo.engine.offer import offered
@@ -329,14 +330,21 @@ def unmet(runner: TrajectoryRunner, turn: Turn, conversation: Conversation, stat
     the other way (``engine/condition.py``): the turn is not made, and the actor answers next."""
     if not runner.config.weigh_conditions:
         return False
-    results = condition_results(conversation.turns)
-    branch = next((b for call in turn.action.calls
-                   if (b := gated(conversation.user, call, runner.tools, runner.writes, results)) is not None), None)
-    if branch is None:
+    request, results, calls = conversation.user, condition_results(conversation.turns), turn.action.calls
+    branch = next((b for call in calls if (b := gated(request, call, runner.tools, runner.writes, results))), None)
+    if branch is not None:
+        turn.superseded = (f"the request asks for it only where {branch.condition!r} is "
+                           f"{str(branch.holds).lower()}; the real reads say otherwise")
+        state.answer_next = True
+        return True
+    # A condition no read has settled yet: the reads the environment names for the write come first, once.
+    reads = [] if state.condition_read else [
+        r for call in calls if unsettled(request, call, runner.tools, runner.writes, results)
+        for r in condition_reads(runner.committer.environment, call, conversation.turns)]
+    if not reads:
         return False
-    turn.superseded = (f"the request asks for it only where {branch.condition!r} is {str(branch.holds).lower()}; "
-                       "the real reads say otherwise")
-    state.answer_next = True
+    state.condition_read, runner.repairs.refusal = True, Detail(reads, "the request's condition on the write turns on it")
+    turn.superseded = "the request sets a condition on it that no read had settled: the reads it turns on come first"
     return True
 
 

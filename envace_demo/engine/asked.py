@@ -64,6 +64,9 @@ _SUPERLATIVES = [
     (re.compile(r"\b(?:newest|latest|most recent(?:ly)?)\b", re.I), (_TIME, True)),
     (re.compile(r"\b(?:biggest|largest|highest|most expensive)\b", re.I), (_SIZE, True)),
     (re.compile(r"\b(?:smallest|lowest|cheapest|least expensive)\b", re.I), (_SIZE, False)),
+    # "which month did I spend the least in": the least, not "at least $20"; the most, not the most recent.
+    (re.compile(r"\b(?:(?<!at\s)least|fewest)\b", re.I), (_SIZE, False)),
+    (re.compile(r"\bthe most\b(?!\s+recent)", re.I), (_SIZE, True)),
 ]
 # A question that asks for an identifier by name; its mark among the question's words.
 _ID_ASKED, _ID = re.compile(r"\b(?:id|ids|identifier|reference)\b", re.IGNORECASE), "\0id"

@@ -33,15 +33,23 @@ class Branch:
     holds: bool
     action: str
     start: int
+    clause: str = ""  # the words the branch was read from
 
 
-# A clause ends at ; ! ? a line's end, or a full stop before a space (not a file name's dot).
-_CLAUSE = re.compile(r"(?:[^;.!?\n]|\.(?=\S))+[;.!?\n]*")
-_ELSE = re.compile(r"^\s*(?:and\s+|but\s+|or\s+)?(?:if\s+not|otherwise|else|if\s+that\s+fails)\b[\s,]*(?P<action>.*)$", re.I)
+# A clause ends at ; ! ? a line's end, a full stop before a space (not a file name's dot), or
+# before ", otherwise" ("if a copy is on the shelf I'll grab it, otherwise please hold it").
+_CLAUSE = re.compile(r"(?:[^;.!?\n,]|\.(?=\S)|,(?!\s*(?:otherwise|else|if\s+not)\b))+[;.!?\n,]*")
+# The other branch: "if not", "otherwise", "if it's not", "if it isn't", "if there isn't one".
+_PRONOUN = r"(?:it|they|there|that|she|he|this)"
+_ELSE = re.compile(rf"^\s*(?:and\s+|but\s+|or\s+)?(?:(?:if\s+not|otherwise|else|if\s+that\s+fails)\b[\s,]*"
+                   rf"|if\s+{_PRONOUN}(?:'s|\s+(?:is|are|was|does|do|did|has|have))?\s*(?:not|n't)(?:\s+one)?\s*,\s*"
+                   rf"|if\s+{_PRONOUN}\s+(?:isn't|aren't|wasn't|doesn't|don't|hasn't|haven't)(?:\s+one)?\s*,\s*)"
+                   r"(?P<action>.*)$", re.I)
 # "If so", "if it is": the condition is the question before it.
-_SO = re.compile(r"^\s*(?:and\s+)?if\s+(?:so|(?:it|they|there|that|she|he)(?:'s|\s+(?:is|are|was|were|does|do|did|has|have))?)"
+_SO = re.compile(rf"^\s*(?:and\s+)?if\s+(?:so|{_PRONOUN}(?:'s|\s+(?:is|are|was|were|does|do|did|has|have))?)"
                  r"\s*,\s*(?P<action>.*)$", re.I)
 _IF = re.compile(r"\b(?P<word>only\s+if|if|unless)\s+(?P<condition>[^,]+?)\s*(?:,\s*(?:then\s+)?|\bthen\s+)(?P<action>.+)$", re.I)
+_BARE = re.compile(r"^\s*(?:and\s+|but\s+|so\s+)?if\s+(?P<rest>.+)$", re.I)
 _AFTER = re.compile(r"^(?P<action>.+?)[\s,]+(?:but\s+)?(?P<word>only\s+if|if|unless)\s+(?P<condition>.+)$", re.I)
 
 
@@ -50,19 +58,27 @@ def branches(request: str) -> list[Branch]:
     out: list[Branch] = []
     before, before_at = "", 0  # the last clause before this one: what "if so" weighs
     for m in _CLAUSE.finditer(request):
-        clause, at = m.group(0).rstrip(";.!?\n "), m.start()
+        clause, at = m.group(0).rstrip(";.!?\n, "), m.start()
         if not clause.strip():
             continue
-        if (e := _ELSE.match(clause)) and out:
-            out.append(Branch(out[-1].condition, not out[-1].holds, e.group("action"), out[-1].start))
+        if (e := _ELSE.match(clause)) and (out or before):
+            # The other branch of the last condition, or "Is it frozen? If it isn't, ...".
+            last = out[-1] if out else Branch(before, True, "", before_at)
+            out.append(Branch(last.condition, not last.holds, e.group("action"), last.start, clause))
         elif (s := _SO.match(clause)) and before:
-            out.append(Branch(before, True, s.group("action"), before_at))
+            out.append(Branch(before, True, s.group("action"), before_at, clause))
         elif (i := _IF.search(clause)) and not _AFTER.match(clause[: i.start()] or "-"):
             word = i.group("word").lower()
-            out.append(Branch(i.group("condition"), word != "unless", i.group("action"), at + i.start("condition")))
+            out.append(Branch(i.group("condition"), word != "unless", i.group("action"), at + i.start("condition"),
+                              clause))
+        elif (bare := _BARE.match(clause)) is not None:
+            # "if i've got at least $20 in there take out 20 in cash": no comma says where the
+            # condition ends; the condition's words settle it, the action's name the write.
+            out.append(Branch(bare.group("rest"), True, bare.group("rest"), at + bare.start("rest"), clause))
         elif a := _AFTER.match(clause):
             word = a.group("word").lower()
-            out.append(Branch(a.group("condition"), word != "unless", a.group("action"), at + a.start("condition")))
+            out.append(Branch(a.group("condition"), word != "unless", a.group("action"), at + a.start("condition"),
+                              clause))
         before, before_at = clause.strip(), at + len(clause) - len(clause.lstrip())
     return out
 
@@ -112,10 +128,13 @@ def subject(request: str, branch: Branch, found: list[dict], before: list[dict] 
 # -- the condition ---------------------------------------------------------------------------
 
 _NOT = re.compile(r"\b(?:not|never)\b|n['\u2019]t\b", re.I)
-_OUT = re.compile(r"\b(?:out|checked\s+out|unavailable|no\s+cop(?:y|ies)|none)\b", re.I)
+_OUT = re.compile(r"\b(?:(?<!maxed\s)out|checked\s+out|unavailable|no\s+cop(?:y|ies)|none)\b", re.I)
 _IN = re.compile(r"\b(?:on\s+the\s+shelf|available|in\s+stock|cop(?:y|ies)\s+in|(?:it|is|are|it's|its)\s+in)\b", re.I)
 _FOUND = re.compile(r"\b(?:do\s+you\s+have|have\s+you\s+got|is\s+there|are\s+there|any(?:thing)?|find)\b", re.I)
 _EMPTY = re.compile(r"\bempty\b", re.I)
+# A list at its limit: "if i've maxed out my holds", "if she's at the limit".
+_FULL = re.compile(r"\b(?:maxed\s+out|max(?:ed)?|at\s+(?:the|my|her|his|their)\s+(?:limit|max(?:imum)?)"
+                   r"|(?:reached|hit)\s+(?:the|my|her|his|their)\s+(?:limit|max(?:imum)?)|full|no\s+more\s+room)\b", re.I)
 _LESS = r"below|under|less\s+than|lower\s+than|fewer\s+than|at\s+most|no\s+more\s+than"
 _MORE = r"over|above|more\s+than|greater\s+than|higher\s+than|at\s+least|no\s+less\s+than"
 _AMOUNT = r"\$?\s*(?P<{}>\d[\d,]*(?:\.\d+)?)"
@@ -136,6 +155,11 @@ def weigh(condition: str, found: list[dict], amount: float | None = None) -> boo
 
 def _weigh_one(condition: str, record: dict, amount: float | None) -> bool | None:
     negated = bool(_NOT.search(condition))
+    if _FULL.search(condition):
+        lists = [v for v in record.values() if isinstance(v, list)]
+        limits = [v for k, v in record.items() if "limit" in k.lower() and isinstance(v, int) and not isinstance(v, bool)]
+        if len(lists) == 1 and len(limits) == 1:
+            return (len(lists[0]) >= limits[0]) != negated
     available = next((v for k, v in record.items() if "avail" in k.lower() and isinstance(v, (int, float))), None)
     if available is not None and (_OUT.search(condition) or _IN.search(condition)):
         # "no copy on the shelf" is out, whatever else it says: its negation is in its words
@@ -174,9 +198,17 @@ def _quantity(condition: str, record: dict) -> float | None:
 _NO_WRITE = re.compile(r"\b(?:just\s+)?(?:tell|let\s+me\s+know|show|say|leave|skip|stop|do\s+nothing|nothing)\b", re.I)
 
 
+_OPENS = re.compile(r"^\s*(?:(?:just|then|please|and|so)\s+)*", re.I)
+
+
 def _asks_write(action: str) -> bool:
-    """Whether a branch asks for something done, not only told or left as it is."""
-    return bool(words(wished(action))) and not _NO_WRITE.match(wished(action).strip() or "tell")
+    """Whether a branch asks for something done, not only told or left as it is: "remind me which
+    books I've got on hold" asks to be told, "put me on the waiting list" for a write."""
+    wish = wished(action).strip()
+    opening = wish[_OPENS.match(wish).end():]
+    if not words(wish) or _NO_WRITE.match(opening) or _TELLS.match(opening):
+        return False
+    return True
 
 
 def names(action: str, tool: Tool, tools: list[Tool], writes: Writes) -> bool:
@@ -199,6 +231,8 @@ def taken(request: str, results: list[tuple[ToolCall, Any]], call: ToolCall | No
     for branch in branches(request):
         about = subject(request, branch, found, before)
         truth = weigh(branch.condition, about, amount)
+        if truth is None and _FULL.search(branch.condition):  # "my holds": whoever's list has a limit
+            truth = weigh(branch.condition, found, amount)
         if truth is not None:
             out.append((branch, truth == branch.holds))
         before = about or before
@@ -207,14 +241,40 @@ def taken(request: str, results: list[tuple[ToolCall, Any]], call: ToolCall | No
 
 def gated(request: str, call: ToolCall, tools: list[Tool], writes: Writes,
           results: list[tuple[ToolCall, Any]]) -> Branch | None:
-    """The branch not taken that asks for ``call`` (a write), where no taken branch asks for it; None otherwise."""
+    """The branch not taken that asks for ``call`` (a write), where no taken branch asks for it;
+    or, where the request orders nothing outside its branches, a taken branch that asks for no
+    write at all ("otherwise don't touch anything and just tell me the balance"); None otherwise."""
     tool = next((t for t in tools if t.name == call.name), None)
     if tool is None or writes(call.name) is not True:
         return None
     weighed = taken(request, results, call)
     if any(ok and names(b.action, tool, tools, writes) for b, ok in weighed):
         return None
-    return next((b for b, ok in weighed if not ok and names(b.action, tool, tools, writes)), None)
+    if (branch := next((b for b, ok in weighed if not ok and names(b.action, tool, tools, writes)), None)) is not None:
+        return branch
+    if any(ok and _asks_write(b.action) for b, ok in weighed) or _orders_outside(request, [b for b, _ in weighed]):
+        return None
+    return next((b for b, ok in weighed if ok), None)
+
+
+def unsettled(request: str, call: ToolCall, tools: list[Tool], writes: Writes,
+              results: list[tuple[ToolCall, Any]]) -> bool:
+    """Whether the request sets a condition on the write ``call`` that no read has settled yet."""
+    if writes(call.name) is not True or not (every := branches(request)):
+        return False
+    return len(taken(request, results, call)) < len(every)
+
+
+_ORDERS = re.compile(r"\b(?:deposit|withdraw|transfer|move|send|pay|freeze|save|write|create|make|delete|remove|rename"
+                     r"|put|place|reserve|hold|copy|add|take)\b", re.I)
+
+
+def _orders_outside(request: str, weighed: list[Branch]) -> bool:
+    """Whether ``request`` orders something outside the clauses its branches were read from."""
+    rest = request
+    for branch in weighed:
+        rest = rest.replace(branch.clause, " ") if branch.clause else rest
+    return bool(_ORDERS.search(wished(rest)))
 
 
 def demanded(request: str, tools: list[Tool], writes: Writes, results: list[tuple[ToolCall, Any]]) -> list[Tool]:
@@ -223,12 +283,14 @@ def demanded(request: str, tools: list[Tool], writes: Writes, results: list[tupl
     return [t for t in tools if writes(t.name) is True and any(names(b.action, t, tools, writes) for b in weighed)]
 
 
-_TELLS = re.compile(r"^\s*(?:just\s+|then\s+|please\s+)*(?:tell|let\s+me\s+know|show|say|give\s+me)\b", re.I)
+_TELLS = re.compile(r"\b(?:tell|let\s+me\s+know|show|say|give\s+me|remind\s+me)\b", re.I)
 
 
 def told(request: str, results: list[tuple[ToolCall, Any]]) -> str | None:
-    """What a branch the reads took asks to be told ("just tell me its shelf mark"), or None."""
-    return next((b.action for b, ok in taken(request, results) if ok and _TELLS.match(b.action)), None)
+    """What a branch the reads took asks to be told, from its asking word on ("just tell me its
+    shelf mark", "don't touch anything and just tell me what the balance is"), or None."""
+    return next((b.action[m.start():] for b, ok in taken(request, results)
+                 if ok and (m := _TELLS.search(b.action))), None)
 
 
 def real_results(turns: Iterable[Any]) -> list[tuple[ToolCall | None, Any]]:
@@ -240,3 +302,16 @@ def real_results(turns: Iterable[Any]) -> list[tuple[ToolCall | None, Any]]:
             if step.real is not None and not step.held:
                 out.append((step.call, step.real))
     return out
+
+
+def condition_reads(environment: Any, call: ToolCall, turns: Iterable[Any]) -> list[ToolCall]:
+    """The reads the environment names for the write ``call`` (``Environment.context_reads``)
+    that no call of ``turns`` made."""
+    if environment is None:
+        return []
+    try:
+        reads = [ToolCall(name, args) for name, args in environment.context_reads(call.name, call.arguments)]
+    except Exception:  # noqa: BLE001 - a read to settle a condition is a help, never a reason to fail
+        return []
+    made = {s.call.key() for t in turns for s in t.calls}
+    return [r for r in reads if r.key() not in made]

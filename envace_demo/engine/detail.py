@@ -120,19 +120,20 @@ def what_is_asked(conversation: Conversation, writes: Any) -> tuple[str, list[tu
     tell me its shelf mark": ``asking_part``), and every result. None where nothing is asked,
     a call was held, or the last call failed."""
     steps = [s for t in conversation.turns if t.read() for s in t.calls]
-    if not steps or any(s.held for s in steps) or steps[-1].real is None or is_error(steps[-1].real):
+    if not steps:
         return None
-    wrote = [s for s in steps if writes(s.call.name) is not False]
-    if any(s.real is None or is_error(s.real) for s in wrote):
-        return None  # ``told.py`` decides what the answer must say
     request = conversation.user
     results = [(s.call, s.real) for s in steps if s.real is not None and not is_error(s.real)]
-    # "If it has a copy on the shelf, just tell me its shelf mark; if not, ...": the branch the reads took asks.
-    question = (asking_part(request) if wrote else request if asks_a_question(request) or "?" in request
-                else told(request, results))
-    if not question:
-        return None
-    return question, results
+    # "If it has a copy on the shelf, just tell me its shelf mark; if not, ...": the branch the
+    # reads took asks, after a failure too ("if i've maxed out my holds, remind me which books").
+    branch = told(request, results)
+    if any(s.held for s in steps) or steps[-1].real is None or is_error(steps[-1].real):
+        return (branch, results) if branch else None
+    wrote = [s for s in steps if writes(s.call.name) is not False]
+    if any(s.real is None or is_error(s.real) for s in wrote):
+        return (branch, results) if branch else None  # else ``told.py`` decides what the answer must say
+    question = asking_part(request) if wrote else request if asks_a_question(request) or "?" in request else branch
+    return (question, results) if question else None
 
 
 def asking_part(request: str) -> str | None:
@@ -217,9 +218,10 @@ def _words(row: dict) -> set[str]:
 @dataclass
 class Detail:
     """The reads made in the actor's place for what the question named, after its answer was
-    taken back: one per step, in order."""
+    taken back (or that a write's condition needs: ``engine/condition.py``): one per step, in order."""
 
     calls: list[ToolCall]
+    why: str = "the question asks for what it returns, and no read so far returned it"
 
     def choice_left(self) -> bool:
         return bool(self.calls)
@@ -227,5 +229,4 @@ class Detail:
     def next_step(self, runner: Any) -> Generator[Request, Generation, tuple[Generation, str] | None]:
         yield from ()  # a step of the plan's kind (``Repairs.next_action``), though it asks no model
         call = self.calls.pop(0)
-        return made_call(call), Instead(f"{call.name}: the question asks for what it returns, "
-                                        "and no read so far returned it")
+        return made_call(call), Instead(f"{call.name}: {self.why}")

@@ -89,8 +89,10 @@ def plans_write(action, gen: Generation, writes: Writes) -> bool:
 
 # A sentence that opens as a question asks for information (what, which, ..., is, does, ...);
 # "Could you place a hold ..." is an instruction, worded politely.
-_QUESTION = re.compile(r"(?:^|[.!?]\s+)(?:what|which|who|whom|whose|where|when|why|how|is|are|was|were|does|do|did"
-                       r"|has|have)\b", re.IGNORECASE)
+# A question word may follow its preposition: "By when am I supposed to renew it?", "On which shelf ...".
+_QUESTION = re.compile(r"(?:^|[.!?]\s+)(?:(?:(?:by|in|at|on|for|from|to|since|until|with|of|about)\s+)?"
+                       r"(?:what|which|who|whom|whose|where|when|why|how)|is|are|was|were|does|do|did|has|have)\b",
+                       re.IGNORECASE)
 # So does a question put after a clause, up to its question mark: "..., which atm was it?",
 # "According to my budget, how much did I spend?", "... ACC-1001 - what's the total?".
 _ASKING_CLAUSE = re.compile(r"(?:[,;:]|\s[-\u2013\u2014])\s*(?:(?:and|but|so|then)\s+)?"

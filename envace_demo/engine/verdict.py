@@ -49,6 +49,7 @@ class RunState:
     withdrawn: bool = False  # an answer taken back once for values only rehearsals had
     retold: bool = False  # an answer taken back once for leaving out the last call's failure
     asked_again: int = 0  # answers taken back for leaving out what the question asked (asked.py)
+    condition_read: bool = False  # the reads a write's condition needed were made first (condition.py)
     # The next turn answers (no call on offer, no imagined action taken): an answer worded
     # again without the memory, or one after writes nobody asked for were dropped.
     answer_next: bool = False
