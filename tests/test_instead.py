@@ -37,16 +37,23 @@ def test_the_file_environment_names_the_read_that_fits():
     made_up = env.execute("read_file", {"path": "/system/home/user1/config.txt"})
     assert env.read_instead("read_file", {"path": "/system/home/user1/config.txt"}, made_up) == (
         "list_directory", {"path": "/system"})  # the deepest folder of its path that exists
-    said = ["It is in my notes from the meeting, in /notes."]  # the one folder the user names comes first
+    said = ["It is in my notes, in /notes."]  # the one folder the user names comes first
     assert env.read_instead("read_file", {"path": "/system/meeting/who.txt"}, made_up, said) == (
         "list_directory", {"path": "/notes"})
+    # The one file the user's words name, by its name, kind or date, is read before any listing.
+    said = ["It is in my notes from the meeting, in /notes."]
+    assert env.read_instead("read_file", {"path": "/system/meeting/who.txt"}, made_up, said) == (
+        "read_file", {"path": "/notes/meeting-2025-03-10.md"})
+    said = ["looking at my budget spreadsheet in projects - which month did i spend the least in?"]
+    assert env.read_instead("read_file", {"path": "/projects/2025-03-13.csv"}, made_up, said) == (
+        "read_file", {"path": "/projects/budget.csv"})
     assert env.read_instead("read_file", {"path": "/nowhere.txt"}, missing, ["in /nowhere"]) is None
-    # Two folders named ("/notes/meeting.md into /archive"): the one the path is in.
-    move = ["Move /notes/meeting.md into /archive."]
-    assert env.read_instead("read_file", {"path": "/notes/meeting.md"}, missing, move) == (
+    # Two folders named ("/notes/minutes.md into /archive"): the one the path is in.
+    move = ["Move /notes/minutes.md into /archive."]
+    assert env.read_instead("read_file", {"path": "/notes/minutes.md"}, missing, move) == (
         "list_directory", {"path": "/notes"})
     # A folder named in words: "my notes folder" is /notes, "the archive folder" /archive.
-    said = ["Who was at the team sync on March 10? The notes should be in my notes folder."]
+    said = ["Who was at the team sync? The notes should be in my notes folder."]
     assert env.read_instead("read_file", {"path": "/system/me/file.txt"}, made_up, said) == (
         "list_directory", {"path": "/notes"})
     assert env.folders_called({"archive", "new", "note"}) == {"/archive", "/notes"}
@@ -105,15 +112,26 @@ def test_a_made_up_path_is_looked_for_in_the_folder_it_may_be_in():
     made_up = call_text("read_file", {"path": "/system/home/user1/config.txt"})
     backend = ConstrainedBackend(actor=[made_up, call_text("read_file", {"path": "/system/config.ini"}),
                                         "<think></think>\nThe timeout is 30."])
-    traj = run_episode(backend, _task(env, "whats the network timeout set to in the system config?"),
+    traj = run_episode(backend, _task(env, "whats the network timeout set to? it's somewhere under /system"),
                        EpisodeConfig(mode="none"), env)
     names = [(s.call.name, s.call.arguments["path"]) for s in call_steps(traj.turns)]
     assert names == [("read_file", "/system/home/user1/config.txt"), ("list_directory", "/system"),
                      ("read_file", "/system/config.ini")]
     assert "NOT_FOUND" in traj.turns[0].superseded and "may be" in traj.turns[1].instead
     (pick,) = [c for c in backend.constraints if c is not None and len(c.tools) == 1]
-    assert pick.tools[0].parameters["properties"]["path"]["enum"] == ["/system/config.ini"]  # "config" names it
+    assert set(pick.tools[0].parameters["properties"]["path"]["enum"]) == {"/system/config.ini", "/system/readme.txt"}
     assert traj.final_answer == "The timeout is 30."
+
+
+def test_a_made_up_path_gives_way_to_the_file_the_request_names():
+    env = create("files")
+    made_up = call_text("read_file", {"path": "/system/home/user1/config.txt"})
+    backend = ConstrainedBackend(actor=[made_up, "<think></think>\nThe timeout is 30."])
+    traj = run_episode(backend, _task(env, "whats the network timeout set to in the system config?"),
+                       EpisodeConfig(mode="none"), env)
+    names = [(s.call.name, s.call.arguments["path"]) for s in call_steps(traj.turns)]
+    assert names == [("read_file", "/system/home/user1/config.txt"), ("read_file", "/system/config.ini")]
+    assert "timeout = 30" in call_steps(traj.turns)[-1].real["content"] and traj.final_answer == "The timeout is 30."
 
 
 def test_a_made_up_path_around_a_real_file_reads_that_file():

@@ -247,7 +247,10 @@ class FilesEnvironment(ToolEnvironment):
         # up from "/projects/website/style.css", which is read.
         if (there := self.file_within(path)) is not None:
             return "read_file", {"path": there}
-        # Else the folder it may be in is listed (``folder_of``).
+        # Else the one file the user's words name, by name, kind or date ("the team sync on March
+        # 10th" is meeting-2025-03-10.md); else the folder it may be in is listed (``folder_of``).
+        if (meant := _file_meant(self._files, " ".join(said))) is not None and meant != _safe(path):
+            return "read_file", {"path": meant}
         if folder := self.folder_of(path, said):
             return "list_directory", {"path": folder}
         return None
