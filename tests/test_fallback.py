@@ -42,3 +42,13 @@ def test_what_is_left_is_the_real_balance_the_foreseen_failure_names():
     # A number the foreseen failure names that no real read holds is the rehearsal's alone.
     invented = {"error": {"code": "INSUFFICIENT_FUNDS", "message": "account ACC-1005 has 12.00 USD"}}
     assert rest_calls(held, [request], invented, context) == []
+
+
+def test_what_the_bank_allows_is_the_limit_the_foreseen_failure_names():
+    request = ("I need $1,500 moved from my savings ACC-1002 to ACC-1001 today. If the bank won't let the full "
+               "amount through today, send as much as it will allow.")
+    held = ToolCall("transfer", {"from_account_id": "ACC-1002", "to_account_id": "ACC-1001", "amount": 1500.0})
+    bank = create("bank")
+    context = [{"call": {}, "result": bank.execute("get_account", {"account_id": a})} for a in ("ACC-1002", "ACC-1001")]
+    foreseen = bank.execute("transfer", held.arguments)  # DAILY_LIMIT_EXCEEDED: 1000.00 more today
+    assert rest_calls(held, [request], foreseen, context) == [ToolCall("transfer", {**held.arguments, "amount": 1000.0})]

@@ -25,7 +25,8 @@ _CONDITION = re.compile(r"\b(?:if|unless|otherwise|else|in case|instead)\b", re.
 # What is left: the amount a condition falls back to.
 _REST = re.compile(r"\b(?:whatever(?:'s| is)? (?:left|there|in there|available)|what(?:'s| is) (?:left|there)|the rest"
                    r"|all (?:of )?(?:it|that's left|there is)|everything(?: there is)?|the remain(?:ing|der)"
-                   r"|as much as (?:there is|i can|possible))\b", re.IGNORECASE)
+                   r"|as much as (?:there is|i can|possible|(?:it|they|the bank|you)(?: will| would| can)? (?:allow|let)s?)"
+                   r"|what(?:ever)? (?:it|they|the bank|you)(?: will| would| can)? (?:allow|let)s?)\b", re.IGNORECASE)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
