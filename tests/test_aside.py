@@ -68,6 +68,10 @@ def test_an_instruction_and_the_switch_leave_the_read_alone():
 def test_the_words_asked_and_the_same_entity():
     call = ToolCall("get_account", {"account_id": "ACC-1001"})
     assert asked("How much did the rent payment on ACC-1001 come to?", call) == {"rent", "payment"}
+    # The words that name the account where it is written say where to look, not what is asked.
+    assert asked("how much was the grocery run on my checking account ACC-1001 this week?", call) == {
+        "grocery", "run", "week"}
+    assert asked("Which zodiac sign has ACC-1001?", call) == {"zodiac", "sign"}  # a verb ends the name
     assert stem("holding") == stem("holds") == "hold" and stem("yes") == "yes"
     assert spoken({"description": "Rent - Harbor"}, {"rent", "payment"}) == {"rent"}
     tools = create("bank").tools()

@@ -62,9 +62,23 @@ def stems(text: str) -> set[str]:
 
 
 def asked(request: str, call: ToolCall) -> set[str]:
-    """The words ``request`` asks about, stemmed: neither asking words nor the call's arguments."""
+    """The words ``request`` asks about, stemmed: neither asking words, nor the call's arguments,
+    nor the words that name an argument where it is written ("on my checking account ACC-1001":
+    any read of the account speaks of its kind; the question asks about the grocery run)."""
     passed = set().union(*(stems(str(v)) for v in call.arguments.values()))
-    return {stem(w) for w in _WORD.findall(request.lower()) if w not in _ASKING} - passed
+    naming: set[str] = set()
+    for value in call.arguments.values():
+        for m in re.finditer(re.escape(str(value)), request, re.IGNORECASE) if str(value).strip() else ():
+            before = request[: m.start()].split()[-_NAMING_WORDS:]
+            # The phrase that names it begins after its preposition: "the rent payment on ACC-1001" names none.
+            plain = [w.lower().strip(",;:-?") for w in before]  # nor "which sign has ACC-1001": a verb ends it
+            cut = max((i + 1 for i, w in enumerate(plain) if w in _PREPOSITIONS or w in _ASKING), default=0)
+            naming |= stems(" ".join(before[cut:]))
+    return {stem(w) for w in _WORD.findall(request.lower()) if w not in _ASKING} - passed - naming
+
+
+_NAMING_WORDS = 3  # the words before an identifier that name it: "my checking account ACC-1001"
+_PREPOSITIONS = frozenset("on in at of for from to into with by about under".split() + ["", "-"])
 
 
 def question(request: str) -> str:
