@@ -136,6 +136,21 @@ def test_an_identifier_is_drawn_for_only_after_the_word_its_sibling_had():
     assert [c[0] for c in _calls(traj)] == ["transfer"] and len(backend.constraints) == 2
 
 
+def test_an_identifier_one_argument_alone_can_take_is_drawn_for_without_the_word():
+    """"a hold for me (P-1042) and one for her - her card is P-1100": no preposition before P-1100,
+    but the hold takes one card, so the card is drawn for; an identifier is never searched as words."""
+    beloved = "Please place a hold on Beloved for me (P-1042) and one for her - her card is P-1100."
+    search = call_text("search_catalog", {"query": "Beloved"})
+    mine = call_text("place_hold", {"book_id": "BK-023", "patron_id": "P-1042"})
+    hers = call_text("place_hold", {"book_id": "BK-023", "patron_id": "P-1100"})
+    done = "<think></think>\nHolds placed on Beloved for both cards."
+    traj, backend, env = constrained_episode(beloved, [search, mine, done, hers, done])
+    assert env.state()["patrons"]["P-1100"]["holds"] == ["BK-005", "BK-023"]
+    drawn = backend.constraints[3]
+    assert [t.name for t in drawn.tools] == ["place_hold"]
+    assert drawn.tools[0].parameters["properties"]["patron_id"]["enum"] == ["P-1100"]
+
+
 DUNE_AND_EMMA = "Card P-1100: please hold Dune and Emma for me."
 HOLD_DUNE = call_text("place_hold", {"book_id": "BK-005", "patron_id": "P-1100"})
 HOLD_EMMA_1100 = call_text("place_hold", {"book_id": "BK-013", "patron_id": "P-1100"})

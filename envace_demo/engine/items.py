@@ -186,6 +186,11 @@ def _searches(runner: Any, tool: Tool) -> bool:
     return runner.writes(tool.name) is False and bool(runner.committer.quoting(tool))
 
 
+def _identifier(item: str, tools: list[Tool]) -> bool:
+    """Whether ``item`` has the declared shape of an identifier some tool takes."""
+    return any(p.fullmatch(item) for t in tools for p in identifier_patterns(t).values())
+
+
 def _is_path(item: str) -> bool:
     return item.startswith("/") or bool(FILE_WRITTEN.fullmatch(item))
 
@@ -313,15 +318,22 @@ def narrowings(tools: Iterable[Tool], items: list[str], steps: list[CallStep], r
         about = sorted(_ids_about(item.lower(), steps, runner))
         for tool in used:
             last = next((c.arguments for c in reversed(made) if c.name == tool.name), {})
-            for name, schema in (tool.parameters.get("properties") or {}).items():
-                fits = _fitting(name, schema, about, last, item)
-                # The item in place of a value needs the request's word for it: the same preposition.
-                if fits and (fits != [item] or _before(request, item) == _before(request, str(last.get(name))) != ""):
-                    found.append((0 if fits != [item] else 1, _held(tool, name, fits), item))
+            fitting = {name: fits for name, schema in (tool.parameters.get("properties") or {}).items()
+                       if (fits := _fitting(name, schema, about, last, item))}
+            for name, fits in fitting.items():
+                # The item in place of a value needs the request's word for it, the same preposition,
+                # where two arguments could take it (from, to); where one can ("a hold for me (P-1042)
+                # and one for her - her card is P-1100"), the item's kind is enough.
+                if fits != [item]:
+                    found.append((0, _held(tool, name, fits), item))
+                elif _before(request, item) == _before(request, str(last.get(name))) != "":
+                    found.append((1, _held(tool, name, fits), item))
+                elif len(fitting) == 1:
+                    found.append((2, _held(tool, name, fits), item))
         if (label := labels(runner, request).get(item)) is not None:
             found += [(0, _held(t, label[1], [item]), item) for t in used if t.name == label[0]]
-        for tool in tools:
-            if not _is_path(item) and _searches(runner, tool):
+        for tool in tools:  # an identifier ("P-1100") is no words to search for
+            if not _is_path(item) and not _identifier(item, tools) and _searches(runner, tool):
                 for name in runner.committer.quoting(tool):
                     found.append((3, _held(tool, name, [item]), item))
     return [(t, i) for _, t, i in sorted(found, key=lambda f: f[0])]
