@@ -236,6 +236,20 @@ def test_folders_the_foreseen_failures_name_are_made_in_order_asking_the_actor_n
     assert traj.totals()["repaired_calls"] == 3 and traj.final_answer == "Saved."
 
 
+def test_a_folder_the_user_wrote_is_made_where_it_likely_goes_through():
+    """The rehearser gave the missing folder's creation 0.88, below the hold's 0.9: a folder the
+    user wrote is made where its success is more likely than not (``LIKELY``)."""
+    traj, env, _ = _run(
+        "files", "Save /notes/travel/packing.txt with: passport, yen",
+        actor=["<think></think>\nNo call.", call_text("write_file", {**PACKING, "path": "/notes/travel/packing.txt"}),
+               "<think></think>\nSaved."],
+        rehearser=[_missing("/notes/travel"), _ok({"path": "/notes/travel", "created": True}, p=0.88),
+                   _ok({"path": "/notes/travel/packing.txt", "size": 13, "created": True})],
+    )
+    assert [s.call.name for s in call_steps(traj.turns)] == ["write_file", "create_directory", "write_file"]
+    assert env.state()["files"]["/notes/travel/packing.txt"] == "passport, yen"
+
+
 def test_no_folder_is_made_for_a_path_the_user_never_wrote():
     """Asked to move the stylesheet "into the /archive folder", the actor made up a path under
     /archive; the folders its foreseen failure named were not the user's, so none is made."""

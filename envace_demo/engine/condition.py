@@ -262,7 +262,15 @@ def unsettled(request: str, call: ToolCall, tools: list[Tool], writes: Writes,
     """Whether the request sets a condition on the write ``call`` that no read has settled yet."""
     if writes(call.name) is not True or not (every := branches(request)):
         return False
-    return len(taken(request, results, call)) < len(every)
+    settled = {b for b, _ in taken(request, results, call)}
+    return any(b not in settled and _weighable(b.condition) for b in every)
+
+
+def _weighable(condition: str) -> bool:
+    """Whether a read could settle ``condition``: it speaks of what ``weigh`` reads (copies in or
+    out, an amount, a list at its limit, an empty folder, something found), not "if there's
+    already a file by that name", which only the write's own outcome tells."""
+    return any(p.search(condition) for p in (_IN, _OUT, _COMPARE, _FULL, _EMPTY, _FOUND))
 
 
 _ORDERS = re.compile(r"\b(?:deposit|withdraw|transfer|move|send|pay|freeze|save|write|create|make|delete|remove|rename"

@@ -284,7 +284,7 @@ class Repairs:
             step = yield from self._foresee(maker, gen, world, known, real)
             if step is None:
                 continue
-            if foreseen_through(step, self.runner.config.hold_certainty):
+            if foreseen_through(step, LIKELY):  # a folder the user wrote: made where it likely goes through
                 return [(maker, gen, step)]
             first = yield from self._make_first(maker, step.rehearsed, makers, world, known, depth - 1, real)
             if first:
