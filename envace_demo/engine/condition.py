@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
+from envace_demo.engine.imagined import ORDER_VERBS
 from envace_demo.engine.offer import tool_words, words
 from envace_demo.negation import wished
 from envace_demo.record import ToolCall, is_error
@@ -273,8 +274,7 @@ def _weighable(condition: str) -> bool:
     return any(p.search(condition) for p in (_IN, _OUT, _COMPARE, _FULL, _EMPTY, _FOUND))
 
 
-_ORDERS = re.compile(r"\b(?:deposit|withdraw|transfer|move|send|pay|freeze|save|write|create|make|delete|remove|rename"
-                     r"|put|place|reserve|hold|copy|add|take)\b", re.I)
+_ORDERS = re.compile(rf"\b{ORDER_VERBS}\b", re.I)
 
 
 def _orders_outside(request: str, weighed: list[Branch]) -> bool:

@@ -113,9 +113,10 @@ _TELL = re.compile(r"(?:^|[.!?]\s+)(?:(?:hey|hi|hello|ok|okay|so|please|pls)[,!]
 # "I need the balance moved to savings": what is needed done (after what is needed) is an instruction.
 _DONE = re.compile(r"\b(?:\w{3,}ed|sent|paid|withdrawn|frozen|written|made|put|held)\b", re.IGNORECASE)
 
-_ORDER = re.compile(r"(?:(?:hey|hi|hello|ok|okay|so|please|pls)[,!]?\s+)*(?:deposit|withdraw|transfer|move|send|pay"
-                    r"|freeze|save|write|create|make|delete|remove|rename|put|place|reserve|hold|copy|add|set|change"
-                    r"|update|take)\b", re.IGNORECASE)
+# The verbs an instruction opens with.
+ORDER_VERBS = (r"(?:deposit|withdraw|transfer|move|send|pay|freeze|save|write|create|make|delete|remove|rename|put"
+               r"|place|reserve|hold|copy|add|set|change|update|take)")
+_ORDER = re.compile(rf"(?:(?:hey|hi|hello|ok|okay|so|please|pls)[,!]?\s+)*{ORDER_VERBS}\b", re.IGNORECASE)
 
 
 def asking_clause(sentence: str) -> str:
