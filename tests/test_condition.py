@@ -156,6 +156,8 @@ def test_a_list_at_its_limit_and_a_taken_branch_that_only_tells():
     env, results = _reads("library", ("search_catalog", {"query": "dracula"}), ("get_patron", {"patron_id": "P-1077"}))
     tom = "tom, card P-1077. put a hold on dracula for me. if i've maxed out my holds, remind me which books I hold"
     ((branch, ok),) = taken(tom, results)  # Tom holds 3 of 3: "maxed out" is not "out" of copies
+    hit = tom.replace("i've maxed out my holds", "I've hit some kind of limit")
+    assert [ok for _, ok in taken(hit, results)] == [True]
     assert ok and told(tom, results) == "remind me which books I hold"
     hold = ToolCall("place_hold", {"book_id": "BK-028", "patron_id": "P-1077"})
     assert gated(tom, hold, env.tools(), env.writes, results) is None  # the hold is asked outside the branch

@@ -54,6 +54,7 @@ def test_the_words_of_a_tool():
     # A question word after its preposition.
     ("My todo list says something about my passport. By when am I supposed to renew it?", True),
     ("In the notes folder, write a file called a.txt saying hi.", False),
+    ("hey, card P-1077. can u remind me which books i've got on hold right now?", True),
 ])
 def test_a_question_put_after_a_clause_asks(said, asks):
     from envace_demo.engine.imagined import asks_a_question

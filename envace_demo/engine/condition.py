@@ -135,7 +135,7 @@ _FOUND = re.compile(r"\b(?:do\s+you\s+have|have\s+you\s+got|is\s+there|are\s+the
 _EMPTY = re.compile(r"\bempty\b", re.I)
 # A list at its limit: "if i've maxed out my holds", "if she's at the limit".
 _FULL = re.compile(r"\b(?:maxed\s+out|max(?:ed)?|at\s+(?:the|my|her|his|their)\s+(?:limit|max(?:imum)?)"
-                   r"|(?:reached|hit)\s+(?:the|my|her|his|their)\s+(?:limit|max(?:imum)?)|full|no\s+more\s+room)\b", re.I)
+                   r"|(?:reached|hit)\s+(?:\w+\s+){0,3}?(?:limit|max(?:imum)?)|full|no\s+more\s+room)\b", re.I)
 _LESS = r"below|under|less\s+than|lower\s+than|fewer\s+than|at\s+most|no\s+more\s+than"
 _MORE = r"over|above|more\s+than|greater\s+than|higher\s+than|at\s+least|no\s+less\s+than"
 _AMOUNT = r"\$?\s*(?P<{}>\d[\d,]*(?:\.\d+)?)"

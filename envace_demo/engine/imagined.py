@@ -102,7 +102,7 @@ _ASKING_CLAUSE = re.compile(r"(?:[,;:]|\s[-\u2013\u2014])\s*(?:(?:and|but|so|the
 # And so does a sentence that asks for information as a statement: "I need the transaction ID of
 # the electric bill payment for a dispute form", "tell me ...", "I'd like to know ...". "I need my
 # account frozen" is an instruction: a need counts only where what is needed is a thing read.
-_TELL = re.compile(r"(?:^|[.!?]\s+)(?:(?:hey|hi|hello|ok|okay|so|please|pls)[,!]?\s+)*(?:(?:can|could|would) you\s+)?"
+_TELL = re.compile(r"(?:^|[.!?]\s+)(?:(?:hey|hi|hello|ok|okay|so|please|pls)[,!]?\s+)*(?:(?:can|could|would) (?:you|u)\s+)?"
                    r"(?:please\s+)?(?:tell me|let me know|show me|find out|look up|remind me"
                    r"|i(?:'d| would)? (?:need|want|like) to (?:know|find out|see)|i(?:'m| am) (?:wondering|curious)"
                    r"|i (?:need|want|would like|'d like) (?:the|my)\s+(?:[\w-]+\s+){0,3}?(?:id|number|name|balance|date"
