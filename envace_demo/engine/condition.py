@@ -8,8 +8,11 @@ to take where it holds or where it does not. The condition is weighed against th
 read of the thing it names (or of the last thing named before it): copies on the shelf, an amount
 against a balance, a status, an empty folder, a search that found something. A write whose
 branch the reads did not take is not made (``gated``: the turn leaves the actor's history and the
-actor answers); a write the taken branch names and no call made is asked for (``demanded``, through
-``engine/unmade.py``). A condition the reads do not settle changes nothing."""
+actor answers), nor any write where the taken branch only tells and the request orders nothing
+else; a write the taken branch names and no call made is asked for (``demanded``, through
+``engine/unmade.py``); a taken branch that asks to be told is the question (``told``). A write
+whose condition a read could settle and none has gets the environment's reads for it first
+(``unsettled``, ``condition_reads``). A condition the reads do not settle changes nothing."""
 
 from __future__ import annotations
 
@@ -68,7 +71,7 @@ def branches(request: str) -> list[Branch]:
             out.append(Branch(last.condition, not last.holds, e.group("action"), last.start, clause))
         elif (s := _SO.match(clause)) and before:
             out.append(Branch(before, True, s.group("action"), before_at, clause))
-        elif (i := _IF.search(clause)) and not _AFTER.match(clause[: i.start()] or "-"):
+        elif i := _IF.search(clause):
             word = i.group("word").lower()
             out.append(Branch(i.group("condition"), word != "unless", i.group("action"), at + i.start("condition"),
                               clause))
