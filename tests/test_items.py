@@ -151,6 +151,17 @@ def test_an_identifier_one_argument_alone_can_take_is_drawn_for_without_the_word
     assert drawn.tools[0].parameters["properties"]["patron_id"]["enum"] == ["P-1100"]
 
 
+def test_a_path_the_request_gives_way_from_gets_no_write_of_its_own():
+    """The fallback path was written; the path it stands in for is no item still to do."""
+    todo = ("Make me a new todo list at /notes/todo.txt with one line: - water the plants. If there's already a "
+            "file by that name, do NOT overwrite it - save mine as /notes/todo-2.txt instead and tell me you did.")
+    second = call_text("write_file", {"path": "/notes/todo-2.txt", "content": "- water the plants"})
+    done = "<think></think>\nSaved it as /notes/todo-2.txt."
+    traj, backend, env = constrained_episode(todo, [second, done, call_text("write_file", {
+        "path": "/notes/todo.txt", "content": "- water the plants"}), done], env_name="files")
+    assert [c[1]["path"] for c in _calls(traj)] == ["/notes/todo-2.txt"] and traj.final_answer.endswith("todo-2.txt.")
+
+
 DUNE_AND_EMMA = "Card P-1100: please hold Dune and Emma for me."
 HOLD_DUNE = call_text("place_hold", {"book_id": "BK-005", "patron_id": "P-1100"})
 HOLD_EMMA_1100 = call_text("place_hold", {"book_id": "BK-013", "patron_id": "P-1100"})

@@ -322,13 +322,14 @@ def narrowings(tools: Iterable[Tool], items: list[str], steps: list[CallStep], r
                        if (fits := _fitting(name, schema, about, last, item))}
             for name, fits in fitting.items():
                 # The item in place of a value needs the request's word for it, the same preposition,
-                # where two arguments could take it (from, to); where one can ("a hold for me (P-1042)
-                # and one for her - her card is P-1100"), the item's kind is enough.
+                # where two arguments could take it (from, to); where one identifier can ("a hold for
+                # me (P-1042) and one for her - her card is P-1100"), the item's kind is enough. Not a
+                # path: "if /notes/todo.txt is there, save mine as /notes/todo-2.txt" is no second write.
                 if fits != [item]:
                     found.append((0, _held(tool, name, fits), item))
                 elif _before(request, item) == _before(request, str(last.get(name))) != "":
                     found.append((1, _held(tool, name, fits), item))
-                elif len(fitting) == 1:
+                elif len(fitting) == 1 and names_identifier(name) and not _is_path(item):
                     found.append((2, _held(tool, name, fits), item))
         if (label := labels(runner, request).get(item)) is not None:
             found += [(0, _held(t, label[1], [item]), item) for t in used if t.name == label[0]]
