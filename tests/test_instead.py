@@ -44,6 +44,10 @@ def test_the_file_environment_names_the_read_that_fits():
     said = ["It is in my notes from the meeting, in /notes."]
     assert env.read_instead("read_file", {"path": "/system/meeting/who.txt"}, made_up, said) == (
         "read_file", {"path": "/notes/meeting-2025-03-10.md"})
+    # A path the user wrote stands: its absence is the answer, not another file's content.
+    todo2 = ["Make /notes/todo.txt with: hi. If it's there, save mine as /notes/todo-2.txt instead."]
+    assert env.read_instead("read_file", {"path": "/notes/todo-2.txt"}, missing, todo2) != (
+        "read_file", {"path": "/notes/todo.txt"})
     said = ["looking at my budget spreadsheet in projects - which month did i spend the least in?"]
     assert env.read_instead("read_file", {"path": "/projects/2025-03-13.csv"}, made_up, said) == (
         "read_file", {"path": "/projects/budget.csv"})

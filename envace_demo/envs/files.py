@@ -249,7 +249,10 @@ class FilesEnvironment(ToolEnvironment):
             return "read_file", {"path": there}
         # Else the one file the user's words name, by name, kind or date ("the team sync on March
         # 10th" is meeting-2025-03-10.md); else the folder it may be in is listed (``folder_of``).
-        if (meant := _file_meant(self._files, " ".join(said))) is not None and meant != _safe(path):
+        # A path the user wrote stands: "save mine as /notes/todo-2.txt" is not the todo list.
+        written = {_safe(raw.rstrip(".")) for text in said for raw in _PATH.findall(text)}
+        if (_safe(path) not in written and (meant := _file_meant(self._files, " ".join(said))) is not None
+                and meant != _safe(path)):
             return "read_file", {"path": meant}
         if folder := self.folder_of(path, said):
             return "list_directory", {"path": folder}
