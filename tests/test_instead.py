@@ -25,6 +25,15 @@ def _task(env, prompt):
     return Task("t", prompt, env.tools())
 
 
+def _read_run(prompt, actor):
+    """One episode without rehearsal on a fresh file environment, the actor scripted: the
+    record, the backend, and the (tool, path) of each call made."""
+    env = create("files")
+    backend = ConstrainedBackend(actor=actor)
+    traj = run_episode(backend, _task(env, prompt), EpisodeConfig(mode="none"), env)
+    return traj, backend, [(s.call.name, s.call.arguments["path"]) for s in call_steps(traj.turns)]
+
+
 def test_the_file_environment_names_the_read_that_fits():
     env = create("files")
     folder = env.execute("read_file", {"path": "/notes"})
@@ -112,13 +121,9 @@ def test_a_folder_read_as_a_file_is_listed_then_the_actor_picks_a_file_of_it():
 
 
 def test_a_made_up_path_is_looked_for_in_the_folder_it_may_be_in():
-    env = create("files")
     made_up = call_text("read_file", {"path": "/system/home/user1/config.txt"})
-    backend = ConstrainedBackend(actor=[made_up, call_text("read_file", {"path": "/system/config.ini"}),
-                                        "<think></think>\nThe timeout is 30."])
-    traj = run_episode(backend, _task(env, "whats the network timeout set to? it's somewhere under /system"),
-                       EpisodeConfig(mode="none"), env)
-    names = [(s.call.name, s.call.arguments["path"]) for s in call_steps(traj.turns)]
+    traj, backend, names = _read_run("whats the network timeout set to? it's somewhere under /system", [
+        made_up, call_text("read_file", {"path": "/system/config.ini"}), "<think></think>\nThe timeout is 30."])
     assert names == [("read_file", "/system/home/user1/config.txt"), ("list_directory", "/system"),
                      ("read_file", "/system/config.ini")]
     assert "NOT_FOUND" in traj.turns[0].superseded and "may be" in traj.turns[1].instead
@@ -128,23 +133,17 @@ def test_a_made_up_path_is_looked_for_in_the_folder_it_may_be_in():
 
 
 def test_a_made_up_path_gives_way_to_the_file_the_request_names():
-    env = create("files")
     made_up = call_text("read_file", {"path": "/system/home/user1/config.txt"})
-    backend = ConstrainedBackend(actor=[made_up, "<think></think>\nThe timeout is 30."])
-    traj = run_episode(backend, _task(env, "whats the network timeout set to in the system config?"),
-                       EpisodeConfig(mode="none"), env)
-    names = [(s.call.name, s.call.arguments["path"]) for s in call_steps(traj.turns)]
+    traj, _, names = _read_run("whats the network timeout set to in the system config?",
+                               [made_up, "<think></think>\nThe timeout is 30."])
     assert names == [("read_file", "/system/home/user1/config.txt"), ("read_file", "/system/config.ini")]
     assert "timeout = 30" in call_steps(traj.turns)[-1].real["content"] and traj.final_answer == "The timeout is 30."
 
 
 def test_a_made_up_path_around_a_real_file_reads_that_file():
-    env = create("files")
     made_up = call_text("read_file", {"path": "/system/projects/website/style.css"})
-    backend = ConstrainedBackend(actor=[made_up, "<think></think>\nThe stylesheet is 48 bytes."])
-    traj = run_episode(backend, _task(env, "How large is the stylesheet of the website project, in bytes?"),
-                       EpisodeConfig(mode="none"), env)
-    names = [(s.call.name, s.call.arguments["path"]) for s in call_steps(traj.turns)]
+    traj, _, names = _read_run("How large is the stylesheet of the website project, in bytes?",
+                               [made_up, "<think></think>\nThe stylesheet is 48 bytes."])
     assert names == [("read_file", "/system/projects/website/style.css"),
                      ("read_file", "/projects/website/style.css")]
     assert traj.turns[1].calls[0].real["size"] == 48 and "may be" in traj.turns[1].instead

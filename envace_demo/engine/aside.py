@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Generator
 
-from envace_demo.engine.imagined import asking_clause, asks_a_question
+from envace_demo.engine.imagined import PREPOSITIONS, asking_clause, asks_a_question
 from envace_demo.engine.instead import Instead, made_call
 from envace_demo.events import TurnUpdated
 from envace_demo.identifiers import names_identifier
@@ -72,13 +72,12 @@ def asked(request: str, call: ToolCall) -> set[str]:
             before = request[: m.start()].split()[-_NAMING_WORDS:]
             # The phrase that names it begins after its preposition: "the rent payment on ACC-1001" names none.
             plain = [w.lower().strip(",;:-?") for w in before]  # nor "which sign has ACC-1001": a verb ends it
-            cut = max((i + 1 for i, w in enumerate(plain) if w in _PREPOSITIONS or w in _ASKING), default=0)
+            cut = max((i + 1 for i, w in enumerate(plain) if not w or w in PREPOSITIONS or w in _ASKING), default=0)
             naming |= stems(" ".join(before[cut:]))
     return {stem(w) for w in _WORD.findall(request.lower()) if w not in _ASKING} - passed - naming
 
 
 _NAMING_WORDS = 3  # the words before an identifier that name it: "my checking account ACC-1001"
-_PREPOSITIONS = frozenset("on in at of for from to into with by about under".split() + ["", "-"])
 
 
 def question(request: str) -> str:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from envace_demo.engine.imagined import ORDER_VERBS
-from envace_demo.engine.offer import tool_words, words
+from envace_demo.engine.offer import naming, words
 from envace_demo.negation import wished
 from envace_demo.record import ToolCall, is_error
 from envace_demo.schemas import Tool
@@ -216,12 +216,11 @@ def _asks_write(action: str) -> bool:
 
 
 def names(action: str, tool: Tool, tools: list[Tool], writes: Writes) -> bool:
-    """Whether ``action`` asks for a call of the write ``tool``: a word of its name that no other
-    tool's name has ("hold", not "file"), or (where it is the only write on offer) any action."""
+    """Whether ``action`` asks for a call of the write ``tool``: a word of its name that names it
+    alone (``offer.naming``: "hold", not "file"), or (where it is the only write on offer) any action."""
     if not _asks_write(action):
         return False
-    others = set().union(*(tool_words(t, described=False) for t in tools if t.name != tool.name))
-    if (tool_words(tool, described=False) - others) & words(wished(action)):
+    if naming(tool, tools, writes) & words(wished(action)):
         return True
     return [t.name for t in tools if writes(t.name) is True] == [tool.name]
 

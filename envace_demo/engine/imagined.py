@@ -113,6 +113,8 @@ _TELL = re.compile(r"(?:^|[.!?]\s+)(?:(?:hey|hi|hello|ok|okay|so|please|pls)[,!]
 # "I need the balance moved to savings": what is needed done (after what is needed) is an instruction.
 _DONE = re.compile(r"\b(?:\w{3,}ed|sent|paid|withdrawn|frozen|written|made|put|held)\b", re.IGNORECASE)
 
+# The words that set a place or a party before what they name ("to ACC-1003", "on my checking").
+PREPOSITIONS = frozenset("to from into onto in on at for of by with under over about".split())
 # The verbs an instruction opens with.
 ORDER_VERBS = (r"(?:deposit|withdraw|transfer|move|send|pay|freeze|save|write|create|make|delete|remove|rename|put"
                r"|place|reserve|hold|copy|add|set|change|update|take)")

@@ -30,6 +30,7 @@ import unicodedata
 from dataclasses import replace
 from typing import Any, Generator, Iterable
 
+from envace_demo.engine.imagined import PREPOSITIONS
 from envace_demo.engine.instead import Instead
 from envace_demo.engine.offer import offered
 from envace_demo.engine.told import acts_on
@@ -370,7 +371,4 @@ def _before(text: str, value: str) -> str:
     at = text.find(value)
     clause = re.split(r"[.;!?]", text[:at])[-1] if at > 0 else ""
     words = [w.lower() for w in re.findall(r"[A-Za-z]+", clause)][-3:]
-    return next((w for w in reversed(words) if w in _PREPOSITIONS), "")
-
-
-_PREPOSITIONS = frozenset("to from into onto in on at for of by with under over".split())
+    return next((w for w in reversed(words) if w in PREPOSITIONS), "")

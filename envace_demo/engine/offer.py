@@ -56,6 +56,16 @@ def names_write(tool: Tool, request: str, tools: list[Tool], committer: Committe
     return bool((tool_words(tool) - reads) & words(request))
 
 
+def naming(tool: Tool, tools: list[Tool], writes: Any) -> set[str]:
+    """The words of ``tool``'s name that name it alone: no read-only tool's name has them, nor
+    another write's name or description ("create" is ``create_directory``'s, but ``write_file``
+    "Creates the file": "create a file" names no folder)."""
+    others = set().union(*(tool_words(t, described=False) | words(t.description or "") for t in tools
+                           if t.name != tool.name and writes(t.name) is not False))
+    reads = set().union(*(tool_words(t, described=False) for t in tools if writes(t.name) is False))
+    return tool_words(tool, described=False) - reads - others
+
+
 def tool_words(tool: Tool, described: bool = True) -> set[str]:
     """The words of a tool's name ("place_hold": place, hold) and, where ``described``, of its
     description's first sentence."""

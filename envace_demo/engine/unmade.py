@@ -23,7 +23,7 @@ from typing import Any, Generator
 from envace_demo.engine.condition import demanded, real_results
 from envace_demo.engine.imagined import asks_a_question
 from envace_demo.engine.instead import Instead
-from envace_demo.engine.offer import offered, tool_words, words
+from envace_demo.engine.offer import naming, offered, words
 from envace_demo.models.base import Constraint, Generation
 from envace_demo.negation import wished
 from envace_demo.prompts import Conversation, actor_prompt
@@ -55,16 +55,6 @@ def unmade(runner: Any, conversation: Conversation) -> list[Tool]:
     said = words(wished(request))
     return [t for t in runner.tools if runner.writes(t.name) is True and t.name not in called
             and naming(t, runner.tools, runner.writes) & said]
-
-
-def naming(tool: Tool, tools: list[Tool], writes: Any) -> set[str]:
-    """The words of ``tool``'s name that name it alone: no read-only tool's name has them, nor
-    another write's name or description ("create" is ``create_directory``'s, but ``write_file``
-    "Creates the file": "create a file" names no folder)."""
-    others = set().union(*(tool_words(t, described=False) | words(t.description or "") for t in tools
-                           if t.name != tool.name and writes(t.name) is not False))
-    reads = set().union(*(tool_words(t, described=False) for t in tools if writes(t.name) is False))
-    return tool_words(tool, described=False) - reads - others
 
 
 @dataclass

@@ -109,11 +109,16 @@ def _likeness(path: str, text: str) -> int:
     return score + 2 * sum(1 for d in days if d in name)
 
 
+def _written(text: str) -> set[str]:
+    """The paths ``text`` writes, normalized."""
+    return {p for raw in _PATH.findall(text) if (p := _safe(raw.rstrip(".")))}
+
+
 def _file_meant(files: dict[str, str], text: str) -> str | None:
     """The file of ``files`` that the user's words ``text`` give: the one they write by path
     or by name; else the one whose name holds the most of their words, its kind
     ("stylesheet": .css) and date ("March 10": 03-10) counted. None where none, or no single one."""
-    written = [p for raw in _PATH.findall(text) if (p := _safe(raw.rstrip("."))) in files]
+    written = [p for p in _written(text) if p in files]
     named = [f for f in files if posixpath.basename(f).lower() in _file_names(text)]
     for found in (written, named):
         if len(set(found)) == 1:
@@ -130,7 +135,7 @@ def _target_meant(path: str, text: str, dirs: set[str], called: set[str], source
     where it is one of them; the source's, where they name only that), under the name they give
     it (else the source's, or the path's)."""
     given = _safe(path)
-    written = {p for raw in _PATH.findall(text) if (p := _safe(raw.rstrip(".")))}
+    written = _written(text)
     if given is not None and given in written:
         return given
     folders = {p for p in written if p in dirs} | {posixpath.dirname(p) for p in written
@@ -250,9 +255,8 @@ class FilesEnvironment(ToolEnvironment):
         # Else the one file the user's words name, by name, kind or date ("the team sync on March
         # 10th" is meeting-2025-03-10.md); else the folder it may be in is listed (``folder_of``).
         # A path the user wrote stands: "save mine as /notes/todo-2.txt" is not the todo list.
-        written = {_safe(raw.rstrip(".")) for text in said for raw in _PATH.findall(text)}
-        if (_safe(path) not in written and (meant := _file_meant(self._files, " ".join(said))) is not None
-                and meant != _safe(path)):
+        text = " ".join(said)
+        if _safe(path) not in _written(text) and (meant := _file_meant(self._files, text)) is not None:
             return "read_file", {"path": meant}
         if folder := self.folder_of(path, said):
             return "list_directory", {"path": folder}
@@ -271,7 +275,7 @@ class FilesEnvironment(ToolEnvironment):
         them), else the one folder they name ("in /notes", "in my notes folder"), else the deepest
         folder of ``path`` that exists; None where that is the root, which says nothing of where
         to look. A folder ``listing`` that is not there is looked for the same way, from itself."""
-        written = {p for text in said for raw in _PATH.findall(text) if (p := _safe(raw.rstrip(".")))}
+        written = _written(" ".join(said))
         named = {p if p in self._dirs else posixpath.dirname(p) for p in written} & self._dirs - {"/"}
         named |= self.folders_called({w.lower() for text in said for w in _FOLDER_WORD.findall(text)})
         folders, folder = [], (_safe(path) or "/") if listing else posixpath.dirname(_safe(path) or "/")
