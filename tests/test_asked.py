@@ -289,3 +289,15 @@ def test_the_file_a_question_names_in_a_listing_is_read_before_it_answers_again(
     made = [(s.call.name, s.call.arguments["path"]) for s in call_steps(traj.turns)]
     assert made == [("list_directory", "/system"), ("read_file", "/system/config.ini")]
     assert traj.turns[1].withdrawn and traj.turns[2].instead and traj.final_answer == "The timeout is 30."
+
+
+def test_asked_what_a_listing_holds_every_entry_is_the_answer():
+    listing = _reads("files", [("list_directory", {"path": "/projects"}),
+                               ("list_directory", {"path": "/projects/website"})])
+    question = "What's in the website folder under /projects? Just the file names is fine."
+    assert missed(question, listing, "/projects/website/style.css") == ["index.html, style.css"]
+    assert missed(question, listing, "It holds index.html and style.css.") == []
+    # The last listing is the one the question came to, not /projects before it.
+    assert missed(question, listing[:1], "budget.csv") == ["budget.csv, website"]
+    # Not asked what it holds: one entry told is not a miss.
+    assert missed("Is there a stylesheet in /projects/website?", listing[1:], "Yes, style.css.") == []

@@ -70,6 +70,10 @@ def test_the_file_environment_names_the_read_that_fits():
     assert env.read_instead("read_file", {"path": "/system/me/file.txt"}, made_up, said) == (
         "list_directory", {"path": "/notes"})
     assert env.folders_called({"archive", "new", "note"}) == {"/archive", "/notes"}
+    # A named folder inside the one found is nearer: "the website folder under /projects".
+    said = ["What's in the website folder under /projects? Just the file names is fine."]
+    assert env.read_instead("read_file", {"path": "/projects/000a888"}, made_up, said) == (
+        "list_directory", {"path": "/projects/website"})
     # A made-up path whose tail is a file that is there: that file is read.
     assert env.read_instead("read_file", {"path": "/system/projects/website/style.css"}, made_up) == (
         "read_file", {"path": "/projects/website/style.css"})

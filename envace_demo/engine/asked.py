@@ -72,6 +72,9 @@ _SUPERLATIVES = [
 _ID_ASKED, _ID = re.compile(r"\b(?:id|ids|identifier|reference)\b", re.IGNORECASE), "\0id"
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ][\d:.]+Z?)?")
 _PARTS = re.compile(r"\s+[-\u2013\u2014:|]\s+|,\s+")
+# A question that asks what a listing holds: every entry is the answer, not one of them.
+_CONTENTS = re.compile(r"\bwhat(?:'s|s| is| are)\s+(?:in|inside)\b|\bwhat\s+(?:files|folders|books|titles)\b|"
+                       r"\blist\s+(?:the|all|every|what)\b|\bcontents?\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -136,7 +139,10 @@ def wanted(request: str, results: Iterable[tuple[ToolCall, Any]]) -> list[Found]
         if (found := answers_in(request, call, result)) is None:
             return []
         in_rows, in_items = in_rows + found[0], in_items + found[1]
-    found = in_rows or in_items
+    # Asked what a listing holds, its entries answer, all of them; of listings read one after
+    # another, the last, which the question came to.
+    shown = [f for f in in_items if f.key == "entries" and f.row is None]
+    found = shown[-1:] or in_rows or in_items
     found = [f for f in found if f.own] or found
     names = names_read(results)
     found = [Found(f.tool, f.row, f.key, tuple(Named(v, names.get(v)) for v in f.value), f.own)
@@ -178,7 +184,21 @@ def answers_in(request: str, call: ToolCall, result: Any) -> tuple[list[Found], 
             return None
         in_rows += found
     in_item = _values(call.name, result, fields)
+    if in_item is not None and (entries := contents(request, result)) is not None:
+        in_item = in_item + [Found(call.name, None, "entries", entries, True)]
     return None if in_item is None else (in_rows, in_item)
+
+
+def contents(request: str, result: Any) -> tuple[Named, ...] | None:
+    """The names of every row of ``result`` where ``request`` asks what a listing holds ("what's
+    in the website folder?") and the result shows them all, at most ``MAX_LISTED``; else None."""
+    if not _CONTENTS.search(request) or not whole(result):
+        return None
+    rows = rows_of(result)
+    names = [next((r[k] for k in ("name", "title") if isinstance(r.get(k), str)), None) for r in rows]
+    if not rows or len(rows) > MAX_LISTED or None in names:
+        return None
+    return tuple(Named(n) for n in names)
 
 
 def superlative(request: str) -> tuple[set[str], bool] | None:

@@ -274,7 +274,8 @@ class FilesEnvironment(ToolEnvironment):
         that the user's words name (a folder written in them, or one holding a file written in
         them), else the one folder they name ("in /notes", "in my notes folder"), else the deepest
         folder of ``path`` that exists; None where that is the root, which says nothing of where
-        to look. A folder ``listing`` that is not there is looked for the same way, from itself."""
+        to look; a named folder inside the one found is nearer. A folder ``listing`` that is not there
+        is looked for the same way, from itself."""
         written = _written(" ".join(said))
         named = {p if p in self._dirs else posixpath.dirname(p) for p in written} & self._dirs - {"/"}
         named |= self.folders_called({w.lower() for text in said for w in _FOLDER_WORD.findall(text)})
@@ -286,6 +287,9 @@ class FilesEnvironment(ToolEnvironment):
                 break
             folder = posixpath.dirname(folder)
         chosen = next((f for f in folders if f in named), None) or (min(named) if len(named) == 1 else folders[0])
+        # A named folder inside the chosen one is the nearer answer: "the website folder under /projects".
+        inside = [n for n in named if n.startswith(chosen.rstrip("/") + "/")]
+        chosen = inside[0] if len(inside) == 1 else chosen
         return chosen if chosen != "/" else None
 
     def folders_called(self, words: set[str]) -> set[str]:
