@@ -301,3 +301,15 @@ def test_asked_what_a_listing_holds_every_entry_is_the_answer():
     assert missed(question, listing[:1], "budget.csv") == ["budget.csv, website"]
     # Not asked what it holds: one entry told is not a miss.
     assert missed("Is there a stylesheet in /projects/website?", listing[1:], "Yes, style.css.") == []
+
+
+def test_reads_of_an_identifier_the_question_does_not_name_do_not_answer_it():
+    both = _reads("bank", [("get_account", {"account_id": "ACC-1003"}), ("get_account", {"account_id": "ACC-1005"})])
+    question = "just tell me the current balance of ACC-1003"
+    # The other account's balance, told as this one's, is not the answer.
+    assert missed(question, both, "ACC-1003 has a balance of 15.50 USD.") == ["310.25"]
+    assert missed(question, both, "ACC-1003 holds 310.25 USD.") == []
+    # A read of another kind of identifier still answers: the books of a patron's holds.
+    holds = _reads("library", [("get_patron", {"patron_id": "P-1077"}), ("get_book", {"book_id": "BK-020"})])
+    assert missed("Which books does P-1077 have on hold?", holds, "Nothing.") == [
+        "BK-001, BK-020 (To Kill a Mockingbird), BK-033"]

@@ -88,3 +88,14 @@ def test_nothing_is_asked_where_the_request_asks_a_question():
     traj, _, _ = _run("What daily transfer limit is set on ACC-1005?", [read, told], env_name="bank")
     assert [s.call.name for s in call_steps(traj.turns)] == ["get_account"] and not any(t.withdrawn for t in traj.turns)
     assert traj.final_answer == "Its daily transfer limit is 500.00 USD."
+
+
+def test_a_write_named_beside_a_question_is_asked_for():
+    """The question is one sentence; the sentence before it asks for the freeze."""
+    lost = "My card got lost at the train station - please freeze account ACC-1005 right away. Also, what balance is sitting in it?"
+    read = call_text("get_account", {"account_id": "ACC-1005"})
+    told = "<think></think>\nACC-1005 has a balance of 15.50 USD."
+    freeze = call_text("freeze_account", {"account_id": "ACC-1005", "reason": "lost_card"})
+    traj, backend, env = _run(lost, [read, told, freeze, told], env_name="bank")
+    assert [s.call.name for s in call_steps(traj.turns)] == ["get_account", "freeze_account"]
+    assert env.state()["accounts"]["ACC-1005"]["status"] == "frozen" and "freeze_account" in traj.turns[1].withdrawn

@@ -71,6 +71,7 @@ _SUPERLATIVES = [
 # A question that asks for an identifier by name; its mark among the question's words.
 _ID_ASKED, _ID = re.compile(r"\b(?:id|ids|identifier|reference)\b", re.IGNORECASE), "\0id"
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ][\d:.]+Z?)?")
+_IDENTIFIER = re.compile(r"\b[A-Z]{1,5}-\d{2,}\b")  # "ACC-1003", "P-1042", "BK-001"
 _PARTS = re.compile(r"\s+[-\u2013\u2014:|]\s+|,\s+")
 # A question that asks what a listing holds: every entry is the answer, not one of them.
 _CONTENTS = re.compile(r"\bwhat(?:'s|s| is| are)\s+(?:in|inside)\b|\bwhat\s+(?:files|folders|books|titles)\b|"
@@ -135,7 +136,8 @@ def wanted(request: str, results: Iterable[tuple[ToolCall, Any]]) -> list[Found]
     values, those whose field a word of the question names, where there are any."""
     in_rows: list[Found] = []
     in_items: list[Found] = []
-    for call, result in results:
+    results = list(results)
+    for call, result in about_named(request, results):
         if (found := answers_in(request, call, result)) is None:
             return []
         in_rows, in_items = in_rows + found[0], in_items + found[1]
@@ -150,6 +152,19 @@ def wanted(request: str, results: Iterable[tuple[ToolCall, Any]]) -> list[Found]
     # The records of listed items (each held book's own queue) are about them, not the answer.
     listed = {n.id for f in found if isinstance(f.value, tuple) for n in f.value}
     return [f for f in found if f.row not in listed]
+
+
+def about_named(request: str, results: list[tuple[ToolCall, Any]]) -> list[tuple[ToolCall, Any]]:
+    """``results`` less the reads of an identifier of a kind the question names, that it does
+    not name: asked the balance of ACC-1003, the read of ACC-1005 (the transfer's other side)
+    does not answer; a book read for a patron's holds still does."""
+    named = set(_IDENTIFIER.findall(request))
+    kinds = {i.split("-")[0] for i in named}
+
+    def other(call: ToolCall) -> bool:
+        ids = {v for v in call.arguments.values() if isinstance(v, str) and _IDENTIFIER.fullmatch(v)}
+        return bool(ids) and not ids & named and any(i.split("-")[0] in kinds for i in ids)
+    return [(c, r) for c, r in results if not other(c)]
 
 
 def names_read(results: Iterable[tuple[ToolCall, Any]]) -> dict[str, str]:

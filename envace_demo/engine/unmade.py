@@ -6,8 +6,8 @@ its shelf; nothing was held. Where the request names a write tool by a word of i
 names ``place_hold``; "move" names no tool of the bank, "create" no folder where writing a file
 "creates" it), no call of that tool was made in this user turn, the actor answered (nothing
 held or failed), and the request sets no condition ("if", "unless", ...: the actor's reads may
-have found it unmet) and asks no question ("What daily transfer limit is set?" names a transfer
-as a thing), the answer is taken back (``Turn.withdrawn``) and the next action is a
+have found it unmet) and names it outside a question ("What daily transfer limit is set?" names
+a transfer as a thing), the answer is taken back (``Turn.withdrawn``) and the next action is a
 call of those tools, required, its identifiers held to the conversation's, drawn greedily. The
 call is rehearsed and committed like any other; once per user turn. After a write that went
 through, a named write of another tool is asked for too: told to move money, then freeze the
@@ -36,8 +36,8 @@ _CONDITION = re.compile(r"\b(?:if|unless|whether|in case|only when|provided)\b",
 
 def unmade(runner: Any, conversation: Conversation) -> list[Tool]:
     """The write tools ``conversation``'s request names (``naming``) and no call of this user
-    turn made, where the actor answers: nothing held or failed in this user turn, and the
-    request sets no condition and asks no question; [] otherwise."""
+    turn made, where the actor answers: nothing held or failed in this user turn, the request
+    sets no condition, and a sentence that is not a question names them; [] otherwise."""
     request = conversation.user
     steps = [step for turn in conversation.turns for step in turn.calls]
     if any(s.held or s.real is None or is_error(s.real) for s in steps):
@@ -49,10 +49,11 @@ def unmade(runner: Any, conversation: Conversation) -> list[Tool]:
             return []
         taken = demanded(request, runner.tools, runner.writes, real_results(conversation.turns))
         return [t for t in taken if t.name not in called]
-    # A question names a write as a thing, not a wish: "What daily transfer limit is set?"
-    if asks_a_question(request):
-        return []
-    said = words(wished(request))
+    # A question names a write as a thing, not a wish: "What daily transfer limit is set?". Only
+    # the sentences that are not questions ask for writes: "please freeze ACC-1005. Also, what
+    # balance is in it?" asks for the freeze.
+    orders = [s for s in re.split(r"(?<=[.!?])\s+", request.strip()) if not asks_a_question(s)]
+    said = words(wished(" ".join(orders)))
     return [t for t in runner.tools if runner.writes(t.name) is True and t.name not in called
             and naming(t, runner.tools, runner.writes) & said]
 
