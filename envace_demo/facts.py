@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+import re
 from typing import Any, Callable
 
 from envace_demo.certainty import OUTCOME_SAID
@@ -151,6 +152,16 @@ def _lead(env: str | None, call: ToolCall, shown: list[tuple[ToolCall, Any]]) ->
     """The facts, up to where the outcome is said."""
     facts = _FACTS.get(env or "", lambda *_: [])(call, shown)
     return "; ".join(facts) + f". {OUTCOME_SAID}" if facts else None
+
+
+# The facts that break a rule the tool keeps: an amount over a balance or the day's limit, a
+# frozen account, a full hold list, a book held already, a path on the read-only /system.
+_BROKEN = re.compile(r": (?:over|frozen|full|read-only)\b|already: yes\b")
+
+
+def breaks_rule(lead: str | None) -> bool:
+    """Whether stated facts (``stated_facts``, from real reads) show a rule the call breaks."""
+    return bool(lead) and bool(_BROKEN.search(lead))
 
 
 def stated_tokens(lead: str | None) -> int:

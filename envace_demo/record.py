@@ -106,6 +106,10 @@ class CallStep:
     # passes ("pass overwrite=true" where it did): a prediction at odds with its own call is
     # no failure foreseen, so the call is not held (``engine/commit.py``, ``contradicts_call``).
     self_contradicted: bool = False
+    # Its rehearsal predicted a failure where the facts the engine stated from real reads
+    # (``stated_facts``) show a rule the call breaks ("amount 1200 vs left today 1000.0:
+    # over"): held and trusted at any certainty (``facts.breaks_rule``).
+    ruled: bool = False
     # Held, then run for real: the actor answered without another path (no real write
     # since the hold), so the prediction was checked (``EpisodeConfig.check_given_up``).
     checked: bool = False

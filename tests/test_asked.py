@@ -190,6 +190,7 @@ def test_after_a_write_what_the_instruction_asks_besides_is_asked_for():
     assert asking_part("Hold it for P-1042, and tell me its shelf mark.") == "its shelf mark."
     assert asking_part("Move it into /archive. What is left in /notes?") == "What is left in /notes?"
     assert asking_part("Can you move it into /archive?") is None
+    assert asking_part("send the max it allows. and give me the transaction id") == "the transaction id"
 
 
 def test_after_a_write_a_field_no_call_returned_is_read_on_the_written_identifier():

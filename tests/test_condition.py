@@ -178,3 +178,15 @@ def test_a_condition_no_read_settled_gets_the_writes_reads_first():
     assert made == ["get_account"]  # the environment's read for the withdrawal, then no withdrawal
     assert "no read had settled" in traj.turns[0].superseded and traj.turns[2].superseded
     assert traj.final_answer.endswith("took nothing out.")
+
+
+def test_after_the_reads_a_condition_needs_the_actors_own_write_is_made_again():
+    """The actor asked once; the reads settle the condition its way, and the same write is made
+    next in its place (``Detail.then``), not left to an actor that may answer instead."""
+    dana = "dana here, ACC-1005. if i've got at least $10 in there take out 10 in cash, otherwise just tell me the balance"
+    cash = call_text("withdraw", {"account_id": "ACC-1005", "amount": 10.0})
+    done = "<think></think>\nTook out 10.00 USD; ACC-1005 now holds 5.50 USD."
+    traj, _, env = constrained_episode(dana, [cash, done], env_name="bank")
+    assert [s.call.name for s in call_steps(traj.turns) if s.real is not None] == ["get_account", "withdraw"]
+    assert env.state()["accounts"]["ACC-1005"]["balance"] == 5.5
+    assert "after the reads its condition turns on" in traj.turns[2].instead and traj.final_answer == done.split("\n", 1)[1]

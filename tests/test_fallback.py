@@ -52,3 +52,7 @@ def test_what_the_bank_allows_is_the_limit_the_foreseen_failure_names():
     context = [{"call": {}, "result": bank.execute("get_account", {"account_id": a})} for a in ("ACC-1002", "ACC-1001")]
     foreseen = bank.execute("transfer", held.arguments)  # DAILY_LIMIT_EXCEEDED: 1000.00 more today
     assert rest_calls(held, [request], foreseen, context) == [ToolCall("transfer", {**held.arguments, "amount": 1000.0})]
+    # "the max it allows", "the maximum", "the most it lets me": the same fallback.
+    for wording in ("if thats over the daily transfer limit just send the max it allows today instead",
+                    "If that's too much for one day, send the most it lets me."):
+        assert rest_calls(held, [wording], foreseen, context) == [ToolCall("transfer", {**held.arguments, "amount": 1000.0})]

@@ -858,3 +858,28 @@ def test_a_question_offers_no_tool_that_changes_or_removes_anything(scripted, mo
     told = offered("Delete /notes/todo.txt, I'm done with it.")
     assert told[-1] == {"delete_file"} and all(n == everything for n in told[:-1]) and len(told) > 1
     assert all(n == everything for n in offered("What did I spend in February?", questions_keep=False))
+
+
+@pytest.mark.parametrize("amount, ruled", [(40, True), (10, False)])
+def test_a_failure_the_stated_facts_rule_is_held_and_trusted_at_any_certainty(scripted, amount, ruled):
+    """The engine states the facts of the real read before the rehearser decides ("amount 40 vs
+    balance 15.5: over"): a failure foreseen where they show a broken rule is held and stands,
+    however unsure the rehearser was of it; where they show none (10 is within), it runs at once."""
+    from envace_demo.facts import breaks_rule
+
+    from helpers.scripted import ConstrainedBackend
+
+    backend = ConstrainedBackend(
+        actor=["<think></think>\nNo call.", call_text("withdraw", {"account_id": "ACC-1005", "amount": amount}),
+               "<think></think>\nThe account holds too little: 15.50 USD."],
+        rehearser=[sure(result_text(REFUSED), 0.6)],
+    )
+    env = create("bank")
+    config = EpisodeConfig(mode="parallel", n=1, rehearser_think_chars=200, repair_candidates=0)
+    traj = run_episode(backend, _task(), config, env)
+    (step,) = call_steps(traj.turns)
+    assert step.stated_facts is not None and breaks_rule(step.stated_facts) is ruled
+    assert (step.ruled, step.held, step.trusted, step.unsure) == (ruled, ruled, ruled, not ruled)
+    assert env.state()["accounts"]["ACC-1005"]["balance"] == (15.5 if ruled else 5.5)
+    assert breaks_rule("ACC-1004: frozen, balance 5000.0; amount 20 vs balance 5000.0: within. Outcome: ")
+    assert not breaks_rule("ACC-1002: active, balance 8400.0, 1000.0 left today; amount 20 vs balance 8400.0: within")

@@ -99,3 +99,35 @@ def test_a_write_named_beside_a_question_is_asked_for():
     traj, backend, env = _run(lost, [read, told, freeze, told], env_name="bank")
     assert [s.call.name for s in call_steps(traj.turns)] == ["get_account", "freeze_account"]
     assert env.state()["accounts"]["ACC-1005"]["status"] == "frozen" and "freeze_account" in traj.turns[1].withdrawn
+
+
+def test_a_write_whose_text_the_request_dictates_is_asked_for():
+    """Nothing names ``write_file`` ("put" is no tool's word), but the request dictates what the
+    file holds: after the folder, the file is asked for."""
+    recipe = ("Could you make a new folder /projects/recipes and put a file called pancakes.txt in it "
+              "containing: 2 eggs, 1 cup flour, 1 cup milk")
+    folder = call_text("create_directory", {"path": "/projects/recipes"})
+    claimed = "<think></think>\nCreated /projects/recipes."
+    write = call_text("write_file", {"path": "/projects/recipes/pancakes.txt", "content": "2 eggs, 1 cup flour, 1 cup milk"})
+    traj, backend, env = _run(recipe, [folder, claimed, write, claimed], env_name="files")
+    assert [s.call.name for s in call_steps(traj.turns)] == ["create_directory", "write_file"]
+    assert env.state()["directories"]["/projects/recipes"] == ["pancakes.txt"]
+    assert [t.name for t in backend.constraints[2].tools] == ["write_file"]
+    # A colon alone dictates nothing: "Quick one: move it" asks for no file.
+    from envace_demo.engine.unmade import dictates
+    write_file = find_tool(env.tools(), "write_file")
+    assert not dictates("Quick one: move /notes/todo.txt into /archive.", write_file)
+    assert dictates("Add a file /notes/todo.txt with the line '- call mom on Sunday'.", write_file)
+
+
+def test_a_write_ordered_outside_a_condition_is_asked_for():
+    """The condition is on what to tell if the hold fails; the hold itself is asked for."""
+    tom = ("Tom Becker (card P-1077) wants a hold on Cosmos by Carl Sagan. If he can't get one, "
+           "tell him which books he currently has on hold, by title.")
+    read = call_text("get_patron", {"patron_id": "P-1077"})
+    wrong = "<think></think>\nTom Becker holds BK-001."
+    hold = call_text("place_hold", {"book_id": "BK-037", "patron_id": "P-1077"})
+    traj, backend, _ = _run(tom, [read, wrong, hold, wrong], answer_what_asked=False)
+    assert "place_hold" in traj.turns[1].withdrawn
+    assert [t.name for t in backend.constraints[2].tools] == ["place_hold"]
+    assert [s.call.name for s in call_steps(traj.turns)] == ["get_patron", "place_hold"]

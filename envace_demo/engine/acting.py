@@ -343,7 +343,10 @@ def unmet(runner: TrajectoryRunner, turn: Turn, conversation: Conversation, stat
         for r in condition_reads(runner.committer.environment, call, conversation.turns)]
     if not reads:
         return False
-    state.condition_read, runner.repairs.refusal = True, Detail(reads, "the request's condition on the write turns on it")
+    # Then the actor's own calls again: the condition weighed, the write is made, held or replaced.
+    then = [c for c in calls if c not in reads]
+    why = "the request's condition on the write turns on it"
+    state.condition_read, runner.repairs.refusal = True, Detail(reads, why, then)
     turn.superseded = "the request sets a condition on it that no read had settled: the reads it turns on come first"
     return True
 

@@ -10,6 +10,7 @@ from functools import partial
 from typing import Any, Callable
 
 from envace_demo.context import read_context
+from envace_demo.facts import breaks_rule
 from envace_demo.envs.base import Environment
 from envace_demo.record import CallStep, ToolCall, Trajectory, call_steps, is_error, rehearsal_failed
 from envace_demo.schemas import Tool
@@ -72,7 +73,8 @@ class Committer:
 
     def hold(self, step: CallStep, held: set[str], tool: Tool | None = None, unasked: bool = False) -> bool:
         """Whether ``step`` is held: its rehearsal predicted a failure, surely enough
-        (``hold_certainty``; at any certainty where nobody asked for the write, ``unasked``),
+        (``hold_certainty``; at any certainty where nobody asked for the write, ``unasked``, or
+        where the facts stated from real reads show a rule it breaks, ``CallStep.ruled``),
         the call may change state (a read's real result costs nothing and is what the answer
         needs), and the same call was not held before in this run."""
         if not self.hold_predicted_failures or not is_error(step.rehearsed) or rehearsal_failed(step.rehearsed):
@@ -82,7 +84,8 @@ class Committer:
         if contradicts_call(step.rehearsed, step.call):
             step.self_contradicted = True
             return False
-        sure = unasked or self.hold_certainty is None or step.certainty is None
+        step.ruled = breaks_rule(step.stated_facts)
+        sure = unasked or self.hold_certainty is None or step.certainty is None or step.ruled
         if not sure and step.certainty < self.hold_certainty:
             step.unsure = True
             return False

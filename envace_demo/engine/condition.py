@@ -281,10 +281,16 @@ _ORDERS = re.compile(rf"\b{ORDER_VERBS}\b", re.I)
 
 def _orders_outside(request: str, weighed: list[Branch]) -> bool:
     """Whether ``request`` orders something outside the clauses its branches were read from."""
+    return bool(_ORDERS.search(wished(outside(request, weighed))))
+
+
+def outside(request: str, weighed: list[Branch] | None = None) -> str:
+    """``request`` less the clauses its branches (``weighed``, else all) were read from: what it
+    asks whatever the reads say ("Tom wants a hold on Cosmos. If he can't get one, ...")."""
     rest = request
-    for branch in weighed:
+    for branch in branches(request) if weighed is None else weighed:
         rest = rest.replace(branch.clause, " ") if branch.clause else rest
-    return bool(_ORDERS.search(wished(rest)))
+    return rest
 
 
 def demanded(request: str, tools: list[Tool], writes: Writes, results: list[tuple[ToolCall, Any]]) -> list[Tool]:

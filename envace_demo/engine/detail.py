@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import csv
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generator
 
 from envace_demo.engine.aside import asked, stems
@@ -29,7 +29,7 @@ from envace_demo.record import ToolCall, is_error
 from envace_demo.scheduler import Request
 
 MAX_LISTED = 5  # the most identifiers of one listed field read or told for the actor
-_TELL = re.compile(r"\b(?:tell|let|show|remind)\s+(?:me|us)\b(?:\s+know\b)?|\bsay\b", re.IGNORECASE)
+_TELL = re.compile(r"\b(?:tell|let|show|remind|give)\s+(?:me|us)\b(?:\s+know\b)?|\bsay\b", re.IGNORECASE)
 _SENTENCE = re.compile(r"(?<=[.?!;])\s+")
 
 
@@ -137,8 +137,8 @@ def what_is_asked(conversation: Conversation, writes: Any) -> tuple[str, list[tu
 
 
 def asking_part(request: str) -> str | None:
-    """The part of an instruction that asks something: what follows "tell me", "let me know"
-    or "say", or the sentences that open as questions; None where there is none (a "Can you
+    """The part of an instruction that asks something: what follows "tell me", "let me know",
+    "give me" or "say", or the sentences that open as questions; None where there is none (a "Can you
     move it?" asks for the move)."""
     if (m := _TELL.search(request)) is not None:
         return request[m.end():].strip() or None
@@ -222,11 +222,17 @@ class Detail:
 
     calls: list[ToolCall]
     why: str = "the question asks for what it returns, and no read so far returned it"
+    # The actor's calls those reads were made for, made again after them: the condition is then
+    # weighed, and the write rehearsed, held or replaced like any other.
+    then: list[ToolCall] = field(default_factory=list)
 
     def choice_left(self) -> bool:
-        return bool(self.calls)
+        return bool(self.calls or self.then)
 
     def next_step(self, runner: Any) -> Generator[Request, Generation, tuple[Generation, str] | None]:
         yield from ()  # a step of the plan's kind (``Repairs.next_action``), though it asks no model
-        call = self.calls.pop(0)
-        return made_call(call), Instead(f"{call.name}: {self.why}")
+        if self.calls:
+            call = self.calls.pop(0)
+            return made_call(call), Instead(f"{call.name}: {self.why}")
+        call = self.then.pop(0)
+        return made_call(call), Instead(f"{call.name}: the actor's own call, after the reads its condition turns on")

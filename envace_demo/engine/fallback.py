@@ -26,7 +26,8 @@ _CONDITION = re.compile(r"\b(?:if|unless|otherwise|else|in case|instead)\b", re.
 _REST = re.compile(r"\b(?:whatever(?:'s| is)? (?:left|there|in there|available)|what(?:'s| is) (?:left|there)|the rest"
                    r"|all (?:of )?(?:it|that's left|there is)|everything(?: there is)?|the remain(?:ing|der)"
                    r"|as much as (?:there is|i can|possible|(?:it|they|the bank|you)(?: will| would| can)? (?:allow|let)s?)"
-                   r"|what(?:ever)? (?:it|they|the bank|you)(?: will| would| can)? (?:allow|let)s?)\b", re.IGNORECASE)
+                   r"|what(?:ever)? (?:it|they|the bank|you)(?: will| would| can)? (?:allow|let)s?"
+                   r"|the max(?:imum)?|the most (?:it|they|the bank|you|i can)\b)\b", re.IGNORECASE)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 

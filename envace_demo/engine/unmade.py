@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Generator
 
-from envace_demo.engine.condition import demanded, real_results
+from envace_demo.engine.condition import demanded, outside, real_results
 from envace_demo.engine.imagined import asks_a_question
 from envace_demo.engine.instead import Instead
 from envace_demo.engine.offer import naming, offered, words
@@ -30,14 +30,19 @@ from envace_demo.prompts import Conversation, actor_prompt
 from envace_demo.record import is_error
 from envace_demo.scheduler import Request
 from envace_demo.schemas import Tool
+from envace_demo.verbatim import spans
 
+_TEXTS = ("content", "text", "body")  # the arguments that hold what a write writes
+_HOLDS = re.compile(r"\b(?:contain(?:ing|s)?|with (?:the )?(?:lines?|text|content|words?)|that (?:says|reads)|saying)\b",
+                    re.IGNORECASE)
 _CONDITION = re.compile(r"\b(?:if|unless|whether|in case|only when|provided)\b", re.IGNORECASE)
 
 
 def unmade(runner: Any, conversation: Conversation) -> list[Tool]:
     """The write tools ``conversation``'s request names (``naming``) and no call of this user
-    turn made, where the actor answers: nothing held or failed in this user turn, the request
-    sets no condition, and a sentence that is not a question names them; [] otherwise."""
+    turn made, where the actor answers: nothing held or failed in this user turn, and a
+    sentence that is not a question names them, outside the clauses of a condition, or in a
+    branch the real reads took (``condition.demanded``); [] otherwise."""
     request = conversation.user
     steps = [step for turn in conversation.turns for step in turn.calls]
     if any(s.held or s.real is None or is_error(s.real) for s in steps):
@@ -48,14 +53,34 @@ def unmade(runner: Any, conversation: Conversation) -> list[Tool]:
         if not runner.config.weigh_conditions:
             return []
         taken = demanded(request, runner.tools, runner.writes, real_results(conversation.turns))
-        return [t for t in taken if t.name not in called]
+        # And what it orders outside every branch, whatever the reads say.
+        return [t for t in taken if t.name not in called] + [
+            t for t in _named(runner, outside(request), called) if t not in taken]
     # A question names a write as a thing, not a wish: "What daily transfer limit is set?". Only
     # the sentences that are not questions ask for writes: "please freeze ACC-1005. Also, what
     # balance is in it?" asks for the freeze.
-    orders = [s for s in re.split(r"(?<=[.!?])\s+", request.strip()) if not asks_a_question(s)]
-    said = words(wished(" ".join(orders)))
+    return _named(runner, request, called)
+
+
+def _named(runner: Any, request: str, called: set[str]) -> list[Tool]:
+    """The write tools that the sentences of ``request`` that are not questions name, or whose
+    text they dictate (``dictates``), and no call in ``called`` made."""
+    orders = " ".join(s for s in re.split(r"(?<=[.!?])\s+", request.strip()) if not asks_a_question(s))
+    said = words(wished(orders))
     return [t for t in runner.tools if runner.writes(t.name) is True and t.name not in called
-            and naming(t, runner.tools, runner.writes) & said]
+            and (naming(t, runner.tools, runner.writes) & said or dictates(orders, t))]
+
+
+def dictates(orders: str, tool: Tool) -> bool:
+    """Whether ``orders`` dictate the text ``tool`` writes: a span after a colon or in quotes
+    (``verbatim.spans``), said to be what it holds ("a file called pancakes.txt containing: 2
+    eggs", "with the line '- call mom'"), where the tool requires a text (``content``, ``text``,
+    ``body``). Told to make a folder and put a file in it "containing: ...", the small actor made
+    the folder and answered."""
+    properties = tool.parameters.get("properties") or {}
+    takes = any(name in _TEXTS and isinstance(properties.get(name), dict) and properties[name].get("type") == "string"
+                for name in tool.parameters.get("required") or ())
+    return takes and bool(spans(orders)) and bool(_HOLDS.search(orders))
 
 
 @dataclass

@@ -70,10 +70,15 @@ class RunState:
             return True
         return self.trust_certainty is not None and certainty is not None and certainty >= self.trust_certainty
 
+    def stands(self, step: CallStep) -> bool:
+        """Whether a held call's foreseen failure stands without being run: sure enough, or one
+        the facts stated from real reads rule (``CallStep.ruled``)."""
+        return self.trusts(step.certainty) or (self.check_given_up and step.ruled)
+
     def set_aside(self, conversation: Conversation, memory: dict | None) -> str | None:
         """Why an answer given now is set aside, or None: then it stands, and the held calls
         still pending are trusted (``CallStep.trusted``)."""
-        doubted = [h for h in self.pending if not self.trusts(h.step.certainty)]
+        doubted = [h for h in self.pending if not self.stands(h.step)]
         if doubted:
             names = ", ".join(h.step.call.name for h in doubted)
             return (f"it answered while the held {names} had found no other path; the foresight is checked for "
@@ -88,8 +93,8 @@ class RunState:
     def take(self) -> list[Held]:
         """The held calls to run for real now: those not trusted (the trusted ones stay
         pending, to stand with the next answer)."""
-        out = [h for h in self.pending if not self.trusts(h.step.certainty)]
-        self.pending = [h for h in self.pending if self.trusts(h.step.certainty)]
+        out = [h for h in self.pending if not self.stands(h.step)]
+        self.pending = [h for h in self.pending if self.stands(h.step)]
         return out
 
 
