@@ -314,3 +314,24 @@ def test_reads_of_an_identifier_the_question_does_not_name_do_not_answer_it():
     holds = _reads("library", [("get_patron", {"patron_id": "P-1077"}), ("get_book", {"book_id": "BK-020"})])
     assert missed("Which books does P-1077 have on hold?", holds, "Nothing.") == [
         "BK-001, BK-020 (To Kill a Mockingbird), BK-033"]
+
+
+def test_a_name_the_question_gives_that_no_read_returned_is_searched_for():
+    """The actor read the card and the book it holds; The Hobbit, which the question names, was
+    never looked up: the catalog search (its query quotes the user) is made before it answers again."""
+    question = "Is there a copy of The Hobbit on the shelf right now? If yes, just give me the shelf mark."
+    patron = call_text("get_patron", {"patron_id": "P-1100"})
+    dune = "<think></think>\nDune is on shelf SF HER."
+    hobbit = "<think></think>\nThe Hobbit is on shelf FAN TOL."
+    traj, _, _ = _run(question + " Card P-1100.", [patron, dune, hobbit, hobbit, hobbit])
+    steps = call_steps(traj.turns)
+    assert (steps[1].call.name, steps[1].call.arguments) == ("search_catalog", {"query": "Hobbit"})
+    assert "search_catalog" in traj.turns[1].withdrawn
+    # Every name read already: no search.
+    found = _reads("library", [("search_catalog", {"query": "Hobbit"})])
+    from envace_demo.engine.detail import unread_name
+    from types import SimpleNamespace
+    env = create("library")
+    runner = SimpleNamespace(tools=env.tools(), writes=env.writes, committer=SimpleNamespace(quoting=lambda t: env.quoting(t.name)))
+    assert unread_name(runner, question, found, set()) is None
+    assert unread_name(runner, question, [], set()) == ToolCall("search_catalog", {"query": "Hobbit"})

@@ -190,3 +190,11 @@ def test_after_the_reads_a_condition_needs_the_actors_own_write_is_made_again():
     assert [s.call.name for s in call_steps(traj.turns) if s.real is not None] == ["get_account", "withdraw"]
     assert env.state()["accounts"]["ACC-1005"]["balance"] == 5.5
     assert "after the reads its condition turns on" in traj.turns[2].instead and traj.final_answer == done.split("\n", 1)[1]
+
+
+def test_a_size_in_bytes_is_weighed_against_the_file_its_folder_names():
+    request = "How big is the stylesheet in /projects/website? If it's under 100 bytes, delete it. Tell me the size either way."
+    env, results = _reads("files", ("read_file", {"path": "/projects/website/style.css"}))  # 48 bytes
+    assert [ok for _, ok in taken(request, results)] == [True]
+    assert [t.name for t in demanded(request, env.tools(), env.writes, results)] == ["delete_file"]
+    assert [ok for _, ok in taken(request.replace("100", "40"), results)] == [False]

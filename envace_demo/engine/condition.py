@@ -112,7 +112,9 @@ _NAMING_KEY = re.compile(r"(?:^|_)(?:id|title|name|path|query)$", re.I)
 
 
 def _names(record: dict) -> list[str]:
-    return [v.lower() for k, v in record.items() if isinstance(v, str) and len(v) > 2 and _NAMING_KEY.search(k)]
+    out = [v.lower() for k, v in record.items() if isinstance(v, str) and len(v) > 2 and _NAMING_KEY.search(k)]
+    # A file is named by its folder too: "the stylesheet in /projects/website".
+    return out + [p.rsplit("/", 1)[0] for p in out if p.startswith("/") and p.count("/") > 1]
 
 
 def subject(request: str, branch: Branch, found: list[dict], before: list[dict] | None = None) -> list[dict]:
@@ -144,6 +146,7 @@ _MORE = r"over|above|more\s+than|greater\s+than|higher\s+than|at\s+least|no\s+le
 _AMOUNT = r"\$?\s*(?P<{}>\d[\d,]*(?:\.\d+)?)"
 _COMPARE = re.compile(rf"\b(?P<op>{_LESS}|{_MORE})\s+{_AMOUNT.format('n')}"
                       rf"|{_AMOUNT.format('m')}\s*(?:usd|dollars)?\s+or\s+(?P<post>more|less|over|under|above|below)\b", re.I)
+_BYTES = re.compile(r"\bbytes?\b", re.I)
 _AFTER_WRITE = re.compile(r"\b(?:would|will)\s+(?:leave|bring|drop|put|take)\b|\bafter\b", re.I)
 
 
@@ -190,7 +193,7 @@ def _weigh_one(condition: str, record: dict, amount: float | None) -> bool | Non
 
 def _quantity(condition: str, record: dict) -> float | None:
     """The number of ``record`` the condition compares: a field it names, else its balance."""
-    said = words(condition)
+    said = words(condition) | ({"size"} if _BYTES.search(condition) else set())  # a unit names what it measures
     numbers = {k: v for k, v in record.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     named = [v for k, v in numbers.items() if words(k.replace("_", " ")) & said]
     value = named[0] if len(named) == 1 else numbers.get("balance")

@@ -14,6 +14,7 @@ held) is the row. Never a write; once per user turn (``asked.ask_again``)."""
 from __future__ import annotations
 
 import csv
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Generator
@@ -25,6 +26,7 @@ from envace_demo.engine.instead import Instead, made_call
 from envace_demo.identifiers import identifier_patterns, names_identifier
 from envace_demo.models.base import Generation
 from envace_demo.prompts import Conversation
+from envace_demo.quoted import names_and_quotes
 from envace_demo.record import ToolCall, is_error
 from envace_demo.scheduler import Request
 
@@ -44,8 +46,10 @@ def missing_read(runner: Any, conversation: Conversation) -> ToolCall | None:
     steps = [s for t in conversation.turns if t.read() for s in t.calls]
     if len(results) != len(steps):
         return None  # a call failed on the way: ``told.py`` decides what the answer must say
-    named = asked(question, ToolCall("", {})) - set().union(*(_keys(r) for _, r in results))
     made = {c.key() for c, _ in results}
+    if (call := unread_name(runner, conversation.user, results, made)) is not None:
+        return call
+    named = asked(question, ToolCall("", {})) - set().union(*(_keys(r) for _, r in results))
     if named and (call := _listed_file(runner, question, results[-1], made)) is not None:
         return call
     rows = _about(question, results[-1][1])
@@ -60,6 +64,22 @@ def missing_read(runner: Any, conversation: Conversation) -> ToolCall | None:
             call = ToolCall(tool.name, {k: rows[0][k] for k in required})
             if call.key() not in made:
                 return call
+    return None
+
+
+def unread_name(runner: Any, request: str, results: list[tuple[ToolCall, Any]], made: set) -> ToolCall | None:
+    """The search for the first name or quote of ``request`` (``quoted.names_and_quotes``) that
+    no real result holds, with the one read-only tool whose one required argument quotes the
+    user (a catalog search, as its schema declares); None where every name was read. Asked
+    whether The Hobbit was on the shelf for card P-1100, the small actor read the card and the
+    book it held, and answered that book's shelf."""
+    seen = json.dumps([r for _, r in results], ensure_ascii=False).lower()
+    unread = [n for n in names_and_quotes(request) if not all(w.lower() in seen for w in n.split())]
+    for tool in runner.tools if unread else ():
+        required = list(tool.parameters.get("required") or ())
+        if runner.writes(tool.name) is False and len(required) == 1 and required[0] in runner.committer.quoting(tool):
+            call = ToolCall(tool.name, {required[0]: unread[0]})
+            return call if call.key() not in made else None
     return None
 
 
