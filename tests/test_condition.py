@@ -198,3 +198,14 @@ def test_a_size_in_bytes_is_weighed_against_the_file_its_folder_names():
     assert [ok for _, ok in taken(request, results)] == [True]
     assert [t.name for t in demanded(request, env.tools(), env.writes, results)] == ["delete_file"]
     assert [ok for _, ok in taken(request.replace("100", "40"), results)] == [False]
+
+
+def test_not_enough_for_that_weighs_the_amount_asked_before_the_condition():
+    request = ("I'd like to take $400 in cash out of ACC-1003. If there isn't enough in the account for that, "
+               "withdraw $300 instead. How much is left in there afterwards?")
+    env, results = _reads("bank", ("get_account", {"account_id": "ACC-1003"}))  # 310.25
+    assert [ok for _, ok in taken(request, results)] == [True]
+    assert [t.name for t in demanded(request, env.tools(), env.writes, results)] == ["withdraw"]
+    fallback = ToolCall("withdraw", {"account_id": "ACC-1003", "amount": 300.0})
+    assert gated(request, fallback, env.tools(), env.writes, results) is None  # 300 is the branch's own amount
+    assert [ok for _, ok in taken(request.replace("$400", "$200"), results)] == [False]

@@ -3,7 +3,7 @@ pure parts here; an episode where the held write takes the fallback path is in t
 
 from __future__ import annotations
 
-from envace_demo.engine.fallback import fallback_calls, fallbacks, rest_calls
+from envace_demo.engine.fallback import amount_calls, fallback_calls, fallbacks, rest_calls
 from envace_demo.envs.registry import create
 from envace_demo.record import ToolCall
 
@@ -56,3 +56,15 @@ def test_what_the_bank_allows_is_the_limit_the_foreseen_failure_names():
     for wording in ("if thats over the daily transfer limit just send the max it allows today instead",
                     "If that's too much for one day, send the most it lets me."):
         assert rest_calls(held, [wording], foreseen, context) == [ToolCall("transfer", {**held.arguments, "amount": 1000.0})]
+
+
+def test_the_sum_a_branch_asks_for_instead():
+    request = ("I'd like to take $400 in cash out of ACC-1003. If there isn't enough in the account for that, "
+               "withdraw $300 instead. How much is left in there afterwards?")
+    held = ToolCall("withdraw", {"account_id": "ACC-1003", "amount": 400})
+    assert amount_calls(held, [request]) == [ToolCall("withdraw", {"account_id": "ACC-1003", "amount": 300.0})]
+    # A condition's own sum is no fallback: "more than $5,000" is what the balance is weighed against.
+    topup = "If ACC-1002 has more than $5,000 in it, transfer $750 to ACC-1001."
+    move = ToolCall("transfer", {"from_account_id": "ACC-1002", "to_account_id": "ACC-1001", "amount": 750})
+    assert amount_calls(move, [topup]) == []
+    assert amount_calls(held, ["If that fails, take out 250 dollars."]) == [ToolCall("withdraw", {**held.arguments, "amount": 250.0})]

@@ -16,7 +16,7 @@ from envace_demo.engine.config import EpisodeConfig
 from envace_demo.engine.detail import Detail
 from envace_demo.engine.instead import Instead
 from envace_demo.engine.items import more_items
-from envace_demo.engine.offer import offered
+from envace_demo.engine.offer import names_write, offered
 from envace_demo.engine.limits import (
     CALL_RESERVE,
     FIRST_WRITE,
@@ -37,6 +37,7 @@ from envace_demo.engine.imagined import (
     goes_through,
     imagined_action,
     keeps,
+    orders,
     plans_write,
     repeats_reads,
     rereads,
@@ -153,7 +154,7 @@ class TrajectoryRunner:
                     if step.error:
                         conversation.turns.append(turn)
                         return Outcome(None, "environment_error")
-            if execute and unasked(cfg, conversation) and drop_unasked(turn, state):
+            if execute and unasked(self, conversation, turn.action.calls) and drop_unasked(turn, state):
                 yield TurnUpdated(where, rindex, turn, None, "acted")
                 continue
             if (lead and not kept and cfg.follow_rehearsed_writes and plans_write(action, gen, self.writes)
@@ -259,7 +260,7 @@ class TrajectoryRunner:
                     turn, step, tool, self.tools, conversation, real_results, where, rindex, context, own, ask
                 )
                 yield TurnUpdated(where, rindex, turn, at, "rehearsed")
-                if execute and held is not None and self.committer.hold(step, held, tool, unasked(self.config, conversation)):
+                if execute and held is not None and self.committer.hold(step, held, tool, unasked(self, conversation, [step.call])):
                     yield TurnUpdated(where, rindex, turn, at, "held")
                     return
             if execute:
@@ -356,9 +357,14 @@ def action_error(action: Action, gen: Generation, sampling: Sampling) -> str:
     return f"{cut_by(sampling)}: {error}" if gen.finish_reason == "length" else error
 
 
-def unasked(config: EpisodeConfig, conversation: Conversation) -> bool:
-    """Whether a write now is one nobody asked for: the request asks a question."""
-    return config.drop_unasked_failures and asks_a_question(conversation.user)
+def unasked(runner: TrajectoryRunner, conversation: Conversation, calls: list[ToolCall]) -> bool:
+    """Whether the writes ``calls`` are ones nobody asked for: the request asks a question, and
+    none of its sentences that ask nothing names them (``imagined.orders``)."""
+    if not (runner.config.drop_unasked_failures and asks_a_question(conversation.user)):
+        return False
+    ordered = orders(conversation.user)
+    return not ordered or not any(names_write(t, ordered, runner.tools, runner.committer)
+                                  for c in calls if (t := find_tool(runner.tools, c.name)) is not None)
 
 
 def new_turn(turns: list[Turn], action: Action, gen: Generation, prompt: Any, user_turn: int = 0,

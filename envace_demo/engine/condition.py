@@ -146,6 +146,8 @@ _MORE = r"over|above|more\s+than|greater\s+than|higher\s+than|at\s+least|no\s+le
 _AMOUNT = r"\$?\s*(?P<{}>\d[\d,]*(?:\.\d+)?)"
 _COMPARE = re.compile(rf"\b(?P<op>{_LESS}|{_MORE})\s+{_AMOUNT.format('n')}"
                       rf"|{_AMOUNT.format('m')}\s*(?:usd|dollars)?\s+or\s+(?P<post>more|less|over|under|above|below)\b", re.I)
+_ENOUGH = re.compile(r"\benough\b|\bsufficient\b|\b(?:can|could)(?:n['\u2019]t|not)?\s+(?:cover|afford)\b", re.I)
+_SAID_AMOUNT = re.compile(r"\$\s*(\d[\d,]*(?:\.\d+)?)")
 _BYTES = re.compile(r"\bbytes?\b", re.I)
 _AFTER_WRITE = re.compile(r"\b(?:would|will)\s+(?:leave|bring|drop|put|take)\b|\bafter\b", re.I)
 
@@ -179,6 +181,8 @@ def _weigh_one(condition: str, record: dict, amount: float | None) -> bool | Non
         less = bool(re.fullmatch(_LESS, op, re.I)) or op in ("less", "under", "below")
         inclusive = op.startswith(("at ", "no ")) or bool(c.group("post"))
         return ((value <= n if inclusive else value < n) if less else (value >= n if inclusive else value > n)) != negated
+    if _ENOUGH.search(condition) and amount is not None and (value := _quantity(condition, record)) is not None:
+        return (value >= amount) != negated  # "if there isn't enough in the account for that"
     if _EMPTY.search(condition):
         lists = [v for v in record.values() if isinstance(v, list)]
         if lists:
@@ -236,7 +240,9 @@ def taken(request: str, results: list[tuple[ToolCall, Any]], call: ToolCall | No
     out, before = [], None
     for branch in branches(request):
         about = subject(request, branch, found, before)
-        truth = weigh(branch.condition, about, amount)
+        # "enough for that" weighs the amount asked for before the condition, not the fallback's own.
+        said = _SAID_AMOUNT.search(request[:branch.start]) if _ENOUGH.search(branch.condition) else None
+        truth = weigh(branch.condition, about, float(said.group(1).replace(",", "")) if said else amount)
         if truth is None and _FULL.search(branch.condition):  # "my holds": whoever's list has a limit
             truth = weigh(branch.condition, found, amount)
         if truth is not None:

@@ -144,6 +144,12 @@ def asks_a_question(request: str) -> bool:
         (m := _TELL.search(s)) and not _DONE.search(s, m.end()) for s in sentences)
 
 
+def orders(request: str) -> str:
+    """The sentences of ``request`` that do not ask a question (``asks_a_question``): where it
+    asks for writes. "please freeze ACC-1005. Also, what balance is in it?" orders the freeze."""
+    return " ".join(s for s in re.split(r"(?<=[.!?])\s+", request.strip()) if not asks_a_question(s))
+
+
 def asked_for(action, request: str, writes: Writes) -> bool:
     """Whether the user's ``request`` can have asked for the writes of an imagined action
     (``EpisodeConfig.follow_rehearsed_writes``): worded as an instruction, not a question,

@@ -11,7 +11,7 @@ from typing import Any
 
 from envace_demo.engine.commit import Committer
 from envace_demo.engine.config import EpisodeConfig
-from envace_demo.engine.imagined import asks_a_question
+from envace_demo.engine.imagined import asks_a_question, orders
 from envace_demo.grounding import values
 from envace_demo.identifiers import ground, names_identifier
 from envace_demo.negation import wished
@@ -26,7 +26,7 @@ def offered(tools: list[Tool], prompt: Any, last: bool, config: EpisodeConfig,
     the user's words (``EpisodeConfig.quoted_args``); in a request that asks a question, none that
     may change or remove what is there (``EpisodeConfig.questions_keep``: a write the environment
     does not declare additive), nor an additive one it does not name (``names_write``), unless
-    that leaves no tool at all."""
+    a sentence of it that asks nothing names the write, or that leaves no tool at all."""
     if last:
         return ()
     # Quoted first: an identifier's declared pattern (ground replaces it) keeps ids out of the user's words.
@@ -42,8 +42,11 @@ def offered(tools: list[Tool], prompt: Any, last: bool, config: EpisodeConfig,
     request = latest_request(prompt.messages)
     if committer is None or not config.questions_keep or not asks_a_question(request):
         return kept
+    # A write a sentence that asks nothing names stays: "I'd like $400 in cash out of ACC-1003. How much is left?"
+    ordered = orders(request)
     keeps = tuple(t for t in kept if committer.writes(t) is not True
-                  or (committer.additive(t) and names_write(t, request, tools, committer)))
+                  or (committer.additive(t) and names_write(t, request, tools, committer))
+                  or (ordered and names_write(t, ordered, tools, committer)))
     return keeps or kept
 
 

@@ -31,7 +31,7 @@ from envace_demo.engine.commit import asked, contradicts_call
 from envace_demo.engine.aside import Aside, missed_read
 from envace_demo.engine.again import Again, empty_search
 from envace_demo.engine.detail import Detail
-from envace_demo.engine.fallback import fallback_calls, rest_calls
+from envace_demo.engine.fallback import amount_calls, fallback_calls, rest_calls
 from envace_demo.engine.items import Planned
 from envace_demo.engine.instead import Refusal, made_call, refused_read
 from envace_demo.engine.unmade import Unmade, unmade
@@ -217,10 +217,10 @@ class Repairs:
         return []
 
     def _fallback(self, pending: Pending, before: Conversation) -> Generator[Request, Generation, list[tuple[Generation, str]]]:
-        """The held write with the path the request gives for when the first one fails
-        (``engine/fallback.py``), where it is foreseen to go through."""
+        """The held write with a path, sum or rest the request gives for its failure (``fallback.py``)."""
         held, requests = pending.step.call, pending.conversation.requests()
-        calls = [*fallback_calls(held, requests), *rest_calls(held, requests, pending.step.rehearsed, pending.step.context)]
+        calls = [*fallback_calls(held, requests), *amount_calls(held, requests),
+                 *rest_calls(held, requests, pending.step.rehearsed, pending.step.context)]
         return (yield from self._first_likely(pending, before, calls, "the request gives it for when the first fails"))
 
     def _meant(self, pending: Pending, before: Conversation) -> Generator[Request, Generation, list[tuple[Generation, str]]]:

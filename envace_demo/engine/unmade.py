@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Generator
 
 from envace_demo.engine.condition import demanded, outside, real_results
-from envace_demo.engine.imagined import asks_a_question
+from envace_demo.engine.imagined import orders
 from envace_demo.engine.instead import Instead
 from envace_demo.engine.offer import naming, offered, words
 from envace_demo.models.base import Constraint, Generation
@@ -65,10 +65,10 @@ def unmade(runner: Any, conversation: Conversation) -> list[Tool]:
 def _named(runner: Any, request: str, called: set[str]) -> list[Tool]:
     """The write tools that the sentences of ``request`` that are not questions name, or whose
     text they dictate (``dictates``), and no call in ``called`` made."""
-    orders = " ".join(s for s in re.split(r"(?<=[.!?])\s+", request.strip()) if not asks_a_question(s))
-    said = words(wished(orders))
+    ordered = orders(request)
+    said = words(wished(ordered))
     return [t for t in runner.tools if runner.writes(t.name) is True and t.name not in called
-            and (naming(t, runner.tools, runner.writes) & said or dictates(orders, t))]
+            and (naming(t, runner.tools, runner.writes) & said or dictates(ordered, t))]
 
 
 def dictates(orders: str, tool: Tool) -> bool:
