@@ -32,6 +32,15 @@ def values(text: str) -> set[str]:
     return found
 
 
+_CODE = re.compile(r"(?<![\w-])[a-z]+(?:_[a-z]+)+(?![\w-])")
+
+
+def codes(text: str) -> set[str]:
+    """The snake_case codes written in ``text`` ("stolen_card", "suspected_fraud"): the values
+    of a schema's choices, which a failure message gives as its reason."""
+    return set(_CODE.findall(text))
+
+
 def number_text(x: float) -> str:
     """A number written one way: ``15.50`` -> ``15.5``, ``1250.0`` -> ``1250``."""
     return str(int(x)) if x == int(x) and abs(x) < 1e15 else repr(x)

@@ -883,3 +883,26 @@ def test_a_failure_the_stated_facts_rule_is_held_and_trusted_at_any_certainty(sc
     assert env.state()["accounts"]["ACC-1005"]["balance"] == (15.5 if ruled else 5.5)
     assert breaks_rule("ACC-1004: frozen, balance 5000.0; amount 20 vs balance 5000.0: within. Outcome: ")
     assert not breaks_rule("ACC-1002: active, balance 8400.0, 1000.0 left today; amount 20 vs balance 8400.0: within")
+
+
+def test_a_foreseen_reason_no_read_holds_is_checked_for_real(scripted):
+    """Sure of the freeze (0.95), the rehearser also gave its reason, "stolen_card", which no
+    read of the account holds: told as the reason, it would be the rehearsal's. The held call
+    runs for real, and the actor answers from the real reason."""
+    frozen = call_text("transfer", {"from_account_id": "ACC-1004", "to_account_id": "ACC-1001", "amount": 200})
+    foreseen = {"error": {"code": "ACCOUNT_FROZEN", "message": "account ACC-1004 is frozen (stolen_card)"}}
+    backend = scripted(
+        actor=["<think></think>\nNo call.", frozen, "<think></think>\nACC-1004 is frozen (stolen_card).",
+               "<think></think>\nThe transfer failed: account ACC-1004 is frozen (suspected_fraud)."],
+        rehearser=[sure(result_text(foreseen), 0.95)],
+    )
+    request = "Move $200 from ACC-1004 to ACC-1001. If it can't go through, just tell me why."
+    traj = run_episode(backend, _task(request), EpisodeConfig(mode="parallel", n=1), create("bank"))
+    (step,) = call_steps(traj.turns)
+    assert step.checked and not step.trusted and "suspected_fraud" in step.real["error"]["message"]
+    assert traj.turns[1].set_aside and "stolen_card" not in traj.final_answer and "suspected_fraud" in traj.final_answer
+    # The same foresight without the made-up reason stands.
+    from envace_demo.engine.verdict import foreseen_unread
+    assert foreseen_unread(step) == ["stolen_card"]
+    step.rehearsed = {"error": {"code": "ACCOUNT_FROZEN", "message": "account ACC-1004 is frozen"}}
+    assert foreseen_unread(step) == []

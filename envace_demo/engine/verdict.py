@@ -16,6 +16,7 @@ actor answers from what the call really did, not from a failure that never happe
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Generator
 
@@ -23,6 +24,7 @@ from envace_demo import memory as memory_mod
 from envace_demo.context import shots
 from envace_demo.engine.commit import Committer
 from envace_demo.engine.rehearsal import score_call
+from envace_demo.grounding import codes
 from envace_demo.events import Event, MemoryReady, TurnUpdated
 from envace_demo.prompts import Conversation
 from envace_demo.record import CallStep, ToolCall, Turn, error_code, is_error, rehearsal_failed
@@ -72,8 +74,11 @@ class RunState:
 
     def stands(self, step: CallStep) -> bool:
         """Whether a held call's foreseen failure stands without being run: sure enough, or one
-        the facts stated from real reads rule (``CallStep.ruled``)."""
-        return self.trusts(step.certainty) or (self.check_given_up and step.ruled)
+        the facts stated from real reads rule (``CallStep.ruled``); and, where it is checked,
+        one whose message tells nothing only the rehearsal had (``foreseen_unread``)."""
+        if not self.check_given_up:
+            return True
+        return (self.trusts(step.certainty) or step.ruled) and not foreseen_unread(step)
 
     def set_aside(self, conversation: Conversation, memory: dict | None) -> str | None:
         """Why an answer given now is set aside, or None: then it stands, and the held calls
@@ -96,6 +101,19 @@ class RunState:
         out = [h for h in self.pending if not self.stands(h.step)]
         self.pending = [h for h in self.pending if self.stands(h.step)]
         return out
+
+
+def foreseen_unread(step: CallStep) -> list[str]:
+    """The codes of a held call's foreseen failure message (``grounding.codes``) that neither
+    its arguments nor the real reads made for it hold: "account ACC-1004 is frozen (stolen_card)"
+    where no read says why it is frozen. Told as the reason, they would be the rehearsal's (its
+    numbers are ``grounding.ungrounded``'s to catch in the answer)."""
+    error = step.rehearsed.get("error") if isinstance(step.rehearsed, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    if not isinstance(message, str):
+        return []
+    real = [step.call.arguments, *(c.get("result") for c in step.context or [] if isinstance(c, dict))]
+    return sorted(codes(message) - codes(json.dumps(real)))
 
 
 def answered_from_memory(conversation: Conversation, memory: dict | None,
