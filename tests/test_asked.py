@@ -335,3 +335,13 @@ def test_a_name_the_question_gives_that_no_read_returned_is_searched_for():
     runner = SimpleNamespace(tools=env.tools(), writes=env.writes, committer=SimpleNamespace(quoting=lambda t: env.quoting(t.name)))
     assert unread_name(runner, question, found, set()) is None
     assert unread_name(runner, question, [], set()) == ToolCall("search_catalog", {"query": "Hobbit"})
+
+
+def test_the_word_before_id_says_which_identifier_is_asked_for():
+    bank = create("bank")
+    move = {"from_account_id": "ACC-1002", "to_account_id": "ACC-1001", "amount": 750.0}
+    done = [(ToolCall("transfer", move), bank.execute("transfer", move))]
+    question = "Then tell me the transaction ID and how much more she can still transfer out of the savings account today."
+    # The accounts' ids are identifiers too, and "account" is a word of the question: not what it asks.
+    assert missed(question, done, "Moved 750 from ACC-1002 to ACC-1001.") == ["TX-5008"]
+    assert missed(question, done, "Done: TX-5008.") == []

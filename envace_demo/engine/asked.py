@@ -70,6 +70,7 @@ _SUPERLATIVES = [
 ]
 # A question that asks for an identifier by name; its mark among the question's words.
 _ID_ASKED, _ID = re.compile(r"\b(?:id|ids|identifier|reference)\b", re.IGNORECASE), "\0id"
+_ID_KIND = re.compile(r"\b([a-z]{3,})\s+(?:id|ids|identifier|reference|number)\b", re.IGNORECASE)
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ][\d:.]+Z?)?")
 _IDENTIFIER = re.compile(r"\b[A-Z]{1,5}-\d{2,}\b")  # "ACC-1003", "P-1042", "BK-001"
 _PARTS = re.compile(r"\s+[-\u2013\u2014:|]\s+|,\s+")
@@ -187,7 +188,7 @@ def answers_in(request: str, call: ToolCall, result: Any) -> tuple[list[Found], 
         return [], []
     # The rows of a search are about the words searched for too: the call's arguments count.
     topic = asked(request, ToolCall(call.name, {}))
-    fields = stems(request) | ({_ID} if _ID_ASKED.search(request) else set()), implied_fields(request)
+    fields = stems(request) | id_words(request), implied_fields(request)
     in_rows: list[Found] = []
     rows = closest(topic, result)
     if (most := superlative(request)) is not None and whole(result):
@@ -214,6 +215,14 @@ def contents(request: str, result: Any) -> tuple[Named, ...] | None:
     if not rows or len(rows) > MAX_LISTED or None in names:
         return None
     return tuple(Named(n) for n in names)
+
+
+def id_words(request: str) -> set[str]:
+    """The marks a question that asks for an identifier puts among its words: ``_ID``, and
+    ``_ID:word`` for the word that says which ("the transaction ID": not the account's)."""
+    if not _ID_ASKED.search(request):
+        return set()
+    return {_ID} | {f"{_ID}:{stem(m.group(1))}" for m in _ID_KIND.finditer(request)}
 
 
 def superlative(request: str) -> tuple[set[str], bool] | None:
@@ -289,7 +298,8 @@ def _values(tool: str, item: dict, fields: tuple[set[str], set[str]]) -> list[Fo
     for key, value in item.items():
         words = stems(key)
         if names_identifier(key):  # only where the question asks for it: "the transaction ID of ..."
-            if _ID in own_words and (words & own_words or key.lower() == "id"):
+            kinds = {w[len(_ID) + 1:] for w in own_words if w.startswith(_ID + ":")}
+            if _ID in own_words and (words & kinds if kinds else words & own_words or key.lower() == "id"):
                 out.append(Found(tool, row, key, value, True))
             continue
         if not words & (own_words | implied):
