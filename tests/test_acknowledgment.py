@@ -196,3 +196,18 @@ def test_a_write_that_failed_before_reads_that_went_through_is_still_told():
         hold, call_text("search_catalog", {"query": "Dune"}), none_in, none_in])
     assert env.state()["patrons"]["P-1100"]["holds"] == ["BK-005"]
     assert traj.final_answer.startswith("There is no copy of Dune") and "ALREADY_ON_HOLD" in traj.final_answer
+
+
+def test_where_the_same_write_was_made_for_several_the_one_that_failed_is_named():
+    from helpers.scripted import constrained_episode
+
+    request = ("For card P-1100, please place holds on Neuromancer, Cosmos and Anna Karenina, in that order. "
+               "If the hold limit stops one of them, tell me which one didn't go through.")
+    actor = []
+    for title, book in (("Neuromancer", "BK-008"), ("Cosmos", "BK-037"), ("Anna Karenina", "BK-018")):
+        actor += [call_text("search_catalog", {"query": title}), call_text("place_hold", {"book_id": book, "patron_id": "P-1100"})]
+    limit = "<think></think>\nThe last hold failed: P-1100 already has 3 holds, the most allowed."
+    traj, _, env = constrained_episode(request, actor + [limit], max_steps=8)
+    assert env.state()["patrons"]["P-1100"]["holds"] == ["BK-005", "BK-008", "BK-037"]
+    assert traj.final_answer.startswith(limit.split("\n", 1)[1])
+    assert "Anna Karenina (BK-018)" in traj.final_answer and traj.turns[-1].added

@@ -9,6 +9,7 @@ from typing import Any, Callable, Generator
 
 from envace_demo.acknowledgment import acknowledges, failure_text, report, tells_why
 from envace_demo.engine.answers import add_to_answer, ungrounded
+from envace_demo.engine.asked import names_read
 from envace_demo.engine.imagined import asks_a_question
 from envace_demo.engine.verdict import RunState
 from envace_demo.events import Event, TurnUpdated
@@ -32,6 +33,7 @@ def tell_failure(
                     config.trust_certainty)
     if missed is None:
         add_why(runner, turn, conversation, turns)
+        add_which(runner, turn, conversation)
         return False
     call, failure, ran = missed
     if not state.retold:
@@ -106,6 +108,26 @@ def add_why(runner: Any, turn: Turn, conversation: Conversation, turns: list[Tur
         if ungrounded(runner.task, runner.config.known_results, turns, told, runner.rehearsals):
             told = f"What rehearsal foresaw, not run: {step.call.name}: {code}"
     add_to_answer(turn, told)
+
+
+def add_which(runner: Any, turn: Turn, conversation: Conversation) -> None:
+    """An answer that tells a write failed, where the same write was made for several things,
+    and does not say which one: the name a real read gave each identifier of the failed call
+    is added (asked for holds on three books, the third refused, the answer told the limit but
+    not the book)."""
+    failed = last_failure(conversation) or earlier_failure(conversation, runner.writes)
+    if failed is None or runner.writes(failed[0].call.name) is not True:
+        return
+    step = failed[0]
+    steps = [s for t in conversation.turns if t.read() for s in t.calls]
+    if sum(1 for s in steps if s.call.name == step.call.name) < 2:
+        return
+    names = names_read(r for t in conversation.turns if t.read() for r in conversation.results(t))
+    said = (turn.action.content or "").lower()
+    which = [f"{names[v]} ({v})" for k, v in step.call.arguments.items() if names_identifier(k) and isinstance(v, str)
+             and v in names and names[v].lower() not in said and v.lower() not in said]
+    if which:
+        add_to_answer(turn, f"The one that failed: {step.call.name} for {', '.join(which)}.")
 
 
 def last_failure(conversation: Conversation) -> tuple[CallStep, Any] | None:
