@@ -173,3 +173,16 @@ def test_a_required_choice_is_held_to_what_the_user_says_and_not_to_what_they_de
     travel = "Freeze my savings ACC-1002? Nothing was lost or stolen, I just want nothing moving while I travel."
     assert said_choices(reasons, travel) == ["suspected_fraud", "customer_request"]
     assert said_choices(reasons, "Freeze ACC-1004 please.") is None  # as declared: the actor's to choose
+
+
+def test_a_change_the_request_does_not_name_is_not_offered_where_it_names_another_write():
+    from envace_demo.engine.offer import unnamed_changes
+
+    env = create("files")
+    committer = Committer(env, None, threading.Event(), None, True, 10.0, None, None)
+    add = ("Add a file /notes/todo.txt with the line '- call mom on Sunday'. If a file with that name is already "
+           "there, don't touch it - save mine as /notes/todo-2.txt instead.")
+    assert unnamed_changes(env.tools(), add, committer) == {"move_file", "delete_file"}
+    # Asked to move, nothing is deleted; asked nothing by name, nothing is held back.
+    assert unnamed_changes(env.tools(), "Move /notes/todo.txt into /archive.", committer) == {"delete_file", "write_file"}
+    assert unnamed_changes(env.tools(), "Put the stylesheet away in /archive.", committer) == set()

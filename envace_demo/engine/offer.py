@@ -17,6 +17,7 @@ from envace_demo.identifiers import ground, names_identifier
 from envace_demo.negation import wished
 from envace_demo.quoted import names_and_quotes, quote
 from envace_demo.schemas import Tool
+from envace_demo.verbatim import spans
 
 
 def offered(tools: list[Tool], prompt: Any, last: bool, config: EpisodeConfig,
@@ -40,6 +41,8 @@ def offered(tools: list[Tool], prompt: Any, last: bool, config: EpisodeConfig,
         amounted = tuple(a for t in kept if (a := said_amounts(t, numbers, committer)) is not None)
         kept = amounted or kept
     request = latest_request(prompt.messages)
+    if committer is not None and config.questions_keep and (unnamed := unnamed_changes(tools, request, committer)):
+        kept = tuple(t for t in kept if t.name not in unnamed) or kept
     if committer is None or not config.questions_keep or not asks_a_question(request):
         return kept
     # A write a sentence that asks nothing names stays: "I'd like $400 in cash out of ACC-1003. How much is left?"
@@ -48,6 +51,34 @@ def offered(tools: list[Tool], prompt: Any, last: bool, config: EpisodeConfig,
                   or (committer.additive(t) and names_write(t, request, tools, committer))
                   or (ordered and names_write(t, ordered, tools, committer)))
     return keeps or kept
+
+
+def dictates(orders: str, tool: Tool) -> bool:
+    """Whether ``orders`` dictate the text ``tool`` writes: a span after a colon or in quotes
+    (``verbatim.spans``), said to be what it holds ("a file called pancakes.txt containing: 2
+    eggs", "with the line '- call mom'"), where the tool requires a text (``content``, ``text``,
+    ``body``). Told to make a folder and put a file in it "containing: ...", the small actor made
+    the folder and answered."""
+    properties = tool.parameters.get("properties") or {}
+    takes = any(name in _TEXTS and isinstance(properties.get(name), dict) and properties[name].get("type") == "string"
+                for name in tool.parameters.get("required") or ())
+    return takes and bool(spans(orders)) and bool(_HOLDS.search(orders))
+
+
+_TEXTS = ("content", "text", "body")  # the arguments that hold what a write writes
+_HOLDS = re.compile(r"\b(?:contain(?:ing|s)?|with (?:the )?(?:lines?|text|content|words?)|that (?:says|reads)|saying)\b",
+                    re.IGNORECASE)
+
+
+def unnamed_changes(tools: list[Tool], request: str, committer: Committer) -> set[str]:
+    """The writes that change or remove what is there (not declared additive) that no sentence
+    of ``request`` asking nothing names, where those sentences name another write (by its words,
+    or by the text they dictate for it): told to add a file "with the line '...'", and to save
+    it under another name if one was there, the small actor moved the file that was there."""
+    ordered = orders(request)
+    writes = [t for t in tools if committer.writes(t) is True]
+    named = {t.name for t in writes if ordered and (names_write(t, ordered, tools, committer) or dictates(ordered, t))}
+    return {t.name for t in writes if named and t.name not in named and not committer.additive(t)}
 
 
 def names_write(tool: Tool, request: str, tools: list[Tool], committer: Committer) -> bool:

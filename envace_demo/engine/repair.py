@@ -33,6 +33,7 @@ from envace_demo.engine.again import Again, empty_search
 from envace_demo.engine.detail import Detail
 from envace_demo.engine.fallback import amount_calls, fallback_calls, rest_calls
 from envace_demo.engine.items import Planned
+from envace_demo.engine.offer import unnamed_changes
 from envace_demo.engine.instead import Refusal, made_call, refused_read
 from envace_demo.engine.unmade import Unmade, unmade
 from envace_demo.events import TurnUpdated
@@ -296,8 +297,8 @@ class Repairs:
     def _candidate_request(self, pending: Pending) -> Request:
         """The request for a call the actor would make now, shown the foreseen failure: a write
         required, drawn hotter than it acts (each draw its own seed)."""
-        runner = self.runner
-        writes = tuple(t for t in runner.tools if runner.committer.writes(t) is not False)
+        runner, unnamed = self.runner, unnamed_changes(self.runner.tools, pending.conversation.user, self.runner.committer)
+        writes = tuple(t for t in runner.tools if runner.committer.writes(t) is not False and t.name not in unnamed)
         prompt = actor_prompt(runner.backend, pending.conversation, runner.tools)
         constraint = Constraint(role="actor", think_chars=0, tools=writes, require_call=True)
         return Request(prompt, constraint, "actor", "repair", None, temperature=CANDIDATE_TEMPERATURE)

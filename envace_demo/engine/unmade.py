@@ -23,18 +23,14 @@ from typing import Any, Generator
 from envace_demo.engine.condition import demanded, outside, real_results
 from envace_demo.engine.imagined import orders
 from envace_demo.engine.instead import Instead
-from envace_demo.engine.offer import naming, offered, words
+from envace_demo.engine.offer import dictates, naming, offered, words
 from envace_demo.models.base import Constraint, Generation
 from envace_demo.negation import wished
 from envace_demo.prompts import Conversation, actor_prompt
 from envace_demo.record import is_error
 from envace_demo.scheduler import Request
 from envace_demo.schemas import Tool
-from envace_demo.verbatim import spans
 
-_TEXTS = ("content", "text", "body")  # the arguments that hold what a write writes
-_HOLDS = re.compile(r"\b(?:contain(?:ing|s)?|with (?:the )?(?:lines?|text|content|words?)|that (?:says|reads)|saying)\b",
-                    re.IGNORECASE)
 _CONDITION = re.compile(r"\b(?:if|unless|whether|in case|only when|provided)\b", re.IGNORECASE)
 
 
@@ -69,18 +65,6 @@ def _named(runner: Any, request: str, called: set[str]) -> list[Tool]:
     said = words(wished(ordered))
     return [t for t in runner.tools if runner.writes(t.name) is True and t.name not in called
             and (naming(t, runner.tools, runner.writes) & said or dictates(ordered, t))]
-
-
-def dictates(orders: str, tool: Tool) -> bool:
-    """Whether ``orders`` dictate the text ``tool`` writes: a span after a colon or in quotes
-    (``verbatim.spans``), said to be what it holds ("a file called pancakes.txt containing: 2
-    eggs", "with the line '- call mom'"), where the tool requires a text (``content``, ``text``,
-    ``body``). Told to make a folder and put a file in it "containing: ...", the small actor made
-    the folder and answered."""
-    properties = tool.parameters.get("properties") or {}
-    takes = any(name in _TEXTS and isinstance(properties.get(name), dict) and properties[name].get("type") == "string"
-                for name in tool.parameters.get("required") or ())
-    return takes and bool(spans(orders)) and bool(_HOLDS.search(orders))
 
 
 @dataclass
