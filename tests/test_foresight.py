@@ -854,9 +854,11 @@ def test_a_question_offers_no_tool_that_changes_or_removes_anything(scripted, mo
     named = offered("Where is the budget? Create /projects/old if it is missing.")
     assert named and all(n == everything - changes for n in named)
     assert all("create_directory" not in n for n in offered("Which directory holds the budget?"))
-    # An instruction: everything on offer (then, answered without the delete it names, that call is asked for).
+    # An instruction: on offer all but the changes it does not name, where it names one (``offer.unnamed_changes``;
+    # then, answered without the delete it names, that call is asked for).
     told = offered("Delete /notes/todo.txt, I'm done with it.")
-    assert told[-1] == {"delete_file"} and all(n == everything for n in told[:-1]) and len(told) > 1
+    unnamed = {"move_file", "write_file"}
+    assert told[-1] == {"delete_file"} and all(n == everything - unnamed for n in told[:-1]) and len(told) > 1
     assert all(n == everything for n in offered("What did I spend in February?", questions_keep=False))
 
 

@@ -72,12 +72,13 @@ _HOLDS = re.compile(r"\b(?:contain(?:ing|s)?|with (?:the )?(?:lines?|text|conten
 
 def unnamed_changes(tools: list[Tool], request: str, committer: Committer) -> set[str]:
     """The writes that change or remove what is there (not declared additive) that no sentence
-    of ``request`` asking nothing names, where those sentences name another write (by its words,
-    or by the text they dictate for it): told to add a file "with the line '...'", and to save
+    of ``request`` asking nothing names, where those sentences name another write (by a word of
+    its name no other tool has, ``naming``, or by the text they dictate for it): told to add a file "with the line '...'", and to save
     it under another name if one was there, the small actor moved the file that was there."""
-    ordered = orders(request)
+    ordered, said = orders(request), words(wished(orders(request)))
     writes = [t for t in tools if committer.writes(t) is True]
-    named = {t.name for t in writes if ordered and (names_write(t, ordered, tools, committer) or dictates(ordered, t))}
+    by_name = {t.name: committer.writes(t) for t in tools}
+    named = {t.name for t in writes if naming(t, tools, by_name.get) & said or dictates(ordered, t)}
     return {t.name for t in writes if named and t.name not in named and not committer.additive(t)}
 
 
