@@ -52,7 +52,7 @@ def test_generated_tasks_stay_apart_from_the_heldout_ones(env):
     assert len(training_tasks((env,))) == len(scripted)
 
 
-@pytest.mark.parametrize("requests", ["requests.jsonl", "requests-2.jsonl", "requests-3.jsonl", "requests-4.jsonl", "requests-5.jsonl", "requests-6.jsonl", "requests-7.jsonl", "requests-8.jsonl", "requests-9.jsonl", "requests-10.jsonl", "requests-11.jsonl", "requests-12.jsonl", "requests-13.jsonl", "requests-14.jsonl", "requests-15.jsonl", "requests-16.jsonl", "requests-17.jsonl", "requests-18.jsonl"])
+@pytest.mark.parametrize("requests", ["requests.jsonl", "requests-2.jsonl", "requests-3.jsonl", "requests-4.jsonl", "requests-5.jsonl", "requests-6.jsonl", "requests-7.jsonl", "requests-8.jsonl", "requests-9.jsonl", "requests-10.jsonl", "requests-11.jsonl", "requests-12.jsonl", "requests-13.jsonl", "requests-14.jsonl", "requests-15.jsonl", "requests-16.jsonl", "requests-17.jsonl", "requests-18.jsonl", "requests-19.jsonl", "requests-20.jsonl"])
 @pytest.mark.parametrize("env", GENERATED_ENVS)
 def test_generated_tasks_stay_apart_from_the_request_tasks_kept_for_measuring(env, requests):
     """``bench/requests*.jsonl``: requests written apart from the generator, for measuring
