@@ -7,7 +7,7 @@ import pytest
 
 from conftest import call_text
 from helpers.scripted import constrained_episode
-from envace_demo.engine.unmade import naming
+from envace_demo.engine.offer import naming
 from envace_demo.envs.registry import create
 from envace_demo.schemas import find_tool
 from envace_demo.record import call_steps
@@ -114,7 +114,7 @@ def test_a_write_whose_text_the_request_dictates_is_asked_for():
     assert env.state()["directories"]["/projects/recipes"] == ["pancakes.txt"]
     assert [t.name for t in backend.constraints[2].tools] == ["write_file"]
     # A colon alone dictates nothing: "Quick one: move it" asks for no file.
-    from envace_demo.engine.unmade import dictates
+    from envace_demo.engine.offer import dictates
     write_file = find_tool(env.tools(), "write_file")
     assert not dictates("Quick one: move /notes/todo.txt into /archive.", write_file)
     assert dictates("Add a file /notes/todo.txt with the line '- call mom on Sunday'.", write_file)

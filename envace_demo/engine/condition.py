@@ -147,7 +147,7 @@ _AMOUNT = r"\$?\s*(?P<{}>\d[\d,]*(?:\.\d+)?)"
 _COMPARE = re.compile(rf"\b(?P<op>{_LESS}|{_MORE})\s+{_AMOUNT.format('n')}"
                       rf"|{_AMOUNT.format('m')}\s*(?:usd|dollars)?\s+or\s+(?P<post>more|less|over|under|above|below)\b", re.I)
 _ENOUGH = re.compile(r"\benough\b|\bsufficient\b|\b(?:can|could)(?:n['\u2019]t|not)?\s+(?:cover|afford)\b", re.I)
-_SAID_AMOUNT = re.compile(r"\$\s*(\d[\d,]*(?:\.\d+)?)")
+_SUM = re.compile(r"\$\s*(\d[\d,]*(?:\.\d+)?)|\b(\d[\d,]*(?:\.\d+)?)\s*(?:dollars|usd)\b", re.I)
 _BYTES = re.compile(r"\bbytes?\b", re.I)
 _AFTER_WRITE = re.compile(r"\b(?:would|will)\s+(?:leave|bring|drop|put|take)\b|\bafter\b", re.I)
 
@@ -193,6 +193,11 @@ def _weigh_one(condition: str, record: dict, amount: float | None) -> bool | Non
     if _FOUND.search(condition) and isinstance(record.get("total"), int):
         return (record["total"] > 0) != negated
     return None
+
+
+def sums(text: str) -> list[float]:
+    """The sums of money ``text`` says ("$400", "250 dollars"), in order."""
+    return [float((m.group(1) or m.group(2)).replace(",", "")) for m in _SUM.finditer(text)]
 
 
 def _quantity(condition: str, record: dict) -> float | None:
@@ -241,8 +246,8 @@ def taken(request: str, results: list[tuple[ToolCall, Any]], call: ToolCall | No
     for branch in branches(request):
         about = subject(request, branch, found, before)
         # "enough for that" weighs the amount asked for before the condition, not the fallback's own.
-        said = _SAID_AMOUNT.search(request[:branch.start]) if _ENOUGH.search(branch.condition) else None
-        truth = weigh(branch.condition, about, float(said.group(1).replace(",", "")) if said else amount)
+        said = sums(request[:branch.start])[:1] if _ENOUGH.search(branch.condition) else []
+        truth = weigh(branch.condition, about, said[0] if said else amount)
         if truth is None and _FULL.search(branch.condition):  # "my holds": whoever's list has a limit
             truth = weigh(branch.condition, found, amount)
         if truth is not None:

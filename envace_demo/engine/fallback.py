@@ -15,7 +15,7 @@ import re
 
 from typing import Any
 
-from envace_demo.engine.condition import branches
+from envace_demo.engine.condition import branches, sums
 from envace_demo.engine.items import FILE_WRITTEN, PATH_WRITTEN, inside_path
 from envace_demo.fidelity import is_number, leaves
 from envace_demo.grounding import number_text, values
@@ -71,11 +71,8 @@ def amount_calls(held: ToolCall, requests: list[str]) -> list[ToolCall]:
     amount = held.arguments.get("amount")
     if not isinstance(amount, (int, float)) or isinstance(amount, bool) or not requests:
         return []
-    sums = [float((m.group(1) or m.group(2)).replace(",", "")) for b in branches(requests[-1]) for m in _SUM.finditer(b.action)]
-    return [ToolCall(held.name, {**held.arguments, "amount": s}) for s in dict.fromkeys(sums) if 0 < s != amount]
-
-
-_SUM = re.compile(r"\$\s*(\d[\d,]*(?:\.\d+)?)|\b(\d[\d,]*(?:\.\d+)?)\s*(?:dollars|usd)\b", re.IGNORECASE)
+    given = [s for b in branches(requests[-1]) for s in sums(b.action)]
+    return [ToolCall(held.name, {**held.arguments, "amount": s}) for s in dict.fromkeys(given) if 0 < s != amount]
 
 
 def rest_calls(held: ToolCall, requests: list[str], foreseen: Any, context: list[dict]) -> list[ToolCall]:

@@ -70,16 +70,24 @@ _HOLDS = re.compile(r"\b(?:contain(?:ing|s)?|with (?:the )?(?:lines?|text|conten
                     re.IGNORECASE)
 
 
+def ordered_writes(tools: list[Tool], request: str, writes: Any) -> list[Tool]:
+    """The write tools that the sentences of ``request`` asking nothing (``imagined.orders``) name
+    by a word of the tool's name no other tool has (``naming``), or whose text they dictate
+    (``dictates``). ``writes``: tool name -> whether it writes."""
+    ordered = orders(request)
+    said = words(wished(ordered))
+    return [t for t in tools if writes(t.name) is True and (naming(t, tools, writes) & said or dictates(ordered, t))]
+
+
 def unnamed_changes(tools: list[Tool], request: str, committer: Committer) -> set[str]:
     """The writes that change or remove what is there (not declared additive) that no sentence
-    of ``request`` asking nothing names, where those sentences name another write (by a word of
-    its name no other tool has, ``naming``, or by the text they dictate for it): told to add a file "with the line '...'", and to save
-    it under another name if one was there, the small actor moved the file that was there."""
-    ordered, said = orders(request), words(wished(orders(request)))
-    writes = [t for t in tools if committer.writes(t) is True]
+    of ``request`` asking nothing names, where those sentences name another write
+    (``ordered_writes``): told to add a file "with the line '...'", and to save it under another
+    name if one was there, the small actor moved the file that was there."""
     by_name = {t.name: committer.writes(t) for t in tools}
-    named = {t.name for t in writes if naming(t, tools, by_name.get) & said or dictates(ordered, t)}
-    return {t.name for t in writes if named and t.name not in named and not committer.additive(t)}
+    named = {t.name for t in ordered_writes(tools, request, by_name.get)}
+    return {t.name for t in tools if named and by_name[t.name] is True and t.name not in named
+            and not committer.additive(t)}
 
 
 def names_write(tool: Tool, request: str, tools: list[Tool], committer: Committer) -> bool:

@@ -21,11 +21,9 @@ from dataclasses import dataclass
 from typing import Any, Generator
 
 from envace_demo.engine.condition import demanded, outside, real_results
-from envace_demo.engine.imagined import orders
 from envace_demo.engine.instead import Instead
-from envace_demo.engine.offer import dictates, naming, offered, words
+from envace_demo.engine.offer import offered, ordered_writes
 from envace_demo.models.base import Constraint, Generation
-from envace_demo.negation import wished
 from envace_demo.prompts import Conversation, actor_prompt
 from envace_demo.record import is_error
 from envace_demo.scheduler import Request
@@ -59,12 +57,9 @@ def unmade(runner: Any, conversation: Conversation) -> list[Tool]:
 
 
 def _named(runner: Any, request: str, called: set[str]) -> list[Tool]:
-    """The write tools that the sentences of ``request`` that are not questions name, or whose
-    text they dictate (``dictates``), and no call in ``called`` made."""
-    ordered = orders(request)
-    said = words(wished(ordered))
-    return [t for t in runner.tools if runner.writes(t.name) is True and t.name not in called
-            and (naming(t, runner.tools, runner.writes) & said or dictates(ordered, t))]
+    """The write tools the sentences of ``request`` that are not questions name, or whose text
+    they dictate (``offer.ordered_writes``), and no call in ``called`` made."""
+    return [t for t in ordered_writes(runner.tools, request, runner.writes) if t.name not in called]
 
 
 @dataclass

@@ -98,8 +98,9 @@ class RunState:
     def take(self) -> list[Held]:
         """The held calls to run for real now: those not trusted (the trusted ones stay
         pending, to stand with the next answer)."""
-        out = [h for h in self.pending if not self.stands(h.step)]
-        self.pending = [h for h in self.pending if self.stands(h.step)]
+        stands = [self.stands(h.step) for h in self.pending]
+        out = [h for h, ok in zip(self.pending, stands) if not ok]
+        self.pending = [h for h, ok in zip(self.pending, stands) if ok]
         return out
 
 
